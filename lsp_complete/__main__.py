@@ -1,0 +1,3 @@
+from lsp_complete.cli import main
+
+main()

@@ -1,0 +1,93 @@
+"""Settings: one typed, fully defaulted dataclass, parsed once from camelCase options."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsp_complete.engine.llama import default_threads
+
+MULTILINE_MODES = ("auto", "always", "never")
+ENGINES = ("local", "llama-server", "openai")
+
+
+@dataclass
+class Settings:
+    model: str | None = None  # models.toml name or a path to a .gguf file
+    threads: int = field(default_factory=default_threads)
+    context_size: int = 8192  # KV cells shared by all open files
+    slots: int = 4  # files whose KV sequences stay in memory at once
+    gpu_layers: int = 0
+    max_tokens: int = 64
+    max_prompt_tokens: int = 1536
+    multiline: str = "auto"
+    enabled: dict[str, bool] = field(default_factory=dict)  # languageId -> enabled; default on
+    debounce_ms: int = 0  # 0: the server cancels stale work instead of waiting
+    time_budget_ms: int = 800  # after this, multi-line generation stops at the next line end
+    token_healing: bool = True
+    persist_cache: bool = True
+    cache_size_mb: int = 1024
+    idle_reanchor_ms: int = 400
+    max_file_bytes: int = 4 * 1024 * 1024
+    engine: str = "local"
+
+    def language_enabled(self, language_id: str) -> bool:
+        return self.enabled.get(language_id, self.enabled.get("*", True))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Merge camelCase (or snake_case) options into settings; returns (settings, problems).
+
+    Unknown keys and wrong types are reported, not fatal: the server tells the user and keeps
+    the previous value.
+    """
+    settings = dataclasses.replace(base) if base else Settings()
+    if base is None and os.environ.get("LSP_COMPLETE_MODEL"):
+        settings.model = os.environ["LSP_COMPLETE_MODEL"]
+    problems: list[str] = []
+    if not options:
+        return settings, problems
+    if not isinstance(options, dict):
+        return settings, [f"settings must be an object, got {type(options).__name__}"]
+    for key, value in options.items():
+        name = _snake(key)
+        spec = _FIELDS.get(name)
+        if spec is None:
+            problems.append(f"unknown setting {key!r}")
+            continue
+        error = _check(name, value)
+        if error:
+            problems.append(f"setting {key!r}: {error}")
+            continue
+        setattr(settings, name, value)
+    return settings, problems
+
+
+def _check(name: str, value: Any) -> str | None:
+    if name == "model":
+        return None if value is None or isinstance(value, str) else "expected a string"
+    if name == "enabled":
+        if isinstance(value, dict) and all(isinstance(v, bool) for v in value.values()):
+            return None
+        return "expected an object mapping languageId to true/false"
+    if name == "multiline":
+        return None if value in MULTILINE_MODES else f"expected one of {', '.join(MULTILINE_MODES)}"
+    if name == "engine":
+        return None if value in ENGINES else f"expected one of {', '.join(ENGINES)}"
+    default = _FIELDS[name].default
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "expected true or false"
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if (isinstance(default, int) or name == "threads") and (not is_int or value < 0):
+        return "expected a non-negative integer"
+    return None

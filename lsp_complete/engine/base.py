@@ -1,0 +1,93 @@
+"""The engine interface: what the scheduler asks of any backend (in-process or remote)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class CancelToken:
+    """Set by the scheduler when a request is superseded or cancelled.
+
+    The engine checks it between prefill batches and between generated tokens, and llama.cpp's
+    abort callback checks it inside a running decode. `work_after_cancel` counts the tokens the
+    engine still decoded after the flag was set, so tests can prove superseded work stops.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.cancelled_at: float | None = None
+        self.work_after_cancel = 0
+
+    def cancel(self) -> None:
+        if not self._event.is_set():
+            self.cancelled_at = time.monotonic()
+            self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass
+class GenerationRequest:
+    key: str  # one KV sequence per key (the document URI)
+    segments: list[list[int]]  # prompt tokens, most stable segment first
+    heal: str = ""  # token healing: the output must start with these characters
+    max_tokens: int = 48
+    stop: tuple[str, ...] = ()
+    single_line: bool = True
+    deadline: float | None = None  # time.monotonic(); past it, stop at the next line end
+    # Called with the text generated so far each time a line ends; True stops generation.
+    line_check: Callable[[str], bool] | None = None
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for segment in self.segments for t in segment]
+
+
+@dataclass
+class GenerationResult:
+    text: str  # generated text, starting with the healed characters
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    encoded_tokens: int = 0
+    generated_tokens: int = 0
+    stop_reason: str = ""  # eog | stop | newline | max_tokens | budget | cancelled | error
+    prefill_ms: float = 0.0
+    generate_ms: float = 0.0
+
+
+@dataclass
+class EngineCounters:
+    calls: int = 0  # completion calls that reached the model
+    warm_calls: int = 0
+    tokens_encoded: int = 0  # prompt tokens decoded
+    tokens_generated: int = 0
+    tokens_reused: int = 0
+    tokens_after_cancel: int = 0  # decoded after the request's cancel flag was set
+    aborted_decodes: int = 0
+    evictions: int = 0
+    restored_from_disk: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    counters: EngineCounters
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]: ...
+
+    def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult: ...
+
+    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken) -> int: ...
+
+    def forget(self, key: str) -> None: ...
+
+    def persist(self, key: str | None = None) -> int: ...
+
+    def describe(self) -> dict[str, object]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,512 @@
+"""In-process llama.cpp: one context, one KV sequence per open file, prefix reuse, token healing.
+
+Everything here runs on the scheduler's single worker thread; nothing else touches the context.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import ctypes
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from lsp_complete.engine.base import (
+    CancelToken,
+    EngineCounters,
+    GenerationRequest,
+    GenerationResult,
+)
+from lsp_complete.engine.kvstore import KVStore
+
+log = logging.getLogger(__name__)
+llama_log = logging.getLogger("llama.cpp")
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+# ggml levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
+# Its warnings are about model files we validate ourselves: keep them at INFO.
+_LOG_LEVELS = {2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR}
+
+
+# What llama.cpp reports as errors when our abort callback stops a decode: that is a
+# cancellation working as intended, not a failure.
+_ABORT_NOISE = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
+
+
+@llama_cpp.llama_log_callback
+def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    # llama.cpp prints a lot at load time; keep it out of stderr unless asked for.
+    message = text.decode("utf-8", errors="replace").rstrip()
+    if message:
+        if any(noise in message for noise in _ABORT_NOISE):
+            level = 1
+        llama_log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+class EngineError(Exception):
+    """The model could not be loaded or used; the message says what to do."""
+
+
+def default_threads() -> int:
+    # Generation is memory-bound: more threads than physical cores only adds contention.
+    return max(1, min(8, (os.cpu_count() or 2)))
+
+
+@dataclass
+class _Sequence:
+    key: str
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)
+    dirty: bool = False  # holds KV that the disk store does not have yet
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    # numpy compares 2k tokens in microseconds; a Python loop would cost ~100 µs per keystroke.
+    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int32) != np.asarray(b[:n], dtype=np.int32))
+    return int(diff[0]) if diff.size else n
+
+
+class LlamaEngine:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        slots: int = 4,
+        n_batch: int = 256,
+        n_ubatch: int = 64,
+        kv_store: KVStore | None = None,
+        model_id: str = "",
+    ) -> None:
+        _init_backend()
+        self.model_path = Path(model_path)
+        self.n_threads = n_threads or default_threads()
+        self.n_gpu_layers = n_gpu_layers
+        self.n_batch = n_batch
+        self.slots = max(1, slots)
+        self.kv_store = kv_store
+        self.model_id = model_id or f"{self.model_path.name}:{self.model_path.stat().st_size}"
+        self.counters = EngineCounters()
+        self._active_cancel: CancelToken | None = None
+        self._lock = threading.RLock()
+
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = n_gpu_layers
+        self._model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), mparams)
+        if not self._model:
+            raise EngineError(
+                f"llama.cpp could not load {self.model_path}: the file is not a usable GGUF model "
+                "(truncated, corrupt, or an architecture this llama.cpp does not know). "
+                "Re-run `lsp-complete models pull NAME` or pick another model."
+            )
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
+
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = min(n_ubatch, n_batch)
+        cparams.n_seq_max = self.slots
+        cparams.kv_unified = True  # one pool of cells shared by all files' sequences
+        cparams.n_threads = self.n_threads
+        cparams.n_threads_batch = self.n_threads
+        cparams.no_perf = True
+        self._abort_callback = llama_cpp.ggml_abort_callback(self._should_abort)
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise EngineError(
+                f"llama.cpp could not create a context of {n_ctx} tokens for {self.model_path} "
+                "(out of memory?). Lower contextSize."
+            )
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._sequences: OrderedDict[str, _Sequence] = OrderedDict()  # LRU order, oldest first
+        self._free_ids = list(range(self.slots))
+        self._load_vocab_pieces()
+
+    # ------------------------------------------------------------------ vocabulary
+
+    def _load_vocab_pieces(self) -> None:
+        buf = ctypes.create_string_buffer(256)
+        pieces: list[bytes] = []
+        stop_mask = np.zeros(self.n_vocab, dtype=bool)
+        for token in range(self.n_vocab):
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, False)
+            pieces.append(buf.raw[: max(n, 0)])
+            if (
+                llama_cpp.llama_vocab_is_eog(self._vocab, token)
+                or llama_cpp.llama_vocab_is_control(self._vocab, token)
+                or n <= 0
+            ):
+                stop_mask[token] = True
+        self._pieces = pieces
+        # Any end-of-generation, control (FIM markers, file separators) or empty token ends the
+        # suggestion: they must never reach the editor.
+        self._stop_mask = stop_mask
+        order = sorted((p, t) for t, p in enumerate(pieces) if p and not stop_mask[t])
+        self._sorted_pieces = [p for p, _ in order]
+        self._sorted_ids = np.array([t for _, t in order], dtype=np.int64)
+        self._piece_ids: dict[bytes, list[int]] = {}
+        for p, t in order:
+            self._piece_ids.setdefault(p, []).append(t)
+        self._heal_cache: dict[bytes, np.ndarray] = {}
+
+    def piece(self, token: int) -> bytes:
+        return self._pieces[token]
+
+    def _heal_candidates(self, remaining: bytes) -> np.ndarray:
+        """Tokens that keep the output consistent with the healed text still to be produced."""
+        cached = self._heal_cache.get(remaining)
+        if cached is not None:
+            return cached
+        lo = bisect.bisect_left(self._sorted_pieces, remaining)
+        hi = bisect.bisect_left(self._sorted_pieces, remaining + b"\xff" * 32, lo)
+        ids = [self._sorted_ids[lo:hi]]
+        for k in range(1, len(remaining)):
+            ids.append(np.array(self._piece_ids.get(remaining[:k], []), dtype=np.int64))
+        result = np.concatenate(ids)
+        if len(self._heal_cache) > 4096:
+            self._heal_cache.clear()
+        self._heal_cache[remaining] = result
+        return result
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, capacity, False, special)
+        if n < 0:
+            capacity = -n
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(
+                self._vocab, data, len(data), buf, capacity, False, special
+            )
+        return list(buf[:n])
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self._pieces[t] for t in tokens).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> str:
+        """Text of a token including special ones (for templates and diagnostics)."""
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
+        return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ sequences
+
+    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
+        cancel = self._active_cancel
+        return bool(cancel is not None and cancel.cancelled)
+
+    def _acquire(self, key: str) -> _Sequence:
+        seq = self._sequences.get(key)
+        if seq is not None:
+            self._sequences.move_to_end(key)
+            return seq
+        if not self._free_ids:
+            self._evict_lru(exclude=None)
+        seq = _Sequence(key=key, seq_id=self._free_ids.pop(0))
+        self._sequences[key] = seq
+        self._restore(seq)
+        return seq
+
+    def _evict_lru(self, exclude: _Sequence | None) -> bool:
+        for key, victim in self._sequences.items():
+            if victim is exclude:
+                continue
+            if victim.dirty:
+                self._save(victim)
+            llama_cpp.llama_memory_seq_rm(self._mem, victim.seq_id, -1, -1)
+            del self._sequences[key]
+            self._free_ids.append(victim.seq_id)
+            self.counters.evictions += 1
+            log.debug("evicted KV sequence of %s", key)
+            return True
+        return False
+
+    def _cells_in_use(self) -> int:
+        return sum(len(s.tokens) for s in self._sequences.values())
+
+    def _make_room(self, seq: _Sequence, needed: int) -> None:
+        # Keep a little slack: llama.cpp places a ubatch in free cells, fragmentation included.
+        while self._cells_in_use() + needed > self.n_ctx - 64:
+            if not self._evict_lru(exclude=seq):
+                break
+
+    def _truncate(self, seq: _Sequence, keep: int) -> None:
+        if keep < len(seq.tokens):
+            llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, keep, -1)
+            del seq.tokens[keep:]
+
+    def _restore(self, seq: _Sequence) -> None:
+        if self.kv_store is None:
+            return
+        entry = self.kv_store.load(self.model_id, seq.key)
+        if entry is None:
+            return
+        tokens, data = entry
+        self._make_room(seq, len(tokens))
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        read = llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(data), seq.seq_id)
+        pos_max = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id)
+        if read == 0 or pos_max != len(tokens) - 1:
+            # Never trust a cache entry that does not restore exactly what it claims.
+            log.warning("discarding unusable KV cache entry for %s", seq.key)
+            llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
+            self.kv_store.discard(self.model_id, seq.key)
+            return
+        seq.tokens = list(tokens)
+        self.counters.restored_from_disk += 1
+
+    def _save(self, seq: _Sequence) -> bool:
+        if self.kv_store is None or not seq.tokens:
+            return False
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq.seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.seq_id)
+        if written == 0:
+            return False
+        self.kv_store.save(self.model_id, seq.key, seq.tokens, bytes(buf)[:written])
+        seq.dirty = False
+        return True
+
+    # ------------------------------------------------------------------ decoding
+
+    def _decode(self, seq: _Sequence, tokens: list[int], want_logits: bool, cancel: CancelToken,
+                abortable: bool) -> bool:
+        """Append tokens to a sequence in batches. Returns False when cancelled part-way."""
+        start = 0
+        while start < len(tokens):
+            if cancel.cancelled:
+                return False
+            chunk = tokens[start : start + self.n_batch]
+            last_chunk = start + len(chunk) >= len(tokens)
+            status = self._decode_chunk(seq, chunk, want_logits and last_chunk, cancel, abortable)
+            if status == 1 and self._evict_lru(exclude=seq):
+                continue  # no free KV cells: retry after dropping another file's cache
+            if status != 0:
+                # Aborted (2) or failed: keep only what llama.cpp really holds for this sequence.
+                held = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id) + 1
+                self._truncate(seq, min(held, len(seq.tokens)))
+                if status == 2:
+                    self.counters.aborted_decodes += 1
+                    return False
+                raise EngineError(f"llama_decode failed with status {status}")
+            if cancel.cancelled:
+                self.counters.tokens_after_cancel += len(chunk)
+                cancel.work_after_cancel += len(chunk)
+            start += len(chunk)
+        return True
+
+    def _decode_chunk(self, seq: _Sequence, chunk: list[int], want_logits: bool,
+                      cancel: CancelToken, abortable: bool) -> int:
+        batch = self._batch
+        base = len(seq.tokens)
+        for i, token in enumerate(chunk):
+            batch.token[i] = token
+            batch.pos[i] = base + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq.seq_id
+            batch.logits[i] = 0
+        if want_logits:
+            batch.logits[len(chunk) - 1] = 1
+        batch.n_tokens = len(chunk)
+        if abortable:
+            # The abort callback costs a Python call per graph node: only worth it for prefill
+            # batches; single-token generation steps are checked between tokens instead.
+            self._active_cancel = cancel
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_callback, None)
+        try:
+            status = llama_cpp.llama_decode(self._ctx, batch)
+        finally:
+            if abortable:
+                llama_cpp.llama_set_abort_callback(
+                    self._ctx, llama_cpp.ggml_abort_callback(), None
+                )
+                self._active_cancel = None
+        if status == 0:
+            seq.tokens.extend(chunk)
+            seq.dirty = True
+        return status
+
+    def _prefill(self, seq: _Sequence, prompt: list[int], cancel: CancelToken,
+                 want_logits: bool) -> tuple[int, int] | None:
+        reused = common_prefix_length(seq.tokens, prompt)
+        if want_logits and reused == len(prompt):
+            reused -= 1  # the last prompt token must be decoded again to get its logits
+        self._truncate(seq, reused)
+        todo = prompt[reused:]
+        self._make_room(seq, len(todo))
+        if not self._decode(seq, todo, want_logits, cancel, abortable=True):
+            return None
+        return reused, len(todo)
+
+    # ------------------------------------------------------------------ public API
+
+    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken) -> int:
+        """Encode a prompt prefix ahead of time (idle time); returns tokens encoded."""
+        prompt = [t for s in segments for t in s]
+        if not prompt:
+            return 0
+        with self._lock:
+            self.counters.warm_calls += 1
+            seq = self._acquire(key)
+            done = self._prefill(seq, prompt, cancel, want_logits=False)
+            if done is None:
+                return 0
+            self.counters.tokens_encoded += done[1]
+            self.counters.tokens_reused += done[0]
+            return done[1]
+
+    def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult:
+        prompt = request.tokens
+        result = GenerationResult(text="", prompt_tokens=len(prompt))
+        if not prompt:
+            result.stop_reason = "empty"
+            return result
+        with self._lock:
+            self.counters.calls += 1
+            t0 = time.perf_counter()
+            seq = self._acquire(request.key)
+            done = self._prefill(seq, prompt, cancel, want_logits=True)
+            result.prefill_ms = (time.perf_counter() - t0) * 1000
+            if done is None:
+                result.stop_reason = "cancelled"
+                return result
+            result.reused_tokens, result.encoded_tokens = done
+            self.counters.tokens_reused += done[0]
+            self.counters.tokens_encoded += done[1]
+            t1 = time.perf_counter()
+            self._generate(seq, request, cancel, result)
+            result.generate_ms = (time.perf_counter() - t1) * 1000
+            return result
+
+    def _generate(self, seq: _Sequence, request: GenerationRequest, cancel: CancelToken,
+                  result: GenerationResult) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        heal = request.heal.encode("utf-8")
+        text = ""
+        lines_done = 0
+        for step in range(request.max_tokens):
+            if cancel.cancelled:
+                result.stop_reason = "cancelled"
+                break
+            logits_ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
+            logits = np.ctypeslib.as_array(logits_ptr, shape=(self.n_vocab,))
+            if heal:
+                allowed = self._heal_candidates(heal)
+                if allowed.size == 0:  # cannot happen with a byte-level vocabulary; be safe
+                    heal = b""
+                    token = int(np.argmax(logits))
+                else:
+                    token = int(allowed[int(np.argmax(logits[allowed]))])
+            else:
+                token = int(np.argmax(logits))
+            if self._stop_mask[token]:
+                result.stop_reason = "eog"
+                break
+            piece = self._pieces[token]
+            heal = heal[len(piece):] if heal.startswith(piece) else b""
+            result.generated_tokens += 1
+            self.counters.tokens_generated += 1
+            text += decoder.decode(piece)
+            produced = text[len(request.heal):] if len(text) >= len(request.heal) else ""
+            stop_at = _first_stop(produced, request.stop)
+            if stop_at is not None:
+                text = text[: len(request.heal) + stop_at]
+                result.stop_reason = "stop"
+                break
+            if "\n" in produced:
+                if request.single_line:
+                    text = text[: len(request.heal) + produced.index("\n")]
+                    result.stop_reason = "newline"
+                    break
+                new_lines = produced.count("\n")
+                if new_lines > lines_done:
+                    lines_done = new_lines
+                    if request.line_check is not None and request.line_check(produced):
+                        result.stop_reason = "stop"
+                        break
+                    if request.deadline is not None and time.monotonic() > request.deadline:
+                        result.stop_reason = "budget"
+                        break
+            if step == request.max_tokens - 1:
+                result.stop_reason = "max_tokens"
+                break
+            if not self._decode(seq, [token], True, cancel, abortable=False):
+                result.stop_reason = "cancelled"
+                break
+        result.text = text
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            seq = self._sequences.pop(key, None)
+            if seq is not None:
+                llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
+                self._free_ids.append(seq.seq_id)
+
+    def persist(self, key: str | None = None) -> int:
+        """Write dirty sequences (or one) to the disk store; returns how many were saved."""
+        with self._lock:
+            saved = 0
+            for seq in list(self._sequences.values()):
+                if (key is None or seq.key == key) and seq.dirty and self._save(seq):
+                    saved += 1
+            return saved
+
+    def cached_tokens(self, key: str) -> list[int]:
+        seq = self._sequences.get(key)
+        return list(seq.tokens) if seq else []
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "backend": "llama.cpp (in process)",
+            "path": str(self.model_path),
+            "device": f"gpu ({self.n_gpu_layers} layers)" if self.n_gpu_layers else "cpu",
+            "threads": self.n_threads,
+            "contextSize": self.n_ctx,
+            "slots": self.slots,
+            "cellsInUse": self._cells_in_use(),
+            "sequences": {s.key: len(s.tokens) for s in self._sequences.values()},
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if getattr(self, "_ctx", None):
+                llama_cpp.llama_batch_free(self._batch)
+                llama_cpp.llama_free(self._ctx)
+                self._ctx = None
+            if getattr(self, "_model", None):
+                llama_cpp.llama_model_free(self._model)
+                self._model = None
+
+
+def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
+    positions = [i for s in stops if s and (i := text.find(s)) >= 0]
+    return min(positions) if positions else None

