@@ -1,0 +1,209 @@
+"""Golden cases for post-processing: one TOML file per rule, plus a negative corpus.
+
+Each rule file must contain at least one case that fails with that rule disabled, so a rule that
+stops doing anything (or is dropped from the pipeline) is caught.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lsp_complete.postprocess import (
+    RULE_NAMES,
+    CompletionSite,
+    balance_brackets,
+    clean_completion,
+    count_block_lines,
+    dedupe_suffix,
+    indent_width,
+    strip_special_tokens,
+    trim_whitespace,
+    truncate_lines,
+)
+
+DATA = Path(__file__).parent / "data" / "postprocess"
+NEGATIVE_FILE = "negative_corpus"
+CASE_FIELDS = {
+    "name",
+    "raw",
+    "line_prefix",
+    "line_suffix",
+    "suffix",
+    "multiline",
+    "block_indent",
+    "language_id",
+    "expected",
+    "stop",
+    "family",
+    "forbidden",
+}
+# Control-token spellings that must never reach the editor, whatever the model family.
+LEAKS = ("<|", "|>", "<｜", "<fim_", "<fim-", "<file_sep>", "<PRE>", "<SUF>", "<MID>", "<EOT>")
+
+
+@dataclass(frozen=True)
+class Case:
+    file: str
+    name: str
+    raw: str
+    site: CompletionSite
+    stop: tuple[str, ...]
+    expected: str | None
+    forbidden: tuple[str, ...]
+    family: str
+
+
+def _case(file: str, data: dict[str, Any]) -> Case:
+    unknown = set(data) - CASE_FIELDS
+    assert not unknown, f"{file}: {data.get('name')}: unknown fields {unknown}"
+    line_suffix = data.get("line_suffix", "")
+    suffix = data.get("suffix", line_suffix)
+    assert suffix.startswith(line_suffix), f"{file}: {data['name']}: suffix must start with it"
+    assert "\n" not in line_suffix and "\n" not in data["line_prefix"], data["name"]
+    site = CompletionSite.make(
+        data["line_prefix"],
+        suffix,
+        block_indent=data.get("block_indent", -1),
+        multiline=data.get("multiline", False),
+        language_id=data.get("language_id", "python"),
+    )
+    assert site.line_suffix == line_suffix, data["name"]
+    return Case(
+        file=file,
+        name=data["name"],
+        raw=data["raw"],
+        site=site,
+        stop=tuple(data.get("stop", ())),
+        expected=data.get("expected"),
+        forbidden=tuple(data.get("forbidden", ())),
+        family=data.get("family", ""),
+    )
+
+
+def _load(file: str) -> list[Case]:
+    with open(DATA / f"{file}.toml", "rb") as f:
+        cases = [_case(file, item) for item in tomllib.load(f)["case"]]
+    names = [case.name for case in cases]
+    assert len(names) == len(set(names)), f"{file}: duplicate case names"
+    return cases
+
+
+RULE_CASES = {rule: _load(rule) for rule in RULE_NAMES}
+NEGATIVE_CASES = _load(NEGATIVE_FILE)
+ALL_CASES = [case for cases in RULE_CASES.values() for case in cases] + NEGATIVE_CASES
+
+
+def _clean(case: Case, disabled: frozenset[str] = frozenset()) -> str:
+    return clean_completion(case.raw, case.site, case.stop, disabled=disabled)
+
+
+def _id(case: Case) -> str:
+    return f"{case.file}:{case.name}"
+
+
+def test_every_rule_and_only_rules_have_a_case_file() -> None:
+    files = {path.stem for path in DATA.glob("*.toml")}
+    assert files == set(RULE_NAMES) | {NEGATIVE_FILE}
+
+
+@pytest.mark.parametrize("case", [c for c in ALL_CASES if c.expected is not None], ids=_id)
+def test_golden(case: Case) -> None:
+    assert _clean(case) == case.expected
+
+
+@pytest.mark.parametrize("rule", RULE_NAMES)
+def test_each_rule_is_needed_by_its_cases(rule: str) -> None:
+    failing = [c.name for c in RULE_CASES[rule] if _clean(c, frozenset({rule})) != c.expected]
+    assert failing, f"no case in {rule}.toml needs the {rule} rule"
+
+
+@pytest.mark.parametrize("rule", RULE_NAMES)
+def test_rule_files_cover_the_main_languages(rule: str) -> None:
+    languages = {case.site.language_id for case in RULE_CASES[rule]}
+    assert {"python", "go", "rust"} <= languages
+    assert languages & {"javascript", "typescript", "typescriptreact"}
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=_id)
+def test_invariants(case: Case) -> None:
+    """What no output may ever be, for every input in every file."""
+    out = _clean(case)
+    for leak in LEAKS + case.forbidden:
+        assert leak not in out
+    assert out == "" or out.strip(), "whitespace-only suggestion"
+    assert not (out and case.site.suffix.startswith(out)), "repeats the text after the cursor"
+    if not case.site.multiline:
+        assert "\n" not in out
+    for line in out.split("\n")[:-1]:
+        assert line == line.rstrip(), "trailing whitespace"
+
+
+def test_negative_corpus_covers_model_families() -> None:
+    families = {case.family for case in NEGATIVE_CASES}
+    assert {"qwen", "starcoder", "deepseek", "codellama", "codestral", "codegemma"} <= families
+    raw = "".join(case.raw for case in NEGATIVE_CASES)
+    tokens = ("<|endoftext|>", "<|file_sep|>", "<fim_middle>", "<｜end▁of▁sentence｜>", "<EOT>")
+    for token in tokens:
+        assert token in raw
+
+
+# Direct unit checks of behaviour the golden files cannot express.
+
+
+def _site(line_prefix: str, suffix: str = "", **kw: Any) -> CompletionSite:
+    return CompletionSite.make(line_prefix, suffix, **kw)
+
+
+def test_site_make_derives_line_suffix_and_indent() -> None:
+    site = _site("    x = ", "foo)\n    y\n", block_indent=0, language_id="python")
+    assert site.line_suffix == "foo)"
+    assert site.indent == "    "
+    assert _site("  ", "  pass").indent == "    "  # cursor inside the indentation
+
+
+def test_unknown_disabled_rule_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        clean_completion("x", _site(""), disabled={"no_such_rule"})
+
+
+def test_stop_strings_cut_at_the_earliest() -> None:
+    assert strip_special_tokens("a\nb</s>c", ["</s>", "\n"]) == "a"
+    assert strip_special_tokens("abc", ["", "zz"]) == "abc"
+    assert strip_special_tokens("x = 1<|endoftext") == "x = 1"
+
+
+def test_subscript_named_like_a_marker_is_code() -> None:
+    assert strip_special_tokens("cache[PREFIX] = 1") == "cache[PREFIX] = 1"
+    assert strip_special_tokens("x = 1\n[SUFFIX]y") == "x = 1\n"
+
+
+def test_truncate_respects_max_lines() -> None:
+    site = _site("def f():", "", multiline=True, block_indent=-1)
+    raw = "\n" + "\n".join(f"    x{i} = {i}" for i in range(20))
+    assert truncate_lines(raw, site, max_lines=4).count("\n") == 3
+    assert len(clean_completion(raw, site, max_lines=4).split("\n")) == 4
+
+
+def test_indent_width_counts_characters() -> None:
+    assert indent_width("\t\tx") == 2
+    assert indent_width("    x") == 4
+    assert indent_width("") == 0
+
+
+def test_rules_leave_empty_text_alone() -> None:
+    site = _site("x = ", ")", language_id="python")
+    assert dedupe_suffix("", site) == ""
+    assert balance_brackets("", site) == ""
+    assert trim_whitespace("  \n \t", site) == ""
+
+
+def test_count_block_lines_counts_blank_lines_inside_the_block() -> None:
+    """A generator may stop once a complete line is not kept; a blank line is not a stop."""
+    site = _site("def f():", "", multiline=True, block_indent=-1, language_id="python")
+    assert count_block_lines("\n    a = 1\n\n    b = 2", site) == 4
+    assert count_block_lines("\n    a = 1\n\ndef g():\n    pass", site) == 3
