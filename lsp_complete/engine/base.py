@@ -69,6 +69,7 @@ class EngineCounters:
     tokens_generated: int = 0
     tokens_reused: int = 0
     tokens_after_cancel: int = 0  # decoded after the request's cancel flag was set
+    max_tokens_after_cancel: int = 0  # the most any one cancelled request decoded after it
     aborted_decodes: int = 0
     evictions: int = 0
     restored_from_disk: int = 0
@@ -82,7 +83,9 @@ class Engine(Protocol):
 
     def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult: ...
 
-    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken) -> int: ...
+    def warm(
+        self, key: str, segments: list[list[int]], cancel: CancelToken, extend_only: bool = False
+    ) -> int: ...
 
     def forget(self, key: str) -> None: ...
 

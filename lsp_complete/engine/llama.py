@@ -110,6 +110,9 @@ class LlamaEngine:
         self.kv_store = kv_store
         self.model_id = model_id or f"{self.model_path.name}:{self.model_path.stat().st_size}"
         self.counters = EngineCounters()
+        # Tests of scheduling make the tiny model as slow as a real one on a laptop, so that
+        # requests really overlap; the model still runs for real. Never set in normal use.
+        self.simulated_delay = float(os.environ.get("LSP_COMPLETE_SIMULATE_DECODE_MS", 0)) / 1000
         self._active_cancel: CancelToken | None = None
         self._lock = threading.RLock()
 
@@ -311,9 +314,7 @@ class LlamaEngine:
             if status == 1 and self._evict_lru(exclude=seq):
                 continue  # no free KV cells: retry after dropping another file's cache
             if status != 0:
-                # Aborted (2) or failed: keep only what llama.cpp really holds for this sequence.
-                held = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id) + 1
-                self._truncate(seq, min(held, len(seq.tokens)))
+                self._resync(seq, chunk)
                 if status == 2:
                     self.counters.aborted_decodes += 1
                     return False
@@ -321,8 +322,26 @@ class LlamaEngine:
             if cancel.cancelled:
                 self.counters.tokens_after_cancel += len(chunk)
                 cancel.work_after_cancel += len(chunk)
+                self.counters.max_tokens_after_cancel = max(
+                    self.counters.max_tokens_after_cancel, cancel.work_after_cancel
+                )
             start += len(chunk)
         return True
+
+    def _resync(self, seq: _Sequence, chunk: list[int]) -> None:
+        """After an aborted or failed decode, make our token list match llama.cpp's cells.
+
+        The micro-batches a decode finished before an abort stay in memory and are valid
+        (keep them: that prefill work is not lost); anything past them is removed.
+        """
+        held = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id) + 1
+        base = len(seq.tokens)
+        if held > base:
+            seq.tokens.extend(chunk[: held - base])
+            seq.dirty = True
+        elif held < base:
+            del seq.tokens[max(held, 0) :]
+        llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, len(seq.tokens), -1)
 
     def _decode_chunk(self, seq: _Sequence, chunk: list[int], want_logits: bool,
                       cancel: CancelToken, abortable: bool) -> int:
@@ -343,6 +362,8 @@ class LlamaEngine:
             self._active_cancel = cancel
             llama_cpp.llama_set_abort_callback(self._ctx, self._abort_callback, None)
         try:
+            if self.simulated_delay:
+                time.sleep(self.simulated_delay)
             status = llama_cpp.llama_decode(self._ctx, batch)
         finally:
             if abortable:
@@ -369,14 +390,21 @@ class LlamaEngine:
 
     # ------------------------------------------------------------------ public API
 
-    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken) -> int:
-        """Encode a prompt prefix ahead of time (idle time); returns tokens encoded."""
+    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
+             extend_only: bool = False) -> int:
+        """Encode a prompt prefix ahead of time (idle time); returns tokens encoded.
+
+        With `extend_only`, never discard cached tokens (e.g. a sequence just restored from
+        disk) to make room for a guess at what the next prompt will be.
+        """
         prompt = [t for s in segments for t in s]
         if not prompt:
             return 0
         with self._lock:
-            self.counters.warm_calls += 1
             seq = self._acquire(key)
+            if extend_only and common_prefix_length(seq.tokens, prompt) < len(seq.tokens):
+                return 0
+            self.counters.warm_calls += 1
             done = self._prefill(seq, prompt, cancel, want_logits=False)
             if done is None:
                 return 0

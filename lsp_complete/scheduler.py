@@ -1,0 +1,193 @@
+"""One inference worker thread; the newest request for a document wins.
+
+The event loop never computes: it submits jobs and awaits their futures. A new interactive job
+for a document supersedes the queued or running one for the same document: the old future is
+answered at once with None, and the old computation sees its cancel flag between prefill
+batches, inside a decode (llama.cpp's abort callback) and between generated tokens. Interactive
+jobs for different documents run in arrival order; background jobs (warm-up, re-anchoring,
+persistence) run only when no interactive job waits, and yield to any that arrives.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsp_complete.engine.base import CancelToken
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Job:
+    key: str
+    run: Callable[[CancelToken], Any]
+    interactive: bool
+    cancel: CancelToken = field(default_factory=CancelToken)
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    id: int = field(default_factory=lambda: next(_ids))
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None
+
+
+@dataclass
+class SchedulerCounters:
+    submitted: int = 0
+    completed: int = 0
+    superseded: int = 0
+    cancelled: int = 0
+    background_done: int = 0
+    background_cancelled: int = 0
+    errors: int = 0
+
+
+def _answer(job: Job, value: Any = None, error: BaseException | None = None) -> None:
+    """Resolve a job's future once; later attempts (worker vs. supersession race) are ignored."""
+    try:
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(value)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+class Scheduler:
+    def __init__(self, name: str = "lsp-complete-worker") -> None:
+        self.counters = SchedulerCounters()
+        self._lock = threading.Condition()
+        self._interactive: OrderedDict[str, Job] = OrderedDict()
+        self._background: deque[Job] = deque()
+        self._running: Job | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ submitting
+
+    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+        """An interactive job: supersedes any queued or running job for the same key."""
+        job = Job(key=key, run=run, interactive=True)
+        with self._lock:
+            self.counters.submitted += 1
+            old = self._interactive.pop(key, None)
+            if old is not None:
+                self._supersede(old)
+            running = self._running
+            if running is not None and (running.key == key or not running.interactive):
+                self._supersede(running)
+            self._interactive[key] = job
+            self._lock.notify()
+        return job
+
+    def submit_background(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+        job = Job(key=key, run=run, interactive=False)
+        with self._lock:
+            # One pending background job per key and kind of work is enough: keep the newest.
+            for queued in list(self._background):
+                if queued.key == key:
+                    self._background.remove(queued)
+                    queued.cancel.cancel()
+                    _answer(queued, None)
+            self._background.append(job)
+            self._lock.notify()
+        return job
+
+    def call(
+        self, key: str, run: Callable[[CancelToken], Any], timeout: float | None = None
+    ) -> Any:
+        """Run something on the worker thread and wait for it (model loading, shutdown work)."""
+        job = Job(key=key, run=run, interactive=True)
+        with self._lock:
+            self._interactive[f"\0call{job.id}"] = job
+            self._lock.notify()
+        return job.future.result(timeout)
+
+    def cancel(self, job: Job) -> None:
+        with self._lock:
+            if self._interactive.get(job.key) is job:
+                del self._interactive[job.key]
+            if job in self._background:
+                self._background.remove(job)
+            if not job.future.done():
+                self.counters.cancelled += 1
+            job.cancel.cancel()
+            _answer(job, None)
+
+    def _supersede(self, job: Job) -> None:
+        job.cancel.cancel()
+        if job.interactive:
+            if not job.future.done():
+                self.counters.superseded += 1
+        else:
+            self.counters.background_cancelled += 1
+        _answer(job, None)
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._running is not None or bool(self._interactive)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._interactive) + len(self._background)
+
+    # ------------------------------------------------------------------ worker
+
+    def _next(self) -> Job | None:
+        with self._lock:
+            while not self._stopped:
+                if self._interactive:
+                    _, job = self._interactive.popitem(last=False)
+                elif self._background:
+                    job = self._background.popleft()
+                else:
+                    self._lock.wait()
+                    continue
+                if job.cancel.cancelled:
+                    continue
+                self._running = job
+                return job
+            return None
+
+    def _loop(self) -> None:
+        while (job := self._next()) is not None:
+            job.started = time.monotonic()
+            try:
+                value = job.run(job.cancel)
+            except BaseException as exc:  # the worker must survive anything a job does
+                log.exception("job for %s failed", job.key)
+                self.counters.errors += 1
+                _answer(job, error=exc)
+            else:
+                if job.interactive:
+                    self.counters.completed += 1
+                else:
+                    self.counters.background_done += 1
+                _answer(job, value)
+            finally:
+                with self._lock:
+                    self._running = None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._stopped = True
+            pending = list(self._interactive.values()) + list(self._background)
+            self._interactive.clear()
+            self._background.clear()
+            if self._running is not None:
+                self._running.cancel.cancel()
+            self._lock.notify_all()
+        for job in pending:
+            job.cancel.cancel()
+            _answer(job, None)
+        self._thread.join(timeout)

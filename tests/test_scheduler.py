@@ -1,0 +1,89 @@
+"""The worker: newest request per document wins; nothing hangs; background work yields."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.scheduler import Scheduler
+
+
+@pytest.fixture
+def scheduler():
+    s = Scheduler()
+    yield s
+    s.stop()
+
+
+def blocking_job(started: threading.Event, log: list[str], name: str):
+    def run(cancel: CancelToken) -> str:
+        started.set()
+        while not cancel.cancelled:
+            time.sleep(0.001)
+        log.append(f"{name} stopped")
+        return name
+
+    return run
+
+
+def test_a_new_request_supersedes_the_running_one_for_the_same_document(scheduler) -> None:
+    started, log = threading.Event(), []
+    first = scheduler.submit("a", blocking_job(started, log, "first"))
+    assert started.wait(5)
+    second = scheduler.submit("a", lambda cancel: "second")
+    # The superseded request is answered at once, with nothing, not after its work ends.
+    assert first.future.result(timeout=1) is None
+    assert second.future.result(timeout=5) == "second"
+    assert log == ["first stopped"]
+    assert scheduler.counters.superseded == 1
+
+
+def test_queued_requests_are_replaced_and_others_keep_their_turn(scheduler) -> None:
+    started, log = threading.Event(), []
+    order: list[str] = []
+    blocker = scheduler.submit("x", blocking_job(started, log, "x"))
+    assert started.wait(5)
+    a1 = scheduler.submit("a", lambda c: order.append("a1") or "a1")
+    b = scheduler.submit("b", lambda c: order.append("b") or "b")
+    a2 = scheduler.submit("a", lambda c: order.append("a2") or "a2")
+    assert a1.future.result(timeout=1) is None  # replaced while queued, answered at once
+    scheduler.cancel(blocker)
+    assert b.future.result(timeout=5) == "b"
+    assert a2.future.result(timeout=5) == "a2"
+    assert order == ["b", "a2"]  # "a" keeps its place; the superseded a1 never ran
+
+
+def test_interactive_work_preempts_background_work(scheduler) -> None:
+    started, log = threading.Event(), []
+    warm = scheduler.submit_background("a", blocking_job(started, log, "warm"))
+    assert started.wait(5)
+    real = scheduler.submit("b", lambda cancel: "real")
+    assert real.future.result(timeout=5) == "real"
+    assert warm.future.result(timeout=1) is None
+    assert log == ["warm stopped"]
+
+
+def test_cancel_answers_and_stops(scheduler) -> None:
+    started, log = threading.Event(), []
+    job = scheduler.submit("a", blocking_job(started, log, "job"))
+    assert started.wait(5)
+    scheduler.cancel(job)
+    assert job.future.result(timeout=1) is None
+    deadline = time.monotonic() + 5
+    while not log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["job stopped"]
+    assert scheduler.submit("a", lambda c: 42).future.result(timeout=5) == 42
+
+
+def test_a_failing_job_does_not_kill_the_worker(scheduler) -> None:
+    def boom(cancel: CancelToken) -> None:
+        raise RuntimeError("boom")
+
+    failed = scheduler.submit("a", boom)
+    with pytest.raises(RuntimeError):
+        failed.future.result(timeout=5)
+    assert scheduler.submit("a", lambda c: "alive").future.result(timeout=5) == "alive"
