@@ -1,0 +1,339 @@
+"""Open documents: text, LSP positions in utf-8/16/32, incremental edits, tree-sitter trees.
+
+Offsets are Python string indices (code points). Two sorted arrays index line starts, one in
+code points and one in UTF-8 bytes, so that a keystroke costs a few C-level slices and one
+numpy concatenate instead of a Python loop over the file's lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import tree_sitter
+
+from lsp_complete.languages import LanguageSpec, spec_for
+
+# LSP line breaks: "\r\n", "\n" and a lone "\r". The alternation order matters: "\r\n" first.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+# Control characters that do not occur in text files (tab, LF, VT, FF, CR and ESC do).
+_BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+
+Range = tuple[int, int, int, int]
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: text from JSON may hold lone surrogates; they must not crash a keystroke.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _line_starts(text: str, base: int = 0) -> list[int]:
+    return [base + m.end() for m in _LINE_BREAK.finditer(text)]
+
+
+class Document:
+    uri: str
+    language_id: str
+    version: int
+    text: str
+    tree: tree_sitter.Tree | None
+    language: tree_sitter.Language | None
+
+    def __init__(self, uri: str, language_id: str, version: int, text: str):
+        self.uri = uri
+        self.language_id = language_id
+        self.version = version
+        self.spec: LanguageSpec | None = spec_for(language_id, uri)
+        self.language = self.spec.language if self.spec is not None else None
+        self.tree = None
+        # The newest tree whose syntax around the edits is sound; while the user is half-way
+        # through a statement the fresh tree may be one big ERROR, and context keeps using this
+        # one (Tree.edit keeps its positions current) so the prompt head does not flicker.
+        self.structure_tree: tree_sitter.Tree | None = None
+        # Bumped on every change; caches key on it.
+        self.revision = 0
+        self._set_text(text)
+
+    # ----------------------------------------------------------------- binary guard
+    @staticmethod
+    def is_binary(text: str) -> bool:
+        """True for content that is not source code: NUL bytes or many control characters."""
+        if "\x00" in text:
+            return True
+        sample = text[:8192]
+        if not sample:
+            return False
+        return len(_BINARY_CONTROLS.findall(sample)) > max(8, len(sample) // 10)
+
+    # ----------------------------------------------------------------- lines
+    @property
+    def line_count(self) -> int:
+        return len(self._starts)
+
+    @property
+    def source(self) -> bytes:
+        """A copy of the UTF-8 bytes the tree was parsed from (O(n): prefer ``text_in_bytes``)."""
+        return bytes(self._bytes)
+
+    @property
+    def has_lone_cr(self) -> bool:
+        """True when a lone "\\r" breaks lines: tree-sitter rows then differ from LSP lines."""
+        return self._lone_cr
+
+    def line_of(self, offset: int) -> int:
+        offset = min(max(offset, 0), len(self.text))
+        return int(np.searchsorted(self._starts, offset, side="right")) - 1
+
+    def line_start(self, offset: int) -> int:
+        return int(self._starts[self.line_of(offset)])
+
+    def line_range(self, line: int) -> tuple[int, int]:
+        """[start, end) of ``line`` in code points, line break excluded; clamped to the text."""
+        n = len(self._starts)
+        if line < 0:
+            line = 0
+        if line >= n:
+            return len(self.text), len(self.text)
+        start = int(self._starts[line])
+        if line + 1 < n:
+            end = int(self._starts[line + 1])
+            # Strip the break that ends the line ("\n", "\r\n" or "\r").
+            if end > start and self.text[end - 1] == "\n":
+                end -= 1
+            if end > start and self.text[end - 1] == "\r":
+                end -= 1
+        else:
+            end = len(self.text)
+        return start, end
+
+    def line_text(self, line: int) -> str:
+        start, end = self.line_range(line)
+        return self.text[start:end]
+
+    # ----------------------------------------------------------------- positions
+    def offset_at(self, line: int, character: int, encoding: str = "utf-16") -> int:
+        if line < 0:
+            return 0
+        if line >= len(self._starts):
+            return len(self.text)
+        start, end = self.line_range(line)
+        if character <= 0:
+            return start
+        return start + _units_to_chars(self.text[start:end], character, encoding)
+
+    def position_at(self, offset: int, encoding: str = "utf-16") -> tuple[int, int]:
+        offset = min(max(offset, 0), len(self.text))
+        line = self.line_of(offset)
+        start = int(self._starts[line])
+        return line, _chars_to_units(self.text[start:offset], encoding)
+
+    def byte_offset(self, offset: int) -> int:
+        """UTF-8 byte offset of a code-point offset."""
+        offset = min(max(offset, 0), len(self.text))
+        line = self.line_of(offset)
+        start = int(self._starts[line])
+        return int(self._byte_starts[line]) + _byte_len(self.text[start:offset])
+
+    def offset_of_byte(self, byte: int) -> int:
+        """Code-point offset of a UTF-8 byte offset (inside a character -> its start)."""
+        byte = min(max(byte, 0), len(self._bytes))
+        line = int(np.searchsorted(self._byte_starts, byte, side="right")) - 1
+        start_b = int(self._byte_starts[line])
+        head = self._bytes[start_b:byte].decode("utf-8", "ignore")
+        return int(self._starts[line]) + len(head)
+
+    def line_of_byte(self, byte: int) -> int:
+        return int(np.searchsorted(self._byte_starts, byte, side="right")) - 1
+
+    def line_start_byte(self, byte: int) -> int:
+        """Byte offset of the start of the line holding ``byte``."""
+        return int(self._byte_starts[max(self.line_of_byte(byte), 0)])
+
+    def text_in_bytes(self, start_byte: int, end_byte: int) -> str:
+        """Text between two UTF-8 byte offsets (node ranges) of the current source."""
+        return self._bytes[start_byte:end_byte].decode("utf-8", "replace")
+
+    # ----------------------------------------------------------------- edits
+    def apply_change(self, text: str, range: Range | None, encoding: str = "utf-16") -> int:
+        """Apply one LSP content change; returns the code-point offset where it started."""
+        self.revision += 1
+        if range is None:
+            self._set_text(text)
+            return 0
+        start = self.offset_at(range[0], range[1], encoding)
+        end = self.offset_at(range[2], range[3], encoding)
+        if end < start:
+            start, end = end, start
+        if start == end and not text:
+            return start
+        self._splice(start, end, text)
+        return start
+
+    def _set_text(self, text: str) -> None:
+        self.text = text
+        # A bytearray: an edit is one in-place memmove instead of two slices and two copies.
+        self._bytes = bytearray(_utf8(text))
+        starts = [0, *_line_starts(text)]
+        self._starts = np.array(starts, dtype=np.int64)
+        self._byte_starts = np.array(
+            [0, *_line_starts_bytes(self._bytes)], dtype=np.int64
+        )
+        self._lone_cr = _LONE_CR.search(text) is not None
+        if self.spec is not None:
+            self.tree = self.spec.parser().parse(self._bytes)
+            self.structure_tree = self.tree
+
+    def _splice(self, start: int, end: int, new: str) -> None:
+        start_b = self.byte_offset(start)
+        end_b = self.byte_offset(end)
+        new_b = _utf8(new)
+        # Points of the old text must be taken before the text changes.
+        start_point = self._ts_point(start, start_b)
+        old_end_point = self._ts_point(end, end_b)
+
+        self.text = "".join((self.text[:start], new, self.text[end:]))
+        self._bytes[start_b:end_b] = new_b
+        self._update_line_index(start, end, start_b, end_b, new, len(new_b))
+
+        if self.tree is None or self.spec is None:
+            return
+        new_end_b = start_b + len(new_b)
+        new_end_point = self._ts_point(start + len(new), new_end_b)
+        edit = (start_b, end_b, new_end_b, start_point, old_end_point, new_end_point)
+        self.tree.edit(*edit)
+        structure = self.structure_tree
+        if structure is not None and structure is not self.tree:
+            structure.edit(*edit)
+        self.tree = self.spec.parser().parse(self._bytes, self.tree)
+        if structure is None or _edit_is_sound(self.tree.root_node, start_b, new_end_b, self.spec):
+            self.structure_tree = self.tree
+
+    def _update_line_index(
+        self, start: int, end: int, start_b: int, end_b: int, new: str, new_len_b: int
+    ) -> None:
+        """Re-derive line starts only around the edit; shift the rest with one numpy add."""
+        starts, byte_starts = self._starts, self._byte_starts
+        # Whether offset q starts a line depends on the chars at q - 1 and q. Old starts before
+        # `start` read only untouched chars, so they stay (the start at 0 always does)...
+        keep = max(1, int(np.searchsorted(starts, start, side="left")))
+        # ...old starts after `end` read only untouched chars too, so they just shift...
+        tail = int(np.searchsorted(starts, end + 1, side="left"))
+        delta = len(new) - (end - start)
+        delta_b = new_len_b - (end_b - start_b)
+        # ...and the starts in between are re-derived from the new text, reading one char on
+        # each side so that "\r" + "\n" pairs the edit joins or splits come out right.
+        new_end = start + len(new)
+        lo = max(start - 1, 0)
+        fresh = [q for q in _line_starts(self.text[lo:new_end + 1], lo) if start <= q <= new_end]
+        fresh_b = [start_b + _byte_len(self.text[start:q]) for q in fresh]
+        self._starts = np.concatenate(
+            (starts[:keep], np.array(fresh, dtype=np.int64), starts[tail:] + delta)
+        )
+        self._byte_starts = np.concatenate(
+            (byte_starts[:keep], np.array(fresh_b, dtype=np.int64), byte_starts[tail:] + delta_b)
+        )
+        if self._lone_cr:
+            self._lone_cr = _LONE_CR.search(self.text) is not None
+        else:
+            # Only a "\r" in [lo, new_end] can have become lone; read one char past it.
+            found = _LONE_CR.finditer(self.text, lo, new_end + 2)
+            self._lone_cr = any(m.start() <= new_end for m in found)
+
+    def _ts_point(self, offset: int, byte: int) -> tuple[int, int]:
+        """tree-sitter point (row, byte column) of an offset; rows count "\\n" only."""
+        if not self._lone_cr:
+            line = self.line_of(offset)
+            return line, byte - int(self._byte_starts[line])
+        row = self.text.count("\n", 0, offset)
+        row_start = self.text.rfind("\n", 0, offset) + 1
+        return row, _byte_len(self.text[row_start:offset])
+
+
+def _line_starts_bytes(data: bytes) -> list[int]:
+    return [m.end() for m in re.finditer(rb"\r\n|\r|\n", data)]
+
+
+def _byte_len(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return len(_utf8(text))
+
+
+def _units_to_chars(line: str, units: int, encoding: str) -> int:
+    """How many code points of ``line`` the first ``units`` encoding units cover.
+
+    A count that ends inside a character (half a surrogate pair, part of a UTF-8 sequence)
+    snaps back to that character's start; a count past the end clamps to the line end.
+    """
+    if units >= len(line) * (4 if encoding == "utf-8" else 2 if encoding == "utf-16" else 1):
+        return len(line)
+    if encoding == "utf-32" or line.isascii():
+        return min(units, len(line))
+    if encoding == "utf-8":
+        return len(_utf8(line)[:units].decode("utf-8", "ignore"))
+    encoded = line.encode("utf-16-le", "surrogatepass")[: 2 * units]
+    chars = len(encoded.decode("utf-16-le", "ignore"))
+    # "ignore" also drops lone surrogates the text really holds; count exactly in that case.
+    if not _has_surrogate(line):
+        return chars
+    count = 0
+    for i, ch in enumerate(line):
+        count += 2 if ord(ch) > 0xFFFF else 1
+        if count > units:
+            return i
+    return len(line)
+
+
+def _chars_to_units(prefix: str, encoding: str) -> int:
+    if encoding == "utf-32" or prefix.isascii():
+        return len(prefix)
+    if encoding == "utf-8":
+        return len(_utf8(prefix))
+    return len(prefix.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _edit_is_sound(root: tree_sitter.Node, start_b: int, end_b: int, spec: LanguageSpec) -> bool:
+    """Is the syntax around an edit free of errors, down to the innermost definition?
+
+    Walks the path from the root to the smallest node spanning the edit. It passes through
+    containers (class bodies, namespaces) so that an unrelated error elsewhere in a one-class
+    Java file does not freeze the structure forever, and stops at the first definition- or
+    statement-level node: an error inside it means the user is mid-statement.
+    (``Node.first_child_for_byte`` would be the direct way, but it crashes in py-tree-sitter
+    0.26 when the byte falls between children.)
+    """
+    chain: list[tree_sitter.Node] = []
+    node: tree_sitter.Node | None = root.descendant_for_byte_range(start_b, end_b)
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    chain.reverse()
+    if any(n.is_error or n.is_missing for n in chain):
+        return False
+    body_range: tuple[int, int] | None = None
+    for node in chain[1:]:
+        if body_range == (node.start_byte, node.end_byte):
+            body_range = None
+            continue  # a container's body: its children are the next level
+        if node.type in spec.containers:
+            body = node.child_by_field_name("body")
+            if body is None or not (body.start_byte <= start_b and end_b <= body.end_byte):
+                return not node.has_error
+            body_range = (body.start_byte, body.end_byte)
+            continue
+        if node.type in spec.wrappers or node.type in spec.transparent:
+            continue
+        return not node.has_error
+    # The edit sits between the children of a scope (whitespace, or across several of them):
+    # the children it touches must be clean.
+    scope = chain[-1] if chain else root
+    return not any(
+        child.has_error
+        for child in scope.children
+        if child.start_byte <= end_b and child.end_byte >= start_b
+    )

@@ -1,0 +1,301 @@
+"""LSP languageId / file extension -> tree-sitter grammar, plus the node types context needs.
+
+Grammars come only from the official per-language wheels that are installed with the package;
+nothing is ever downloaded at run time. A language we do not know maps to ``None`` and still
+completes, with plain-text context only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlparse
+
+import tree_sitter
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """What context.py needs to know about one grammar, as sets of node type names.
+
+    The sets are deliberately shallow: the outline walks top-level nodes and the members of
+    containers only, so a per-keystroke head never walks a whole tree.
+    """
+
+    name: str
+    loader: Callable[[], object] = field(repr=False, compare=False)
+    # Top-level statements kept verbatim at the top of the head (imports, package lines).
+    imports: frozenset[str] = frozenset()
+    # Definitions shown as a signature with the body elided (`def f(a): ...`).
+    functions: frozenset[str] = frozenset()
+    # Definitions whose members are outlined one by one (classes, impl blocks, namespaces).
+    containers: frozenset[str] = frozenset()
+    # Nodes that wrap one definition and add a prefix to it (decorators, `export`, templates).
+    wrappers: frozenset[str] = frozenset()
+    # Nodes whose children are treated as if they sat at the enclosing level (include guards,
+    # `extern "C" {}`): they add no scope of their own.
+    transparent: frozenset[str] = frozenset()
+    # Short declarations kept whole in the outline (fields, type aliases, prototypes).
+    verbatim: frozenset[str] = frozenset()
+    # Items glued to the definition that follows them (Rust `#[derive(..)]` attributes).
+    attached: frozenset[str] = frozenset()
+    # Anonymous functions (callbacks, closures): their header line is an enclosing scope.
+    anonymous: frozenset[str] = frozenset()
+    # Block node types: the delimited bodies used for enclosing-block / multiline decisions.
+    blocks: frozenset[str] = frozenset()
+    comments: frozenset[str] = frozenset({"comment"})
+    comment_prefix: str = "//"
+    block_opener: str = "{"
+    # Appended to a signature whose body is elided.
+    elision: str = " { ... }"
+    # Python-like languages: a block ends where the indentation does, not at a token.
+    indent_scoped: bool = False
+
+    @property
+    def language(self) -> tree_sitter.Language:
+        return _language(self.name)
+
+    def parser(self) -> tree_sitter.Parser:
+        """A parser for this grammar owned by the calling thread (parsers are not thread-safe)."""
+        return _thread_parser(self.name)
+
+
+def _load(module: str, attr: str = "language") -> Callable[[], object]:
+    def loader() -> object:
+        mod = __import__(module)
+        return getattr(mod, attr)()
+
+    return loader
+
+
+_C_LIKE_BLOCKS = frozenset({"compound_statement", "field_declaration_list", "declaration_list",
+                            "enumerator_list", "initializer_list"})
+_JS_FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration",
+                           "method_definition", "lexical_declaration", "variable_declaration"})
+_JS_ANON = frozenset({"arrow_function", "function_expression", "function",
+                      "generator_function"})
+_JS_BLOCKS = frozenset({"statement_block", "class_body", "object", "switch_body"})
+_TS_EXTRA_VERBATIM = frozenset({"interface_declaration", "type_alias_declaration",
+                                "enum_declaration", "function_signature", "ambient_declaration",
+                                "public_field_definition", "abstract_method_signature",
+                                "method_signature", "property_signature", "index_signature"})
+
+_PYTHON = LanguageSpec(
+    name="python",
+    loader=_load("tree_sitter_python"),
+    imports=frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
+    functions=frozenset({"function_definition"}),
+    containers=frozenset({"class_definition"}),
+    wrappers=frozenset({"decorated_definition"}),
+    verbatim=frozenset({"expression_statement", "type_alias_statement"}),
+    anonymous=frozenset(),
+    blocks=frozenset({"block"}),
+    comment_prefix="#",
+    block_opener=":",
+    elision=" ...",
+    indent_scoped=True,
+)
+
+_JAVASCRIPT = LanguageSpec(
+    name="javascript",
+    loader=_load("tree_sitter_javascript"),
+    imports=frozenset({"import_statement"}),
+    functions=_JS_FUNCTIONS,
+    containers=frozenset({"class_declaration", "class"}),
+    wrappers=frozenset({"export_statement"}),
+    verbatim=frozenset({"field_definition"}),
+    anonymous=_JS_ANON,
+    blocks=_JS_BLOCKS,
+)
+
+_TYPESCRIPT = LanguageSpec(
+    name="typescript",
+    loader=_load("tree_sitter_typescript", "language_typescript"),
+    imports=frozenset({"import_statement", "import_alias"}),
+    functions=_JS_FUNCTIONS,
+    containers=frozenset({"class_declaration", "abstract_class_declaration", "class",
+                          "internal_module"}),
+    wrappers=frozenset({"export_statement"}),
+    verbatim=frozenset({"field_definition"}) | _TS_EXTRA_VERBATIM,
+    anonymous=_JS_ANON,
+    blocks=_JS_BLOCKS | {"interface_body", "enum_body", "object_type"},
+)
+
+_TSX = LanguageSpec(
+    name="tsx",
+    loader=_load("tree_sitter_typescript", "language_tsx"),
+    imports=_TYPESCRIPT.imports,
+    functions=_TYPESCRIPT.functions,
+    containers=_TYPESCRIPT.containers,
+    wrappers=_TYPESCRIPT.wrappers,
+    verbatim=_TYPESCRIPT.verbatim,
+    anonymous=_TYPESCRIPT.anonymous,
+    blocks=_TYPESCRIPT.blocks,
+)
+
+_GO = LanguageSpec(
+    name="go",
+    loader=_load("tree_sitter_go"),
+    imports=frozenset({"package_clause", "import_declaration"}),
+    functions=frozenset({"function_declaration", "method_declaration"}),
+    verbatim=frozenset({"type_declaration", "const_declaration", "var_declaration"}),
+    anonymous=frozenset({"func_literal"}),
+    blocks=frozenset({"block", "field_declaration_list", "interface_type",
+                      "literal_value", "expression_switch_statement", "type_switch_statement",
+                      "select_statement"}),
+)
+
+_RUST = LanguageSpec(
+    name="rust",
+    loader=_load("tree_sitter_rust"),
+    imports=frozenset({"use_declaration", "extern_crate_declaration"}),
+    functions=frozenset({"function_item"}),
+    containers=frozenset({"impl_item", "trait_item", "mod_item"}),
+    verbatim=frozenset({"struct_item", "enum_item", "union_item", "type_item", "const_item",
+                        "static_item", "function_signature_item", "macro_definition",
+                        "associated_type"}),
+    attached=frozenset({"attribute_item"}),
+    anonymous=frozenset({"closure_expression"}),
+    blocks=frozenset({"block", "declaration_list", "field_declaration_list",
+                      "enum_variant_list", "match_block"}),
+)
+
+_JAVA = LanguageSpec(
+    name="java",
+    loader=_load("tree_sitter_java"),
+    imports=frozenset({"package_declaration", "import_declaration"}),
+    functions=frozenset({"method_declaration", "constructor_declaration",
+                         "compact_constructor_declaration"}),
+    containers=frozenset({"class_declaration", "interface_declaration", "enum_declaration",
+                          "record_declaration", "annotation_type_declaration"}),
+    transparent=frozenset({"enum_body_declarations"}),
+    verbatim=frozenset({"field_declaration", "constant_declaration", "enum_constant",
+                        "annotation_type_element_declaration"}),
+    anonymous=frozenset({"lambda_expression"}),
+    blocks=frozenset({"block", "class_body", "interface_body", "enum_body",
+                      "constructor_body", "switch_block", "annotation_type_body"}),
+)
+
+_C = LanguageSpec(
+    name="c",
+    loader=_load("tree_sitter_c"),
+    imports=frozenset({"preproc_include"}),
+    functions=frozenset({"function_definition"}),
+    containers=frozenset({"struct_specifier", "union_specifier"}),
+    transparent=frozenset({"preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif",
+                           "linkage_specification", "declaration_list"}),
+    verbatim=frozenset({"declaration", "type_definition", "enum_specifier", "preproc_def",
+                        "preproc_function_def", "field_declaration"}),
+    blocks=_C_LIKE_BLOCKS,
+)
+
+_CPP = LanguageSpec(
+    name="cpp",
+    loader=_load("tree_sitter_cpp"),
+    imports=frozenset({"preproc_include", "using_declaration"}),
+    functions=frozenset({"function_definition"}),
+    containers=frozenset({"class_specifier", "struct_specifier", "union_specifier",
+                          "namespace_definition"}),
+    wrappers=frozenset({"template_declaration"}),
+    transparent=_C.transparent,
+    verbatim=_C.verbatim | {"alias_declaration", "access_specifier", "concept_definition",
+                            "friend_declaration"},
+    anonymous=frozenset({"lambda_expression"}),
+    blocks=_C_LIKE_BLOCKS,
+)
+
+_SPECS = {s.name: s for s in (_PYTHON, _JAVASCRIPT, _TYPESCRIPT, _TSX, _GO, _RUST, _JAVA, _C,
+                              _CPP)}
+
+# LSP languageIds (and a few common aliases) -> grammar name.
+_LANGUAGE_IDS = {
+    "python": "python", "py": "python",
+    "javascript": "javascript", "javascriptreact": "javascript", "js": "javascript",
+    "jsx": "javascript",
+    "typescript": "typescript", "ts": "typescript",
+    "typescriptreact": "tsx", "tsx": "tsx",
+    "go": "go", "golang": "go",
+    "rust": "rust", "rs": "rust",
+    "java": "java",
+    "c": "c",
+    "cpp": "cpp", "c++": "cpp", "cuda-cpp": "cpp", "objective-cpp": "cpp",
+}
+
+_EXTENSIONS = {
+    ".py": "python", ".pyi": "python", ".pyw": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c", ".h": "c",
+    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hpp": "cpp", ".hh": "cpp",
+    ".hxx": "cpp", ".h++": "cpp", ".ipp": "cpp", ".inl": "cpp", ".cu": "cpp",
+}
+
+
+def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:
+    """The spec for an LSP languageId, falling back to the file extension of ``uri``.
+
+    The languageId wins because editors know better (a `.h` file may be C++); the extension
+    covers clients that send "plaintext" or nothing useful. Unknown -> None.
+    """
+    name = _LANGUAGE_IDS.get((language_id or "").strip().lower())
+    if name is None and uri:
+        name = _EXTENSIONS.get(PurePosixPath(_uri_path(uri)).suffix.lower())
+    if name is None:
+        return None
+    return _SPECS[name] if _available(name) else None
+
+
+def language_for(language_id: str | None, uri: str | None = None) -> tree_sitter.Language | None:
+    spec = spec_for(language_id, uri)
+    return spec.language if spec is not None else None
+
+
+def parser_for(language_id: str | None, uri: str | None = None) -> tree_sitter.Parser | None:
+    spec = spec_for(language_id, uri)
+    return spec.parser() if spec is not None else None
+
+
+def supported_languages() -> list[str]:
+    """Grammar names whose wheel is installed (for `status` and docs)."""
+    return [name for name in _SPECS if _available(name)]
+
+
+def _uri_path(uri: str) -> str:
+    if "://" in uri or uri.startswith("file:"):
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+@cache
+def _language(name: str) -> tree_sitter.Language:
+    return tree_sitter.Language(_SPECS[name].loader())
+
+
+@cache
+def _available(name: str) -> bool:
+    # A missing grammar wheel degrades that language to plain text instead of failing.
+    try:
+        _language(name)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    return True
+
+
+_local = threading.local()
+
+
+def _thread_parser(name: str) -> tree_sitter.Parser:
+    parsers: dict[str, tree_sitter.Parser] | None = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    parser = parsers.get(name)
+    if parser is None:
+        parser = parsers[name] = tree_sitter.Parser(_language(name))
+    return parser

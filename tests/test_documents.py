@@ -1,0 +1,335 @@
+"""Document: positions in utf-8/16/32, clamping, line breaks, incremental edits and trees."""
+
+from __future__ import annotations
+
+import json.decoder
+import random
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import tree_sitter
+
+from lsp_complete.documents import Document
+from lsp_complete.languages import spec_for
+
+ENCODINGS = ("utf-16", "utf-8", "utf-32")
+# CJK, an emoji outside the BMP (a surrogate pair in UTF-16), a combining mark (e + U+0301).
+MIXED = "a😀b中e\u0301f"
+
+
+# ---------------------------------------------------------------- reference model
+def _units(ch: str, encoding: str) -> int:
+    if encoding == "utf-16":
+        return 2 if ord(ch) > 0xFFFF else 1
+    if encoding == "utf-8":
+        return len(ch.encode("utf-8", "surrogatepass"))
+    return 1
+
+
+def _ref_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line, break excluded, by a plain character loop."""
+    lines, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] in "\r\n":
+            lines.append((start, i))
+            i += 2 if text[i] == "\r" and text[i + 1:i + 2] == "\n" else 1
+            start = i
+        else:
+            i += 1
+    lines.append((start, len(text)))
+    return lines
+
+
+def _ref_offset(text: str, line: int, character: int, encoding: str) -> int:
+    lines = _ref_lines(text)
+    if line < 0:
+        return 0
+    if line >= len(lines):
+        return len(text)
+    start, end = lines[line]
+    count = 0
+    for i in range(start, end):
+        width = _units(text[i], encoding)
+        if count + width > character:
+            return i
+        count += width
+    return end
+
+
+def _ref_position(text: str, offset: int, encoding: str) -> tuple[int, int]:
+    lines = _ref_lines(text)
+    for number, (start, end) in enumerate(lines):
+        if offset <= end or number == len(lines) - 1:
+            return number, sum(_units(ch, encoding) for ch in text[start:offset])
+    raise AssertionError("unreachable")
+
+
+def _fresh_tree(doc: Document) -> str:
+    spec = spec_for(doc.language_id, doc.uri)
+    assert spec is not None
+    return str(tree_sitter.Parser(spec.language).parse(doc.text.encode("utf-8")).root_node)
+
+
+def _assert_consistent(doc: Document, reference: str) -> None:
+    assert doc.text == reference
+    lines = _ref_lines(reference)
+    assert doc.line_count == len(lines)
+    assert [doc.line_range(i) for i in range(len(lines))] == lines
+    assert doc.source == reference.encode("utf-8")
+    if doc.tree is not None:
+        assert str(doc.tree.root_node) == _fresh_tree(doc)
+
+
+# ---------------------------------------------------------------- positions
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_positions_round_trip_on_mixed_text(encoding: str) -> None:
+    text = f"x = 1\n{MIXED} = '{MIXED}'\r\n  {MIXED}\rend😀"
+    doc = Document("file:///m.py", "python", 1, text)
+    for offset in range(len(text) + 1):
+        line, character = doc.position_at(offset, encoding)
+        if text[offset - 1:offset + 1] == "\r\n":
+            continue  # between "\r" and "\n": not a position an editor can name
+        assert (line, character) == _ref_position(text, offset, encoding), offset
+        assert doc.offset_at(line, character, encoding) == offset
+
+
+def test_units_per_encoding() -> None:
+    doc = Document("file:///m.txt", "plaintext", 1, MIXED)
+    # a, 😀, b, 中, e, U+0301, f
+    assert [doc.position_at(i, "utf-16")[1] for i in range(8)] == [0, 1, 3, 4, 5, 6, 7, 8]
+    assert [doc.position_at(i, "utf-8")[1] for i in range(8)] == [0, 1, 5, 6, 9, 10, 12, 13]
+    assert [doc.position_at(i, "utf-32")[1] for i in range(8)] == list(range(8))
+    assert doc.byte_offset(3) == 6
+    assert doc.offset_of_byte(6) == 3
+
+
+def test_inside_a_character_snaps_to_its_start() -> None:
+    doc = Document("file:///m.txt", "plaintext", 1, MIXED)
+    assert doc.offset_at(0, 2, "utf-16") == 1  # second half of the surrogate pair
+    for byte in (2, 3, 4):
+        assert doc.offset_at(0, byte, "utf-8") == 1  # inside the emoji's 4 bytes
+    assert doc.offset_at(0, 7, "utf-8") == 3  # inside 中
+    assert doc.offset_of_byte(3) == 1
+
+
+def test_clamping() -> None:
+    doc = Document("file:///m.txt", "plaintext", 1, "ab\ncd😀\n")
+    assert doc.offset_at(0, 99) == 2  # past the line end -> line end
+    assert doc.offset_at(1, 99) == 6
+    assert doc.offset_at(7, 0) == len(doc.text)  # past the last line -> end of document
+    assert doc.offset_at(-1, 5) == 0
+    assert doc.offset_at(0, -3) == 0
+    assert doc.position_at(999) == (2, 0)
+    assert doc.position_at(-5) == (0, 0)
+    assert doc.line_range(10) == (len(doc.text), len(doc.text))
+
+
+def test_crlf_and_lone_cr_split_lines() -> None:
+    doc = Document("file:///m.txt", "plaintext", 1, "a\r\nbb\rc\nd")
+    assert doc.line_count == 4
+    assert [doc.line_text(i) for i in range(4)] == ["a", "bb", "c", "d"]
+    assert doc.line_range(1) == (3, 5)
+    assert doc.offset_at(1, 9) == 5
+    assert doc.offset_at(2, 0) == 6
+    assert doc.line_of(4) == 1 and doc.line_start(4) == 3
+    assert doc.has_lone_cr
+
+
+def test_line_helpers_on_empty_and_trailing_newline() -> None:
+    empty = Document("file:///e.txt", "plaintext", 1, "")
+    assert empty.line_count == 1 and empty.line_range(0) == (0, 0)
+    doc = Document("file:///t.txt", "plaintext", 1, "x\n")
+    assert doc.line_count == 2 and doc.line_range(1) == (2, 2)
+
+
+def test_is_binary() -> None:
+    assert Document.is_binary("abc\x00def")
+    assert Document.is_binary("".join(chr(i % 32) for i in range(1, 400)))
+    assert not Document.is_binary("def f():\n\treturn '\x1b[31m'\r\n")
+    assert not Document.is_binary("")
+
+
+def test_unknown_language_has_no_tree() -> None:
+    doc = Document("file:///notes.org", "org", 1, "* heading\n")
+    assert doc.tree is None and doc.language is None
+    assert doc.apply_change("x", (0, 0, 0, 0)) == 0
+    assert doc.text == "x* heading\n"
+
+
+def test_extension_fallback_when_language_id_is_unknown() -> None:
+    doc = Document("file:///src/app.rs", "plaintext", 1, "fn main() {}\n")
+    assert doc.tree is not None
+
+
+# ---------------------------------------------------------------- edits
+def _edit(doc: Document, reference: str, start: int, end: int, new: str,
+          encoding: str = "utf-16") -> str:
+    """Apply the edit to the document by LSP range and return the sliced reference."""
+    range_ = (*_ref_position(reference, start, encoding), *_ref_position(reference, end, encoding))
+    assert doc.apply_change(new, range_, encoding) == start
+    return reference[:start] + new + reference[end:]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_basic_edits_keep_text_lines_and_tree(encoding: str) -> None:
+    text = "import os\n\ndef f(a):\n    return a  # 😀 中\n\nx = f(1)\n"
+    doc = Document("file:///e.py", "python", 1, text)
+    ref = text
+    ref = _edit(doc, ref, 10, 10, "def g():\n    pass\n", encoding)  # insert lines
+    _assert_consistent(doc, ref)
+    start = ref.index("😀")
+    ref = _edit(doc, ref, start, start + 1, "🎉🎉", encoding)  # replace an emoji
+    _assert_consistent(doc, ref)
+    ref = _edit(doc, ref, 0, ref.index("def g"), "", encoding)  # delete lines
+    _assert_consistent(doc, ref)
+    ref = _edit(doc, ref, 4, ref.index("return"), "h(b, c):\n    y = b\n    ", encoding)
+    _assert_consistent(doc, ref)
+    ref = _edit(doc, ref, len(ref), len(ref), "print(x)", encoding)  # at end of file
+    _assert_consistent(doc, ref)
+    ref = _edit(doc, ref, len(ref) - 3, len(ref), "", encoding)  # delete at end of file
+    _assert_consistent(doc, ref)
+
+
+def test_full_replace() -> None:
+    doc = Document("file:///e.py", "python", 1, "a = 1\n")
+    assert doc.apply_change("def f():\r\n    pass\r\n", None) == 0
+    _assert_consistent(doc, "def f():\r\n    pass\r\n")
+
+
+def test_edits_that_join_and_split_crlf() -> None:
+    text = "a = 1\r\nb = 2\rx\nc = 3\n"
+    doc = Document("file:///e.py", "python", 1, text)
+    ref = text
+    x = ref.index("x")
+    ref = _edit(doc, ref, x, x + 1, "")  # "\r" + "\n" meet: two lines become one break
+    _assert_consistent(doc, ref)
+    assert not doc.has_lone_cr
+    ref = _edit(doc, ref, 5, 7, "\r")  # "\r\n" -> lone "\r"
+    _assert_consistent(doc, ref)
+    assert doc.has_lone_cr
+    ref = _edit(doc, ref, 6, 6, "\n")  # after the lone "\r": joins into "\r\n"
+    _assert_consistent(doc, ref)
+    assert not doc.has_lone_cr
+    ref = _edit(doc, ref, 0, len(ref), "\r")
+    _assert_consistent(doc, ref)
+
+
+def test_out_of_range_edit_clamps() -> None:
+    doc = Document("file:///e.txt", "plaintext", 1, "ab\ncd")
+    assert doc.apply_change("!", (5, 0, 9, 9)) == 5
+    assert doc.text == "ab\ncd!"
+    assert doc.apply_change("?", (0, 99, 0, 99)) == 2
+    assert doc.text == "ab?\ncd!"
+
+
+_FRAGMENTS = ["x", "\n", "    ", "\r\n", "😀", "中文", "e\u0301", "(", ")", ":", "'",
+              "def h(a):\n    return a\n", "    y = [1, 2]\n", "# note\n", "", "if x:\n"]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_random_edits_on_a_standard_library_file(encoding: str) -> None:
+    source = Path(json.decoder.__file__).read_text(encoding="utf-8")
+    rng = random.Random(1234 + len(encoding))
+    doc = Document("file:///decoder.py", "python", 1, source)
+    ref = source
+    for step in range(200):
+        start = rng.randrange(len(ref) + 1)
+        end = min(len(ref), start + rng.choice([0, 0, 1, 2, 5, 40, 200]))
+        new = "".join(rng.choice(_FRAGMENTS) for _ in range(rng.choice([0, 1, 1, 2, 3])))
+        if ref[start - 1:start + 1] == "\r\n" or ref[end - 1:end + 1] == "\r\n":
+            continue  # LSP cannot address a point inside "\r\n"
+        ref = _edit(doc, ref, start, end, new, encoding)
+        assert doc.text == ref, step
+        if step % 10 == 0:
+            _assert_consistent(doc, ref)
+    _assert_consistent(doc, ref)
+
+
+def test_typing_keeps_tree_equal_to_a_fresh_parse() -> None:
+    source = Path(json.decoder.__file__).read_text(encoding="utf-8")
+    doc = Document("file:///decoder.py", "python", 1, source)
+    ref = source
+    at = ref.index("    pairs = []\n") + len("    pairs = []\n")
+    for i, ch in enumerate("    total = compute(a, [b, 'c😀'])\n"):
+        ref = _edit(doc, ref, at + i, at + i, ch)
+        assert str(doc.tree.root_node) == _fresh_tree(doc)
+    _assert_consistent(doc, ref)
+
+
+def test_structure_tree_skips_half_typed_statements() -> None:
+    text = "def a(x):\n    y = 1\n    return y\n\n\ndef b(z):\n    return z\n"
+    doc = Document("file:///s.py", "python", 1, text)
+    ref = text
+    at = ref.index("    return y")
+    ref = _edit(doc, ref, at, at, "    t = f(a,\n")
+    assert doc.tree.root_node.has_error
+    assert doc.structure_tree is not doc.tree
+    # The kept tree's positions follow the edit: `def b` sits where the text now has it.
+    names = [n.child_by_field_name("name") for n in doc.structure_tree.root_node.children]
+    assert [doc.text_in_bytes(n.start_byte, n.end_byte) for n in names if n] == ["a", "b"]
+    ref = _edit(doc, ref, at + len("    t = f(a,"), at + len("    t = f(a,"), " 2)")
+    assert not doc.tree.root_node.has_error
+    assert doc.structure_tree is doc.tree
+
+
+def test_single_char_edit_is_cheap_on_a_20k_line_file() -> None:
+    line = "    value = compute(alpha, beta) + 1  # comment 中\n"
+    text = "".join(f"def f{i}(a):\n{line}" if i % 10 == 0 else line for i in range(20_000))
+    doc = Document("file:///big.txt", "plaintext", 1, text)
+    times = []
+    for i in range(200):
+        row = 10_000 + (i % 7) * 997  # hop between lines: no warm spot
+        t0 = time.perf_counter()
+        doc.apply_change("x", (row, 5, row, 5))
+        times.append(time.perf_counter() - t0)
+    assert doc.line_count == 22_001
+    assert len(doc.text) == len(text) + 200
+    assert doc.line_range(10_000) == (
+        doc.text.index("\n", doc.offset_at(9_999, 0)) + 1,
+        doc.text.index("\n", doc.offset_at(10_000, 0)),
+    )
+    # Index upkeep only (no grammar): typically ~0.1 ms; generous bound for shared CI cores.
+    assert statistics.median(times) < 1e-3
+
+
+def test_line_index_matches_regex_after_many_edits() -> None:
+    rng = random.Random(7)
+    text = "a\nb\r\nc\rd\n" * 50
+    doc = Document("file:///x.txt", "plaintext", 1, text)
+    ref = text
+    for _ in range(300):
+        start = rng.randrange(len(ref) + 1)
+        end = min(len(ref), start + rng.randrange(4))
+        new = rng.choice(["", "\r", "\n", "\r\n", "z", "\n\r"])
+        if ref[start - 1:start + 1] == "\r\n" or ref[end - 1:end + 1] == "\r\n":
+            continue
+        ref = _edit(doc, ref, start, end, new, "utf-32")
+    _assert_consistent(doc, ref)
+    assert doc.has_lone_cr == bool(re.search(r"\r(?!\n)", ref))
+
+
+@pytest.mark.parametrize(
+    ("language_id", "uri", "grammar"),
+    [
+        ("python", "file:///a.txt", "python"),
+        ("javascriptreact", "file:///a.jsx", "javascript"),
+        ("typescript", "file:///a.ts", "typescript"),
+        ("typescriptreact", "file:///a.tsx", "tsx"),
+        ("go", "file:///a.go", "go"),
+        ("rust", "file:///a.rs", "rust"),
+        ("java", "file:///A.java", "java"),
+        ("c", "file:///a.h", "c"),
+        ("cpp", "file:///a.h", "cpp"),  # the languageId wins over the extension
+        ("plaintext", "file:///dir%20x/a.hpp", "cpp"),  # unknown id: the extension decides
+        ("", "file:///a.mjs", "javascript"),
+        ("haskell", "file:///a.hs", None),
+    ],
+)
+def test_language_mapping(language_id: str, uri: str, grammar: str | None) -> None:
+    spec = spec_for(language_id, uri)
+    assert (spec.name if spec else None) == grammar
+    doc = Document(uri, language_id, 1, "x\n")
+    assert (doc.tree is None) == (grammar is None)
