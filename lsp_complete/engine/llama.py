@@ -521,7 +521,9 @@ class LlamaEngine:
             "contextSize": self.n_ctx,
             "slots": self.slots,
             "cellsInUse": self._cells_in_use(),
-            "sequences": {s.key: len(s.tokens) for s in self._sequences.values()},
+            "sequences": [
+                {"uri": s.key, "tokens": len(s.tokens)} for s in self._sequences.values()
+            ],
         }
 
     def close(self) -> None:

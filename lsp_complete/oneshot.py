@@ -1,0 +1,100 @@
+"""`lsp-complete complete FILE:LINE:COL`: one fill-in-the-middle completion, printed with timing."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from lsp_complete.config import Settings
+from lsp_complete.context import ContextLimits
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.languages import spec_for
+
+
+class UsageError(Exception):
+    pass
+
+
+def language_id_for_path(path: Path) -> str:
+    """The languageId an editor would send for this file (by extension)."""
+    spec = spec_for(None, path.as_posix())
+    return spec.name if spec else "plaintext"
+
+
+def parse_location(location: str) -> tuple[Path, int, int]:
+    parts = location.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        raise UsageError(f"expected FILE:LINE:COL with 1-based numbers, got {location!r}")
+    return Path(parts[0]), int(parts[1]), int(parts[2])
+
+
+def read_source(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path}: not UTF-8 text (byte {exc.start}); completion needs a UTF-8 source file"
+        ) from None
+    if Document.is_binary(text):
+        raise UsageError(f"{path}: looks like a binary file, not source code")
+    return text
+
+
+def cli_complete(location: str, model: str | None, max_tokens: int, threads: int | None) -> int:
+    from lsp_complete.engine.llama import EngineError
+    from lsp_complete.models import ModelError
+
+    try:
+        path, line, col = parse_location(location)
+        text = read_source(path)
+        doc = Document(path.resolve().as_uri(), language_id_for_path(path), 0, text)
+        if line < 1 or line > doc.line_count:
+            raise UsageError(f"{path}: line {line} is outside the file (1..{doc.line_count})")
+        start, end = doc.line_range(line - 1)
+        if col < 1 or col > end - start + 1:
+            raise UsageError(
+                f"{path}:{line}: column {col} is outside the line (1..{end - start + 1})"
+            )
+        cursor = start + col - 1
+        settings = Settings(model=model, max_tokens=max_tokens, persist_cache=False)
+        if threads:
+            settings.threads = threads
+        completion, load_ms, name = _complete(doc, cursor, settings)
+    except (UsageError, ModelError, EngineError) as exc:
+        print(f"lsp-complete: {exc}", file=sys.stderr)
+        return 1
+    line_prefix = text[start:cursor]
+    print(f"{path}:{line}:{col}  model {name}")
+    print(f"{line_prefix}\x1b[2m{completion.text}\x1b[0m" if sys.stdout.isatty() else
+          f"{line_prefix}{completion.text}")
+    result = completion.result
+    print(
+        f"-- prompt {completion.prompt_tokens} tokens, generated {result.generated_tokens} tokens, "
+        f"{completion.latency_ms:.0f} ms (prefill {result.prefill_ms:.0f} ms, "
+        f"generation {result.generate_ms:.0f} ms); model load {load_ms:.0f} ms",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _complete(doc: Document, cursor: int, settings: Settings):
+    from lsp_complete.pipeline import load_completer, prepare
+
+    started = time.perf_counter()
+    completer, info, warnings = load_completer(settings)
+    for warning in warnings:
+        print(f"lsp-complete: warning: {warning}", file=sys.stderr)
+    load_ms = (time.perf_counter() - started) * 1000
+    try:
+        prepared = prepare(doc, cursor, None, settings, ContextLimits())
+        return completer.run(prepared, CancelToken()), load_ms, info["name"]
+    finally:
+        completer.engine.close()

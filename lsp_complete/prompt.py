@@ -1,0 +1,127 @@
+"""Turn a CodeContext into prompt token segments for a model's FIM template.
+
+Middle-anchored layout (see docs/ARCHITECTURE.md and the design notes):
+
+    <fim_prefix> head before <fim_suffix> suffix <fim_middle> middle
+
+Segments are ordered from most to least stable, and typing at the cursor only appends to
+`middle`, so the engine's longest-common-prefix reuse re-encodes just the typed tokens.
+Token healing drops the last token of `middle`; generation must then start with its text.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lsp_complete.context import CodeContext
+from lsp_complete.models import FimTemplate
+
+Tokenize = Callable[[str, bool], list[int]]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    segments: list[list[int]]
+    heal: str  # characters removed by token healing; the output must start with them
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for segment in self.segments for t in segment]
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.segments)
+
+
+class SegmentTokenizer:
+    """Tokenizes prompt segments, remembering the stable ones: a keystroke re-tokenizes only
+    the middle, not the kilobytes of window around it."""
+
+    def __init__(self, tokenize: Tokenize, max_entries: int = 256) -> None:
+        self._tokenize = tokenize
+        self._cache: OrderedDict[tuple[str, bool], list[int]] = OrderedDict()
+        self._max = max_entries
+
+    def __call__(self, text: str, special: bool = False) -> list[int]:
+        if not text:
+            return []
+        key = (text, special)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        tokens = self._tokenize(text, special)
+        self._cache[key] = tokens
+        if len(self._cache) > self._max:
+            self._cache.popitem(last=False)
+        return tokens
+
+
+def heal_split(tokens: list[int], middle: str, detokenize: Callable[[list[int]], str]) -> tuple[
+    list[int], str
+]:
+    """Drop the last token of the middle (it may be a partial word) and return its text."""
+    if not tokens:
+        return tokens, ""
+    kept = tokens[:-1]
+    healed = middle[len(detokenize(kept)) :] if middle.startswith(detokenize(kept)) else ""
+    if not healed:
+        return tokens, ""
+    return kept, healed
+
+
+def build_prompt(
+    ctx: CodeContext,
+    fim: FimTemplate | None,
+    tokenize: SegmentTokenizer,
+    detokenize: Callable[[list[int]], str],
+    max_tokens: int,
+    heal: bool = True,
+) -> Prompt:
+    middle_tokens = tokenize(ctx.middle, False)
+    healed = ""
+    if heal:
+        middle_tokens, healed = heal_split(middle_tokens, ctx.middle, detokenize)
+
+    head = tokenize(ctx.head, False)
+    before = tokenize(ctx.before, False)
+    if fim is None:
+        # Prefix-only model: no suffix at all.
+        segments = [head, before, middle_tokens]
+    else:
+        suffix_part = tokenize(fim.suffix, True) + tokenize(ctx.suffix, False)
+        if fim.order == "spm":
+            segments = [
+                suffix_part,
+                tokenize(fim.prefix, True) + head,
+                before,
+                tokenize(fim.middle, True) if fim.middle else [],
+                middle_tokens,
+            ]
+        else:
+            segments = [
+                tokenize(fim.prefix, True) + head,
+                before,
+                suffix_part + tokenize(fim.middle, True),
+                middle_tokens,
+            ]
+    segments = _fit(segments, before, max_tokens)
+    return Prompt(segments=segments, heal=healed)
+
+
+def _fit(segments: list[list[int]], before: list[int], max_tokens: int) -> list[list[int]]:
+    """Keep the prompt within budget by cutting the window's oldest tokens (rarely needed:
+    the context limits already bound the windows)."""
+    total = sum(len(s) for s in segments)
+    excess = total - max_tokens
+    if excess <= 0:
+        return segments
+    fitted = []
+    for segment in segments:
+        if segment is before and excess > 0:
+            cut = min(excess, len(segment))
+            segment = segment[cut:]
+            excess -= cut
+        fitted.append(segment)
+    return fitted

@@ -1,0 +1,50 @@
+"""A restarted server picks up a file's KV cache from disk, and answers as a fresh one would."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.lsp_helpers import inline, open_doc, start_server, status, suggestion_of
+
+SOURCE = "".join(f"def helper_{i}(value):\n    return value * {i}\n\n\n" for i in range(40))
+SOURCE += "def main():\n    total = helper_3(2) + hel\n"
+LINE = SOURCE.count("\n") - 1
+COL = len("    total = helper_3(2) + hel")
+
+
+async def ask(model: Path, cache: Path, persist: bool = True) -> tuple[str, dict]:
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(cache)}
+    client = await start_server(model, {"maxTokens": 12, "persistCache": persist}, env=env)
+    try:
+        uri = "file:///work/persist.py"
+        open_doc(client, uri, SOURCE)
+        text, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        return text, await status(client)
+    finally:
+        await client.shutdown_session()  # persists the KV sequences
+
+
+async def test_restart_restores_the_cache_from_disk(tiny_model_path: Path, tmp_path: Path):
+    cold_text, cold = await ask(tiny_model_path, tmp_path / "cache")
+    assert cold["engineCounters"]["restored_from_disk"] == 0
+    assert list((tmp_path / "cache" / "kv").iterdir()), "shutdown wrote the KV cache"
+
+    warm_text, warm = await ask(tiny_model_path, tmp_path / "cache")
+    assert warm["engineCounters"]["restored_from_disk"] == 1
+    first = warm["recent"][-1]
+    assert first["source"] in ("model", "empty")
+    assert first["encodedTokens"] <= 2, first  # everything but the last token came from disk
+    assert warm_text == cold_text
+
+
+async def test_a_corrupt_cache_is_discarded_not_trusted(tiny_model_path: Path, tmp_path: Path):
+    cold_text, _ = await ask(tiny_model_path, tmp_path / "cache")
+    # Flip bytes in every stored value file diskcache keeps on disk.
+    for path in (tmp_path / "cache" / "kv").rglob("*.val"):
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    text, st = await ask(tiny_model_path, tmp_path / "cache")
+    assert st["engineCounters"]["restored_from_disk"] == 0
+    assert text == cold_text

@@ -1,0 +1,130 @@
+"""Newest keystroke wins, against the real server and the real (tiny) model.
+
+The tiny model answers in a few milliseconds, faster than anyone types, so these tests set
+LSP_COMPLETE_SIMULATE_DECODE_MS: every llama.cpp decode is preceded by a sleep, as slow as a
+0.5B model on a laptop CPU, while the model itself still runs for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from tests.lsp_helpers import (
+    inline,
+    inline_params,
+    insert,
+    open_doc,
+    start_server,
+    status,
+    suggestion_of,
+)
+
+SOURCE = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        \n"
+LINE = 5
+
+
+@pytest.fixture
+async def slow_client(tiny_model_path: Path):
+    env = {**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "15"}
+    c = await start_server(tiny_model_path, {"maxTokens": 24, "multiline": "never"}, env=env)
+    yield c
+    await c.shutdown_session()
+
+
+async def test_a_burst_of_keystrokes_computes_only_the_newest(slow_client) -> None:
+    uri = "file:///work/burst.py"
+    open_doc(slow_client, uri, SOURCE)
+    await asyncio.sleep(0.3)  # let the warm-up finish so it does not blur the counts
+    before = await status(slow_client)
+    typed = "print(os.path.join(root, name), sep=', ')"[:50]
+    pending = []
+    for i, ch in enumerate(typed):
+        insert(slow_client, uri, i + 2, LINE, 8 + i, ch)
+        pending.append(
+            slow_client.protocol.send_request_async(
+                "textDocument/inlineCompletion", inline_params(uri, LINE, 9 + i)
+            )
+        )
+        await asyncio.sleep(0.02)
+    answers = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 60)
+    assert not any(isinstance(a, BaseException) for a in answers), answers  # all answered
+
+    after = await status(slow_client)
+    records = after["recent"][len(before["recent"]) :]
+    assert len(records) == len(typed)
+    computed = [r for r in records if r["source"] in ("model", "empty")]
+    superseded = [r for r in records if r["source"] == "superseded"]
+    # Typing-ahead may answer a keystroke that matches the suggestion on screen; every other
+    # keystroke but the last was superseded while computing, and answered promptly.
+    assert records[-1]["source"] in ("model", "empty", "typeahead")
+    assert len(computed) <= 1 + sum(r["source"] == "typeahead" for r in records)
+    assert superseded, records
+    assert max(r["latencyMs"] for r in superseded) < 5000
+    counters = after["engineCounters"]
+    # Work done for a request after it was superseded: at most one batch of prompt tokens
+    # (the decode in flight) or one generated token.
+    assert counters["max_tokens_after_cancel"] <= 256
+    assert counters["calls"] - before["engineCounters"]["calls"] <= len(typed)
+
+
+async def test_typing_ahead_answers_without_calling_the_model(tiny_model_path: Path) -> None:
+    c = await start_server(tiny_model_path, {"maxTokens": 16, "multiline": "never"})
+    try:
+        uri = "file:///work/ahead.py"
+        open_doc(c, uri, SOURCE)
+        first, item = suggestion_of(await inline(c, uri, LINE, 8))
+        assert first, "the tiny model suggests something here"
+        calls = (await status(c))["engineCounters"]["calls"]
+        version = 2
+        for i, ch in enumerate(first[:5]):
+            insert(c, uri, version, LINE, 8 + i, ch)
+            version += 1
+            text, _ = suggestion_of(await inline(c, uri, LINE, 9 + i))
+            if first[i + 1 :].strip():
+                # The item replaces the partly typed word; its end is the suggestion's rest.
+                assert text.endswith(first[i + 1 :])
+        st = await status(c)
+        assert st["engineCounters"]["calls"] == calls
+        assert st["counters"]["hits"] >= 1
+    finally:
+        await c.shutdown_session()
+
+
+async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Path) -> None:
+    uri = "file:///work/cancelled.py"
+    open_doc(slow_client, uri, SOURCE)
+    await asyncio.sleep(0.3)
+    pending = slow_client.protocol.send_request_async(
+        "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="stop-me"
+    )
+    await asyncio.sleep(0.05)  # mid-computation
+    slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="stop-me"))
+    try:
+        await asyncio.wait_for(pending, 10)
+    except TimeoutError:
+        raise
+    except Exception as exc:
+        assert "cancel" in str(exc).lower()
+    await asyncio.sleep(0.1)
+    first = (await status(slow_client))["engineCounters"]
+    await asyncio.sleep(0.5)
+    second = (await status(slow_client))["engineCounters"]
+    # Nothing runs on after the cancel: no more tokens encoded or generated.
+    assert first["tokens_generated"] == second["tokens_generated"]
+    assert first["tokens_encoded"] == second["tokens_encoded"]
+    assert second["max_tokens_after_cancel"] <= 256
+
+    # And the server is consistent: the next answer equals a fresh server's.
+    text, _ = suggestion_of(await inline(slow_client, uri, LINE, 8))
+    fresh = await start_server(tiny_model_path, {"maxTokens": 24, "multiline": "never"})
+    try:
+        open_doc(fresh, uri, SOURCE)
+        expected, _ = suggestion_of(await inline(fresh, uri, LINE, 8))
+    finally:
+        await fresh.shutdown_session()
+    assert text == expected

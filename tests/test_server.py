@@ -1,0 +1,267 @@
+"""The real server over stdio (pytest-lsp client) with the tiny generated GGUF."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from lsp_complete.config import Settings
+from lsp_complete.context import ContextLimits
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.pipeline import load_completer, prepare
+from tests.lsp_helpers import (
+    inline,
+    inline_params,
+    insert,
+    open_doc,
+    start_server,
+    status,
+    suggestion_of,
+)
+
+SOURCE = '''import os
+from pathlib import Path
+
+
+def read_lines(path):
+    with open(path) as f:
+        return [line.rstrip() for line in f]
+
+
+def count_words(path):
+    total = 0
+    for line in read_li
+    return total
+'''
+UNICODE_SOURCE = '''def greet(name):
+    x = "😀 中文 𝄞" ; print(nam
+    return x
+'''
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_path: Path):
+    """The in-process pipeline: what the server must answer for a fresh document."""
+    settings = Settings(model=str(tiny_model_path), threads=1, context_size=4096,
+                        persist_cache=False)
+    completer, _, _ = load_completer(settings)
+
+    def expected(text: str, line: int, col_chars: int, language: str = "python") -> str:
+        doc = Document("file:///ref", language, 1, text)
+        start, _ = doc.line_range(line)
+        prepared = prepare(doc, start + col_chars, None, settings, ContextLimits())
+        completer.engine.forget(doc.uri)
+        return completer.run(prepared, CancelToken()).text
+
+    yield expected
+    completer.engine.close()
+
+
+@pytest.fixture
+async def client(tiny_model_path: Path):
+    c = await start_server(tiny_model_path)
+    yield c
+    await c.shutdown_session()
+
+
+async def test_initialize_advertises_the_features(tiny_model_path: Path) -> None:
+    c = await start_server(tiny_model_path, encodings=["utf-16", "utf-8"], wait_ready=False)
+    try:
+        st = await status(c)
+        assert st["positionEncoding"] == "utf-8"  # preferred when the client offers it
+    finally:
+        await c.shutdown_session()
+
+
+async def test_inline_completion_at_the_cursor_matches_the_pipeline(client, reference) -> None:
+    uri = "file:///work/count.py"
+    open_doc(client, uri, SOURCE)
+    line, col = 11, len("    for line in read_li")
+    text, item = suggestion_of(await inline(client, uri, line, col))
+    expected = reference(SOURCE, line, col)
+    assert expected, "the tiny model should suggest something here"
+    assert item is not None
+    # The item replaces the partly typed word, as the spec prefers.
+    assert item.range.start == types.Position(line=line, character=col - len("read_li"))
+    assert item.range.end == types.Position(line=line, character=col)
+    assert text == "read_li" + expected
+    assert item.command is not None and item.command.command == "lsp-complete.accepted"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_non_ascii_positions_never_shift(tiny_model_path, reference, encoding) -> None:
+    c = await start_server(tiny_model_path, encodings=[encoding])
+    try:
+        uri = "file:///work/unicode.py"
+        open_doc(c, uri, UNICODE_SOURCE)
+        line_text = UNICODE_SOURCE.split("\n")[1]
+        chars = len(line_text)
+        units = len(line_text.encode("utf-16-le")) // 2 if encoding == "utf-16" else len(
+            line_text.encode("utf-8"))
+        text, item = suggestion_of(await inline(c, uri, 1, units))
+        expected = reference(UNICODE_SOURCE, 1, chars)
+        assert expected, "pick a line where the tiny model suggests something"
+        assert text == "nam" + expected
+        assert item.range.start.character == units - 3
+        st = await status(c)
+        assert st["positionEncoding"] == encoding
+    finally:
+        await c.shutdown_session()
+
+
+async def test_classic_completion_offers_one_ai_item(client, reference) -> None:
+    uri = "file:///work/classic.py"
+    open_doc(client, uri, SOURCE)
+    line, col = 11, len("    for line in read_li")
+    result = await client.text_document_completion_async(
+        types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=col),
+        )
+    )
+    assert isinstance(result, types.CompletionList) and len(result.items) == 1
+    item = result.items[0]
+    assert item.text_edit.new_text == "read_li" + reference(SOURCE, line, col)
+
+
+async def test_typing_changes_and_close(client) -> None:
+    uri = "file:///work/typing.py"
+    open_doc(client, uri, "def f(x):\n    \n")
+    version = 1
+    for i, ch in enumerate("return x"):
+        version += 1
+        insert(client, uri, version, 1, 4 + i, ch)
+    await inline(client, uri, 1, 12)
+    st = await status(client)
+    assert {d["uri"]: d["version"] for d in st["documents"]}[uri] == version
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    st = await status(client)
+    assert uri not in [d["uri"] for d in st["documents"]]
+    # A document that is no longer open gets an empty answer, not an error.
+    assert suggestion_of(await inline(client, uri, 1, 12))[1] is None
+
+
+async def test_configuration_changes_apply(client) -> None:
+    uri = "file:///work/config.py"
+    open_doc(client, uri, SOURCE)
+    line, col = 11, len("    for line in read_li")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"enabled": {"python": False}})
+    )
+    assert suggestion_of(await inline(client, uri, line, col))[1] is None
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"lspComplete": {"enabled": {"python": True}, "maxTokens": 1}}
+        )
+    )
+    text, item = suggestion_of(await inline(client, uri, line, col))
+    st = await status(client)
+    assert st["recent"][-1]["generatedTokens"] <= 1
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"maxTokens": "lots", "bogus": 1})
+    )
+    await asyncio.sleep(0.2)
+    assert any("maxTokens" in m.message for m in client.messages)
+    assert any("bogus" in m.message for m in client.messages)
+
+
+async def test_cancel_request_answers_and_server_stays_consistent(client, reference) -> None:
+    uri = "file:///work/cancel.py"
+    open_doc(client, uri, SOURCE)
+    line, col = 11, len("    for line in read_li")
+    pending = client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, col), msg_id="cancel-me"
+    )
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-me"))
+    try:
+        answer = await asyncio.wait_for(pending, 30)
+    except TimeoutError:
+        raise
+    except Exception as exc:  # RequestCancelled is a valid answer
+        assert "cancel" in str(exc).lower()
+    else:
+        assert answer is None or isinstance(answer, types.InlineCompletionList)
+    text, _ = suggestion_of(await inline(client, uri, line, col))
+    assert text == "read_li" + reference(SOURCE, line, col)
+
+
+async def test_bad_requests_get_empty_answers_and_the_server_keeps_serving(client) -> None:
+    # A document never opened, a line past the end, a column past the end of a line.
+    assert suggestion_of(await inline(client, "file:///never.py", 0, 0))[1] is None
+    uri = "file:///work/bounds.py"
+    open_doc(client, uri, "x = 1\n")
+    assert suggestion_of(await inline(client, uri, 50, 0))[1] is None
+    await inline(client, uri, 0, 500)  # clamped to the line end: any answer, but an answer
+    # An unknown method gets MethodNotFound.
+    with pytest.raises(Exception, match="[Mm]ethod"):
+        await client.protocol.send_request_async("lsp-complete/noSuchThing", {})
+    # A huge line and binary content: no crash; binary is refused with a message.
+    open_doc(client, "file:///work/huge.py", "x = '" + "a" * 200_000 + "'\n")
+    await inline(client, "file:///work/huge.py", 0, 100_000)
+    open_doc(client, "file:///work/blob.bin", "\x00\x01\x02binary\x00" * 100, "plaintext")
+    assert suggestion_of(await inline(client, "file:///work/blob.bin", 0, 3))[1] is None
+    await asyncio.sleep(0.1)
+    assert any("binary" in m.message for m in client.messages)
+    # Still serving.
+    open_doc(client, "file:///work/ok.py", SOURCE)
+    st = await status(client)
+    assert st["model"]["state"] == "ready"
+
+
+async def test_unloadable_model_is_reported_and_completions_are_empty(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 100)
+    c = await start_server(bad)
+    try:
+        st = await status(c)
+        assert st["model"]["state"] == "error"
+        await asyncio.sleep(0.1)
+        assert c.messages and c.messages[0].type == types.MessageType.Error
+        uri = "file:///work/a.py"
+        open_doc(c, uri, SOURCE)
+        assert suggestion_of(await inline(c, uri, 11, 10))[1] is None
+    finally:
+        await c.shutdown_session()
+
+
+async def test_loading_reports_progress(tiny_model_path: Path) -> None:
+    c = await start_server(tiny_model_path)
+    try:
+        kinds = [type(v).__name__ for values in c.progress_reports.values() for v in values]
+        assert "WorkDoneProgressBegin" in kinds and "WorkDoneProgressEnd" in kinds
+    finally:
+        await c.shutdown_session()
+
+
+def test_malformed_json_rpc_does_not_kill_the_server(tiny_model_path: Path) -> None:
+    def frame(payload: bytes) -> bytes:
+        return b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"capabilities": {}, "processId": None}}
+    status_req = {"jsonrpc": "2.0", "id": 2, "method": "lsp-complete/status", "params": {}}
+    stream = (
+        frame(b"{this is not json")
+        + frame(json.dumps({"jsonrpc": "2.0", "id": 7, "method": 42}).encode())
+        + frame(json.dumps(init).encode())
+        + frame(json.dumps(status_req).encode())
+        + frame(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}).encode())
+        + frame(json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode())
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "lsp_complete", "serve", "--model", str(tiny_model_path)],
+        input=stream, capture_output=True, timeout=60,
+    )
+    out = proc.stdout.decode("utf-8", errors="replace")
+    assert '"id": 1' in out or '"id":1' in out
+    assert '"id": 2' in out or '"id":2' in out
+    assert proc.returncode == 0
