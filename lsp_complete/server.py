@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 STATUS_METHOD = "lsp-complete/status"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 RECENT_LIMIT = 2000
+IDLE_PERSIST_S = 5.0
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
 _ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
 _RELOAD_FIELDS = ("model", "threads", "context_size", "gpu_layers", "slots")
@@ -173,8 +174,8 @@ class CompletionServer(LanguageServer):
             self._progress_end(progress, token, "failed")
             return
         old, self.completer = self.completer, completer
-        if old is not None:
-            self.scheduler.call("\0unload", lambda _c: old.engine.close())
+        if old is not None:  # a reload: free the previous model on the worker that owns it
+            self.scheduler.submit_background("\0unload", lambda _c: old.engine.close())
         self.model_info = info
         self.model_state = "ready"
         for warning in warnings:
@@ -299,7 +300,19 @@ class CompletionServer(LanguageServer):
 
             self.scheduler.submit_background(uri, warm)
 
+        def persist() -> None:
+            # Still idle a while later: save the file's KV sequence, so a crash or a kill
+            # loses nothing (close and shutdown save too).
+            completer = self.completer
+            if completer is None or state.generation != generation:
+                return
+            if self.settings.persist_cache:
+                self.scheduler.submit_background(
+                    f"\0persist:{uri}", lambda _c: completer.engine.persist(uri)
+                )
+
         loop.call_later(self.settings.idle_reanchor_ms / 1000, fire)
+        loop.call_later(IDLE_PERSIST_S, persist)
 
     # ------------------------------------------------------------------ completions
 
@@ -384,8 +397,9 @@ class CompletionServer(LanguageServer):
         return doc.text[start:cursor] + text, start, suggestion_id
 
     def accepted(self, args: Any) -> None:
-        self.counters["accepted"] += 1
-        self.typeahead.accepted(str(_arg(args, "uri") or ""), "", "")
+        suggestion = self._suggestion_ids.pop(str(_arg(args, "id") or ""), None)
+        if suggestion is not None:
+            self.counters["accepted"] += 1
 
     # ------------------------------------------------------------------ status
 
@@ -404,7 +418,8 @@ class CompletionServer(LanguageServer):
             "engine": engine.describe() if engine else None,
             "engineCounters": vars(engine.counters) if engine else None,
             "scheduler": vars(self.scheduler.counters),
-            "counters": {**self.counters, **self.typeahead.stats},
+            "counters": self.counters,
+            "typeahead": dict(self.typeahead.stats),
             "latency": {
                 "p50": _percentile(latencies, 50),
                 "p95": _percentile(latencies, 95),
@@ -451,7 +466,10 @@ class CompletionServer(LanguageServer):
 
 
 def _arg(args: Any, name: str) -> Any:
-    first = args[0] if isinstance(args, list | tuple) and args else args
+    """A named value from command arguments or custom params: a dict, a pygls Object
+    (a namedtuple), or a list holding one of those."""
+    is_record = hasattr(args, "_asdict")
+    first = args[0] if isinstance(args, list | tuple) and args and not is_record else args
     if isinstance(first, dict):
         return first.get(name)
     return getattr(first, name, None)

@@ -90,7 +90,8 @@ async def test_typing_ahead_answers_without_calling_the_model(tiny_model_path: P
                 assert text.endswith(first[i + 1 :])
         st = await status(c)
         assert st["engineCounters"]["calls"] == calls
-        assert st["counters"]["hits"] >= 1
+        assert st["typeahead"]["hits"] >= 1
+        assert st["counters"]["typeahead"] >= 1
     finally:
         await c.shutdown_session()
 

@@ -93,6 +93,12 @@ async def test_inline_completion_at_the_cursor_matches_the_pipeline(client, refe
     assert item.range.end == types.Position(line=line, character=col)
     assert text == "read_li" + expected
     assert item.command is not None and item.command.command == "lsp-complete.accepted"
+    # Accepting runs the item's command: the server counts it (acceptance tracking).
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=item.command.command, arguments=item.command.arguments)
+    )
+    counters = (await status(client))["counters"]
+    assert counters["accepted"] == 1 and counters["shown"] >= 1
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
