@@ -219,7 +219,7 @@ class CompletionServer(LanguageServer):
         self.schedule_warmup(item.uri)
 
     def _refusal(self, doc: Document) -> str:
-        size = len(doc.text.encode("utf-8", errors="surrogatepass"))
+        size = doc.byte_offset(len(doc.text))
         if size > self.settings.max_file_bytes:
             limit = self.settings.max_file_bytes // 1024
             return f"file is {size // 1024} KiB, over the {limit} KiB limit"
@@ -239,17 +239,22 @@ class CompletionServer(LanguageServer):
             return
         state = self.states[doc.uri]
         state.generation += 1
+        recheck = bool(state.disabled_reason)
         for change in params.content_changes:
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
                 rng = (r.start.line, r.start.character, r.end.line, r.end.character)
                 start = doc.apply_change(change.text, rng, self.encoding)
+                # A keystroke must not rescan the file: only big pastes are checked again.
+                recheck = recheck or len(change.text) > 4096 or "\x00" in change.text
             else:
                 start = doc.apply_change(change.text, None, self.encoding)
+                recheck = True
             if state.anchor is not None and start < state.anchor:
                 state.anchor = None  # the text before the anchor changed: re-anchor
         doc.version = params.text_document.version
-        state.disabled_reason = self._refusal(doc)
+        if recheck:
+            state.disabled_reason = self._refusal(doc)
 
     def close_document(self, uri: str) -> None:
         self.documents.pop(uri, None)
