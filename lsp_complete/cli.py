@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from lsp_complete import __version__
+
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -13,6 +15,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Fast local inline code completion over the Language Server Protocol.",
     )
     parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    parser.add_argument("--version", action="version", version=f"lsp-complete {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")

@@ -148,6 +148,11 @@ class CompletionServer(LanguageServer):
             self.window_log_message(types.LogMessageParams(type=kind, message=message))
 
     @property
+    def client_has_inline_completion(self) -> bool:
+        caps = self.client_capabilities
+        return bool(caps and caps.text_document and caps.text_document.inline_completion)
+
+    @property
     def encoding(self) -> str:
         try:
             encoding = self.workspace.position_encoding
@@ -561,6 +566,10 @@ def create_server(model: str | None = None) -> CompletionServer:
         ls: CompletionServer, params: types.CompletionParams
     ) -> types.CompletionList:
         uri = params.text_document.uri
+        if ls.client_has_inline_completion:
+            # The client shows inline suggestions: running the model for its completion
+            # menu as well would double the work of every keystroke.
+            return types.CompletionList(is_incomplete=False, items=[])
         found = await ls.suggest(uri, params.position)
         if found is None or uri not in ls.documents:
             return types.CompletionList(is_incomplete=True, items=[])

@@ -271,3 +271,36 @@ def test_malformed_json_rpc_does_not_kill_the_server(tiny_model_path: Path) -> N
     assert '"id": 1' in out or '"id":1' in out
     assert '"id": 2' in out or '"id":2' in out
     assert proc.returncode == 0
+
+
+async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_model_path):
+    from pytest_lsp.client import make_test_lsp_client
+
+    from tests.lsp_helpers import SERVER, wait_for_state
+
+    c = make_test_lsp_client()
+    await c.start_io(*SERVER, "--model", str(tiny_model_path))
+    try:
+        await c.initialize_session(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(
+                    text_document=types.TextDocumentClientCapabilities(
+                        inline_completion=types.InlineCompletionClientCapabilities()
+                    )
+                ),
+                initialization_options={"threads": 1},
+            )
+        )
+        await wait_for_state(c, ("ready",))
+        uri = "file:///work/both.py"
+        open_doc(c, uri, SOURCE)
+        result = await c.text_document_completion_async(
+            types.CompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=11, character=len("    for line in read_li")),
+            )
+        )
+        assert result.items == []
+        assert (await status(c))["engineCounters"]["calls"] == 0
+    finally:
+        await c.shutdown_session()
