@@ -300,7 +300,7 @@ async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_mo
                 position=types.Position(line=11, character=len("    for line in read_li")),
             )
         )
-        assert result.items == []
+        assert not result.items
         assert (await status(c))["engineCounters"]["calls"] == 0
     finally:
         await c.shutdown_session()
