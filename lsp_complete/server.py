@@ -35,6 +35,7 @@ STATUS_METHOD = "lsp-complete/status"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 RECENT_LIMIT = 2000
 IDLE_PERSIST_S = 5.0
+SECTION = "lspComplete"  # the settings section in workspace/configuration
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
 _ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
 _RELOAD_FIELDS = ("model", "threads", "context_size", "gpu_layers", "slots")
@@ -466,6 +467,23 @@ class CompletionServer(LanguageServer):
         if reload and self.model_state != "loading":
             await self.load_model()
 
+    async def pull_configuration(self) -> None:
+        caps = self.client_capabilities
+        if not (caps and caps.workspace and caps.workspace.configuration):
+            return
+        try:
+            result = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+                ),
+                5,
+            )
+        except Exception as exc:  # a client that does not answer must not block loading
+            log.debug("workspace/configuration failed: %s", exc)
+            return
+        if result and result[0]:
+            await self.apply_settings(result[0])
+
     def shutdown_work(self) -> None:
         completer = self.completer
         if completer is not None and self.settings.persist_cache:
@@ -516,6 +534,8 @@ def create_server(model: str | None = None) -> CompletionServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CompletionServer, _params: types.InitializedParams) -> None:
+        # Settings the editor keeps (VS Code's settings.json...) before the model loads.
+        await ls.pull_configuration()
         await ls.load_model()
 
     @server.feature(types.SHUTDOWN)
@@ -615,19 +635,11 @@ def create_server(model: str | None = None) -> CompletionServer:
         ls: CompletionServer, params: types.DidChangeConfigurationParams
     ) -> None:
         options = params.settings
-        if isinstance(options, dict) and "lspComplete" in options:
-            options = options["lspComplete"]
-        if options is None:
-            try:
-                result = await ls.workspace_configuration_async(
-                    types.ConfigurationParams(
-                        items=[types.ConfigurationItem(section="lspComplete")]
-                    )
-                )
-                options = result[0] if result else None
-            except Exception as exc:
-                log.debug("workspace/configuration failed: %s", exc)
-                return
+        if isinstance(options, dict) and SECTION in options:
+            options = options[SECTION]
+        if options is None:  # "something changed, ask me": pull the section
+            await ls.pull_configuration()
+            return
         await ls.apply_settings(options)
 
     return server

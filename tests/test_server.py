@@ -304,3 +304,28 @@ async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_mo
         assert (await status(c))["engineCounters"]["calls"] == 0
     finally:
         await c.shutdown_session()
+
+
+async def test_settings_come_from_workspace_configuration(tiny_model_path):
+    from pytest_lsp.client import make_test_lsp_client
+
+    from tests.lsp_helpers import SERVER, wait_for_state
+
+    c = make_test_lsp_client()
+    c.set_configuration({"maxTokens": 2, "multiline": "never"}, section="lspComplete")
+    await c.start_io(*SERVER, "--model", str(tiny_model_path))
+    try:
+        await c.initialize_session(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(
+                    workspace=types.WorkspaceClientCapabilities(configuration=True)
+                ),
+            )
+        )
+        await wait_for_state(c, ("ready",))
+        uri = "file:///work/pulled.py"
+        open_doc(c, uri, SOURCE)
+        await inline(c, uri, 11, len("    for line in read_li"))
+        assert (await status(c))["recent"][-1]["generatedTokens"] <= 2
+    finally:
+        await c.shutdown_session()
