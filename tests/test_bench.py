@@ -1,0 +1,305 @@
+"""The benchmark's pieces: workloads, metrics, HumanEval tasks, report, the /infill client."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import json
+import random
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from lsp_complete.bench import humaneval, metrics, report, workload
+from lsp_complete.bench.baselines import generate_reuse, psm_windows
+from lsp_complete.bench.llama_server import (
+    LlamaServerClient,
+    infill_request,
+    suggestion_from_content,
+)
+from lsp_complete.bench.lsp_driver import position_at, suggestion_from_answer
+from lsp_complete.bench.records import Sample
+
+SOURCE = "\n".join(
+    ["import os", "", ""]
+    + [
+        f"def function_{i}(value):\n    total = value * {i} + len(os.sep)\n    return total\n"
+        for i in range(20)
+    ]
+)
+
+
+@pytest.fixture()
+def source_file(tmp_path: Path) -> Path:
+    path = tmp_path / "sample.py"
+    path.write_text(SOURCE)
+    return path
+
+
+# --- workload ----------------------------------------------------------------------------------
+
+
+def test_episodes_are_deterministic_and_retype_the_original(source_file: Path) -> None:
+    first = workload.build_episodes([str(source_file)], n_spans=3, n_lines=2, seed=7)
+    again = workload.build_episodes([str(source_file)], n_spans=3, n_lines=2, seed=7)
+    assert first == again
+    assert len(first) == 3
+    for ep in first:
+        assert ep.text_after(0) == ep.initial_text
+        assert ep.text_after(len(ep.keystrokes)) == SOURCE
+        assert "".join(k.char for k in ep.keystrokes) == ep.typed
+        for n, key in enumerate(ep.keystrokes, start=1):
+            text = ep.text_after(n)
+            line_start = text.rfind("\n", 0, key.offset) + 1
+            assert text[line_start : key.offset] == key.typed_prefix
+            assert SOURCE.split("\n")[text.count("\n", 0, key.offset)] == key.full_line
+
+
+def test_keystroke_cap_is_split_over_episodes(source_file: Path) -> None:
+    episodes = workload.build_episodes([str(source_file)], n_spans=2, n_lines=2, seed=1,
+                                       max_keystrokes=20)  # fmt: skip
+    assert all(len(ep.keystrokes) <= 10 for ep in episodes)
+
+
+def test_spans_skip_comments_and_do_not_overlap() -> None:
+    text = "\n".join(["# comment line here"] * 30 + ["value = compute(1, 2)"] * 30)
+    starts = workload.choose_spans(text, n_spans=4, n_lines=2, rng=random.Random(0))
+    lines = text.split("\n")
+    assert all(not lines[s].startswith("#") for s in starts)
+    assert all(b - a > 3 for a, b in zip(starts, starts[1:], strict=False))
+
+
+def test_default_files_are_deterministic() -> None:
+    assert workload.default_files(1, seed=3) == workload.default_files(1, seed=3)
+    assert workload.default_files(1, seed=3)[0].endswith(".py")
+
+
+def test_open_case_cuts_a_middle_line(source_file: Path) -> None:
+    case = workload.make_open_case(str(source_file))
+    original = case.text[: case.offset] + case.next_char
+    assert SOURCE.startswith(original)
+    assert case.n_lines == SOURCE.count("\n") + 1
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suggestion", "line", "expected"),
+    [
+        ("    ret", "urn total", "    return total", True),
+        ("    ret", "urn total   \nmore", "    return total", True),
+        ("    ret", "urn", "    return total", False),
+        ("    return total", "", "    return total  ", True),
+        ("    ret", "urn total + 1", "    return total", False),
+    ],
+)
+def test_line_exact(prefix: str, suggestion: str, line: str, expected: bool) -> None:
+    assert workload.line_exact(prefix, suggestion, line) is expected
+
+
+# --- windows and prompt reuse ------------------------------------------------------------------
+
+
+def test_psm_windows_cut_whole_lines_around_the_cursor() -> None:
+    text = "\n".join(f"line{i}" for i in range(200))
+    offset = text.index("line100") + 4
+    prefix, suffix = psm_windows(text, offset, before=60, after=20)
+    assert prefix.startswith("line40\n") and prefix.endswith("line99\nline")
+    assert suffix.startswith("100\nline101") and suffix.endswith("line120")
+
+
+def test_generate_reuse_mirrors_llama_generate() -> None:
+    assert generate_reuse([1, 2, 3], [1, 2, 4, 5], requires_eval=False) == 2
+    assert generate_reuse([1, 2, 3], [1, 2, 3], requires_eval=False) == 3  # exact hit
+    assert generate_reuse([1, 2, 3], [1, 2, 3], requires_eval=True) == 2  # refresh logits
+    assert generate_reuse([1, 2, 3, 4], [1, 2], requires_eval=False) == 1
+    assert generate_reuse([], [1, 2], requires_eval=True) == 0
+
+
+def test_lsp_answer_with_range_strips_the_typed_word() -> None:
+    item = types.InlineCompletionItem(
+        insert_text="return total",
+        range=types.Range(start=types.Position(4, 4), end=types.Position(4, 7)),
+    )
+    answer = types.InlineCompletionList(items=[item])
+    assert suggestion_from_answer(answer, "    ret") == "urn total"
+    assert suggestion_from_answer(types.InlineCompletionList(items=[]), "x") == ""
+    assert suggestion_from_answer([types.InlineCompletionItem(insert_text="abc")], "x") == "abc"
+
+
+def test_positions_are_utf16() -> None:
+    text = "a😀b\ncd"
+    assert position_at(text, 3) == types.Position(line=0, character=4)
+    assert position_at(text, 5) == types.Position(line=1, character=1)
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+def test_percentile_and_fifo_simulation() -> None:
+    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5
+    assert metrics.percentile([], 50) is None
+    # Service 150 ms, keys every 100 ms: the queue grows and only the last answer is fresh.
+    result = metrics.simulate_fifo([150, 150, 150], pace_ms=100)
+    assert result.fresh == 1 and result.latencies == [250]
+    fast = metrics.simulate_fifo([50, 50], pace_ms=100)
+    assert fast.latencies == [50, 50]
+
+
+# --- HumanEval ---------------------------------------------------------------------------------
+
+
+def test_humaneval_tasks_reassemble_the_canonical_solution() -> None:
+    for problem in humaneval.load_problems(3):
+        tasks = humaneval.tasks_for_problem(problem)
+        assert len(tasks) == sum(1 for line in problem["canonical_solution"].split("\n")
+                                 if line.strip())  # fmt: skip
+        for task in tasks:
+            indent = task.target[: len(task.target) - len(task.target.lstrip())]
+            assert task.prefix.endswith("\n" + indent)
+            rebuilt = task.prefix + task.target[len(indent) :] + task.suffix
+            assert rebuilt == problem["prompt"] + problem["canonical_solution"]
+            assert task.exact_match(task.target.lstrip() + "\nextra")
+
+
+def test_humaneval_pass_at_1_runs_the_tests() -> None:
+    problem = humaneval.load_problems(1)[0]
+    task = next(t for t in humaneval.tasks_for_problem(problem) if "return True" in t.target)
+    runner = humaneval.PassRunner(timeout_s=30)
+    assert runner.passed(task, "return True")
+    assert not runner.passed(task, "return False")
+    assert not humaneval.run_program(task.program("while True: pass"), timeout_s=1)
+    assert not task.exact_match("return False")
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def _fake_samples() -> list[Sample]:
+    samples = []
+    for engine, base in (("a", 3000.0), ("b", 900.0), ("d", 120.0)):
+        for i in range(20):
+            samples.append(Sample(engine, "replay", "f.py:1-2", i, base + i * 10, "x",
+                                  prompt_tokens=900, encoded_tokens=900 if engine == "a" else 5,
+                                  line_exact=i % 3 == 0))  # fmt: skip
+        samples.append(Sample(engine, "humaneval", "HumanEval/0#L1", 0, base, "y",
+                              exact_match=True, passed=engine != "a"))  # fmt: skip
+        samples.append(Sample(engine, "open", "cold-open", 0, base * 2, ""))
+    for i in range(10):
+        samples.append(Sample("d", "paced", "f.py:1-2", i, 90.0, "z", fresh=i % 2 == 0,
+                              source="superseded" if i % 2 else "model"))  # fmt: skip
+    return samples
+
+
+def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
+    samples = _fake_samples()
+    extras = {"a": {"peak_rss_mb": 700.0}, "d": {"peak_rss_mb": 650.0, "startup_ms": 900.0}}
+    summary = metrics.summarize(samples, extras, pace_ms=100)
+    assert summary["d"]["ratios"]["a"]["p50"] == pytest.approx(
+        summary["d"]["replay"]["p50"] / summary["a"]["replay"]["p50"]
+    )
+    assert summary["d"]["paced"]["superseded_share"] == 0.5
+    assert summary["a"]["paced"]["simulated"] is True
+    meta = {
+        "date": "today",
+        "machine": {"cpu": "cpu", "cores": 2, "cores_usable": 2, "threads_used": 2,
+                    "platform": "linux", "python": "3.11"},
+        "model": {"name": "m", "path": "/m.gguf", "size_bytes": 10, "sha256": "00"},
+        "settings": {"pace_ms": 100, "threads": 2},
+        "versions": {"pygls": "2.1.1"},
+        "files": ["f.py"],
+        "notes": ["a note"],
+    }  # fmt: skip
+    paths = report.write_all(tmp_path, meta, summary, samples)
+    assert [p.name for p in paths] == ["report.md", "samples.json", "latency.png"]
+    md = (tmp_path / "report.md").read_text()
+    assert "(d) lsp-complete" in md and "(a) PSM, full re-encode" in md and "a note" in md
+    data = json.loads((tmp_path / "samples.json").read_text())
+    assert len(data["samples"]) == len(samples)
+    assert data["samples"][0] == dataclasses.asdict(samples[0])
+    assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- llama-server /infill client ---------------------------------------------------------------
+
+
+def test_infill_request_has_llama_vim_shape_and_parses_the_answer() -> None:
+    received: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            length = int(self.headers["Content-Length"])
+            received.append({"path": self.path, "body": json.loads(self.rfile.read(length))})
+            answer = {"content": "urn total\n    pass", "timings/prompt_n": 7,
+                      "timings/predicted_n": 4, "tokens_cached": 300}  # fmt: skip
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server.timeout = 10  # handle_request gives up by itself if no request comes
+    thread = threading.Thread(target=server.handle_request, daemon=True)
+    thread.start()
+    try:
+        lines = [f"line {i}" for i in range(400)]
+        lines[300] = "    ret"
+        text = "\n".join(lines)
+        offset = text.index("    ret") + len("    ret")
+        client = LlamaServerClient(f"http://127.0.0.1:{server.server_address[1]}", 48, 10)
+        completion = client.complete(text, offset)
+    finally:
+        thread.join(timeout=15)
+        server.server_close()
+    assert completion.text == "urn total"
+    assert completion.encoded_tokens == 7 and completion.generated_tokens == 4
+    assert completion.prompt_tokens == 296
+    assert len(received) == 1 and received[0]["path"] == "/infill"
+    body = received[0]["body"]
+    assert body["prompt"] == "    ret"
+    assert body["input_prefix"] == "\n".join(lines[44:300]) + "\n"  # 256 lines before
+    assert body["input_suffix"] == "\n" + "\n".join(lines[301:365]) + "\n"  # 64 lines after
+    assert body["n_indent"] == 4
+    assert body["cache_prompt"] is True
+    assert body["n_predict"] == 48
+    assert body["t_max_predict_ms"] == 250
+    assert body["samplers"] == ["top_k", "top_p", "infill"]
+    assert body["input_extra"] == [] and body["stream"] is False
+    assert "timings/prompt_n" in body["response_fields"]
+
+
+def test_infill_whitespace_line_is_sent_empty_and_indent_trimmed() -> None:
+    text = "def f():\n    \nx = 1"
+    body, line_cur = infill_request(text, text.index("    \n") + 4, 16)
+    assert body["prompt"] == "" and body["n_indent"] == 0
+    assert body["input_suffix"].startswith("\nx = 1")
+    assert suggestion_from_content("    return 1\n", line_cur) == "return 1"
+    assert suggestion_from_content("  return 1", line_cur) == "return 1"
+
+
+# --- end to end --------------------------------------------------------------------------------
+
+def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench-out"
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench",
+        "--quick", "--model", str(tiny_model_path), "--out", str(out),
+        "--keystrokes", "6", "--humaneval", "1", "--humaneval-lines", "2",
+        "--open-file", workload.quick_file(), "--max-tokens", "8",
+    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("report.md", "samples.json", "latency.png"):
+        assert (out / name).stat().st_size > 0
+    data = json.loads((out / "samples.json").read_text())
+    engines = {s["engine"] for s in data["samples"]}
+    assert engines == {"a", "b", "d"}
+    workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
+    assert workloads == {"replay", "paced", "humaneval", "open"}
+    assert data["meta"]["model"]["sha256"]
