@@ -97,7 +97,7 @@ class LlamaEngine:
         n_gpu_layers: int = 0,
         slots: int = 4,
         n_batch: int = 256,
-        n_ubatch: int = 64,
+        n_ubatch: int = 256,
         kv_store: KVStore | None = None,
         model_id: str = "",
     ) -> None:
