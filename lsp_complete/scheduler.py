@@ -112,6 +112,16 @@ class Scheduler:
             self._lock.notify()
         return job.future.result(timeout)
 
+    def drop(self, key: str) -> None:
+        """Supersede whatever is queued or running for a key (its answer came from elsewhere)."""
+        with self._lock:
+            queued = self._interactive.pop(key, None)
+            if queued is not None:
+                self._supersede(queued)
+            running = self._running
+            if running is not None and running.key == key and running.interactive:
+                self._supersede(running)
+
     def cancel(self, job: Job) -> None:
         with self._lock:
             if self._interactive.get(job.key) is job:

@@ -345,6 +345,7 @@ class CompletionServer(LanguageServer):
         before, after = doc.text[:cursor], doc.text[cursor:]
         hit = self.typeahead.lookup(uri, before, after)
         if hit is not None:
+            self.scheduler.drop(uri)  # an older keystroke's computation is now pointless
             self.counters["typeahead"] += 1
             self._record(uri, version, started, "typeahead")
             return hit, cursor
@@ -367,7 +368,8 @@ class CompletionServer(LanguageServer):
             self.scheduler.cancel(job)
             self._record(uri, version, started, "cancelled")
             raise
-        if completion is None or job.cancel.cancelled:
+        if completion is None or job.cancel.cancelled or doc.version != version:
+            # Superseded, or the text changed while computing: the answer would be stale.
             self.counters["superseded"] += 1
             self._record(uri, version, started, "superseded")
             return None

@@ -303,3 +303,11 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
     assert workloads == {"replay", "paced", "humaneval", "open"}
     assert data["meta"]["model"]["sha256"]
+    # The report can be rebuilt from the samples alone.
+    (out / "report.md").unlink()
+    rerun = subprocess.run(
+        [sys.executable, "-m", "lsp_complete", "bench", "--rerender", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "Model calls only" in (out / "report.md").read_text()

@@ -87,3 +87,14 @@ def test_a_failing_job_does_not_kill_the_worker(scheduler) -> None:
     with pytest.raises(RuntimeError):
         failed.future.result(timeout=5)
     assert scheduler.submit("a", lambda c: "alive").future.result(timeout=5) == "alive"
+
+
+def test_drop_supersedes_the_running_job_for_a_key(scheduler) -> None:
+    started, log = threading.Event(), []
+    job = scheduler.submit("a", blocking_job(started, log, "a"))
+    assert started.wait(5)
+    scheduler.drop("b")  # another key: untouched
+    assert not job.future.done()
+    scheduler.drop("a")
+    assert job.future.result(timeout=1) is None
+    assert scheduler.counters.superseded == 1

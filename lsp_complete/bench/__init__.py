@@ -9,6 +9,7 @@ and paced), first-suggestion latency in a large file, HumanEval single-line infi
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -55,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
+    p.add_argument("--rerender", metavar="DIR",
+                   help="rebuild report.md and latency.png from DIR/samples.json, run nothing")
     return p
 
 
@@ -126,6 +129,8 @@ def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
 def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
+    if args.rerender:
+        return rerender(Path(args.rerender))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     engines = _engines(args)
@@ -158,6 +163,23 @@ def main(argv: list[str]) -> int:
     summary = metrics.summarize(samples, extras, args.pace_ms)
     meta = _meta(args, cfg, files, work, time.time() - began)
     paths = report.write_all(out, meta, summary, samples)
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def rerender(out: Path) -> int:
+    """Rebuild report.md and latency.png from a run's samples.json (after the report's
+    layout or the metrics change, without re-running hours of baselines)."""
+    data = json.loads((out / report.SAMPLES_JSON).read_text(encoding="utf-8"))
+    samples = [Sample(**s) for s in data["samples"]]
+    keep = {"label", "replay", "paced", "open", "humaneval", "errors", "ratios"}
+    extras = {
+        key: {k: v for k, v in row.items() if k not in keep}
+        for key, row in data["summary"].items()
+    }
+    pace = data["meta"]["settings"].get("pace_ms") or 100.0
+    summary = metrics.summarize(samples, extras, pace)
+    paths = report.write_all(out, data["meta"], summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
 

@@ -63,6 +63,20 @@ def replay_summary(samples: Sequence[Sample]) -> dict[str, Any]:
         "typeahead_share": (
             sum(s.source == "typeahead" for s in samples) / len(samples) if samples else None
         ),
+        "model_calls": _model_call_summary(samples),
+    }
+
+
+def _model_call_summary(samples: Sequence[Sample]) -> dict[str, Any]:
+    """The same keystrokes without the ones typing-ahead answered: what the model costs when
+    it does run (typing-ahead answers encode nothing, which would hide it)."""
+    calls = [s for s in samples if s.source not in ("typeahead", "error")]
+    encoded = [s.encoded_tokens for s in calls if s.encoded_tokens is not None]
+    return {
+        **latency_summary([s.latency_ms for s in calls]),
+        "encoded_mean": _mean(encoded),
+        "encoded_median": _median(encoded),
+        "encoded_le4_share": (sum(e <= 4 for e in encoded) / len(encoded)) if encoded else None,
     }
 
 

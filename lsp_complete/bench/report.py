@@ -91,6 +91,22 @@ def _main_table(summary: dict[str, Any]) -> list[str]:
     return _table(header, rows)
 
 
+def _model_call_table(summary: dict[str, Any]) -> list[str]:
+    header = [
+        "engine", "model calls", "p50", "p95", "p99", "encoded/call mean",
+        "encoded/call median", "calls encoding <= 4 tokens",
+    ]  # fmt: skip
+    rows = []
+    for row in summary.values():
+        m = row["replay"]["model_calls"]
+        rows.append([
+            row["label"], str(m["n"]), _ms(m["p50"]), _ms(m["p95"]), _ms(m["p99"]),
+            _num(m["encoded_mean"], 1), _num(m["encoded_median"], 1),
+            _pct(m["encoded_le4_share"]),
+        ])  # fmt: skip
+    return _table(header, rows)
+
+
 def _ratio_table(summary: dict[str, Any]) -> list[str]:
     bases = [b for b in BASELINE_KEYS if b in summary]
     if not bases:
@@ -167,6 +183,14 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any]) ->
         "",
     ]
     lines += _main_table(summary)
+    lines += [
+        "### Model calls only (keystrokes answered by typing-ahead left out)",
+        "",
+        "What a keystroke costs when the model does run; the first keystroke of each span "
+        "(a cold prompt) is included.",
+        "",
+    ]
+    lines += _model_call_table(summary)
     lines += ["### Latency ratios against the baselines of this run (lower is faster)", ""]
     lines += _ratio_table(summary)
     lines += [
