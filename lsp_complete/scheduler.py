@@ -48,6 +48,10 @@ class SchedulerCounters:
     background_done: int = 0
     background_cancelled: int = 0
     errors: int = 0
+    # Worker time spent on interactive jobs that were superseded or cancelled, in total and
+    # after the moment they were: what stale keystrokes cost the CPU.
+    stale_work_ms: float = 0.0
+    work_after_cancel_ms: float = 0.0
 
 
 def _answer(job: Job, value: Any = None, error: BaseException | None = None) -> None:
@@ -185,8 +189,18 @@ class Scheduler:
                     self.counters.background_done += 1
                 _answer(job, value)
             finally:
+                self._account(job)
                 with self._lock:
                     self._running = None
+
+    def _account(self, job: Job) -> None:
+        cancelled_at = job.cancel.cancelled_at
+        if not job.interactive or cancelled_at is None or job.started is None:
+            return
+        ended = time.monotonic()
+        self.counters.stale_work_ms += (ended - job.started) * 1000
+        after = ended - max(cancelled_at, job.started)
+        self.counters.work_after_cancel_ms += max(0.0, after) * 1000
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:

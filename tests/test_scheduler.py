@@ -98,3 +98,13 @@ def test_drop_supersedes_the_running_job_for_a_key(scheduler) -> None:
     scheduler.drop("a")
     assert job.future.result(timeout=1) is None
     assert scheduler.counters.superseded == 1
+
+
+def test_worker_time_on_stale_jobs_is_accounted(scheduler) -> None:
+    started, log = threading.Event(), []
+    scheduler.submit("a", blocking_job(started, log, "a"))
+    assert started.wait(5)
+    time.sleep(0.05)
+    scheduler.submit("a", lambda c: "new").future.result(timeout=5)
+    assert scheduler.counters.stale_work_ms >= 40
+    assert 0 <= scheduler.counters.work_after_cancel_ms < scheduler.counters.stale_work_ms

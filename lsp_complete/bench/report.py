@@ -125,7 +125,7 @@ def _ratio_table(summary: dict[str, Any]) -> list[str]:
 def _paced_table(summary: dict[str, Any]) -> list[str]:
     header = [
         "engine", "requests", "fresh answers", "newest-key p50", "newest-key p95",
-        "typing-ahead", "superseded", "how",
+        "typing-ahead", "superseded", "worker time on stale keystrokes", "how",
     ]  # fmt: skip
     rows = []
     for row in summary.values():
@@ -133,9 +133,20 @@ def _paced_table(summary: dict[str, Any]) -> list[str]:
         how = "simulated: served in order, never aborted" if p["simulated"] else "measured"
         rows.append([
             row["label"], str(p["requests"]), _pct(p["fresh_share"]), _ms(p["p50"]),
-            _ms(p["p95"]), _pct(p["typeahead_share"]), _pct(p["superseded_share"]), how,
+            _ms(p["p95"]), _pct(p["typeahead_share"]), _pct(p["superseded_share"]),
+            _stale(row), how,
         ])  # fmt: skip
     return _table(header, rows)
+
+
+def _stale(row: dict[str, Any]) -> str:
+    """Worker time spent on keystrokes already typed past (total / after being superseded)."""
+    total, after = row.get("paced_stale_work_ms"), row.get("paced_work_after_cancel_ms")
+    seconds = row.get("paced_seconds")
+    if total is None:
+        return "n/a"
+    share = f", {total / 10 / seconds:.0f}% of the run" if seconds else ""
+    return f"{_ms(total)} ({_ms(after)} after superseded{share})"
 
 
 def _open_table(summary: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,6 +391,7 @@ async def _with_status(
 async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:
     runner = ServerRunner(cfg)
     samples: list[Sample] = []
+    stale: dict[str, Any] = {}
     try:
         session = await runner.start(runner.new_cache_dir())
         try:
@@ -404,8 +406,15 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
             session = await runner.start(runner.new_cache_dir())
             try:
                 await _warm_up(session)
+                began = time.monotonic()
                 with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
                     samples += await paced_lsp(session, work.episodes, cfg.pace_ms, bar.update)
+                counters = (await session.status()).get("scheduler") or {}
+                stale = {
+                    "paced_seconds": time.monotonic() - began,
+                    "paced_stale_work_ms": counters.get("stale_work_ms"),
+                    "paced_work_after_cancel_ms": counters.get("work_after_cancel_ms"),
+                }
             finally:
                 await runner.stop(session)
         if work.open_case is not None:
@@ -415,6 +424,7 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
     extras = {
         "peak_rss_mb": max(runner.peaks) if runner.peaks else None,
         "startup_ms": min(runner.startups) if runner.startups else None,
+        **stale,
     }
     return EngineRun(samples, extras)
 
