@@ -134,7 +134,7 @@ class Scheduler:
                 self._background.remove(job)
             if not job.future.done():
                 self.counters.cancelled += 1
-            job.cancel.cancel()
+            job.cancel.cancel(hard=True)
             _answer(job, None)
 
     def _supersede(self, job: Job) -> None:

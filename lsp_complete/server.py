@@ -26,7 +26,7 @@ from lsp_complete.context import ContextLimits, build_context
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Completer, Completion, load_completer, prepare
-from lsp_complete.scheduler import Scheduler
+from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.typeahead import TypeAhead
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,22 @@ class Protocol(LanguageServerProtocol):
 
 
 @dataclass
+class InFlight:
+    """The model computation running for a file, and what it has written so far."""
+
+    before: str  # document text before / after the cursor it was asked for
+    after: str
+    job: Job | None = None
+    partial: str = ""
+
+
+@dataclass
 class DocState:
     anchor: int | None = None
     last_cursor: int | None = None
     generation: int = 0  # bumped by every request and edit: stale idle work checks it
     disabled_reason: str = ""
+    inflight: InFlight | None = None
 
 
 @dataclass
@@ -126,7 +137,9 @@ class CompletionServer(LanguageServer):
         self.model_error = ""
         self.model_info: dict[str, Any] = {}
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
-        self.counters = {"shown": 0, "accepted": 0, "typeahead": 0, "superseded": 0, "empty": 0}
+        self.counters = {
+            "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
+        }
         self._told: set[str] = set()
         self._suggestion_ids: dict[str, dict[str, Any]] = {}
 
@@ -353,6 +366,15 @@ class CompletionServer(LanguageServer):
         if completer is None or self.model_state != "ready":
             self._record(uri, version, started, "not-ready")
             return None
+        if await self._join_inflight(state, before, after):
+            if doc.version != version:
+                self._record(uri, version, started, "superseded")
+                return None
+            hit = self.typeahead.lookup(uri, before, after)
+            if hit is not None:
+                self.counters["joined"] += 1
+                self._record(uri, version, started, "typeahead")
+                return hit, cursor
         if self.settings.debounce_ms:
             generation = state.generation
             await asyncio.sleep(self.settings.debounce_ms / 1000)
@@ -361,7 +383,21 @@ class CompletionServer(LanguageServer):
                 return None
         prepared = prepare(doc, cursor, state.anchor, self.settings, self.limits)
         state.anchor = prepared.ctx.anchor
-        job = self.scheduler.submit(uri, lambda cancel: completer.run(prepared, cancel))
+        inflight = InFlight(before=before, after=after)
+
+        def run(cancel: CancelToken) -> Completion:
+            def progress(text: str) -> None:
+                inflight.partial = text
+
+            completion = completer.run(prepared, cancel, progress)
+            if completion.text and not cancel.cancelled:
+                # Remembered here, on the worker, so that every keystroke waiting on this
+                # job (see _join_inflight) finds it the moment the job ends.
+                self.typeahead.remember(uri, before, after, completion.text)
+            return completion
+
+        job = inflight.job = self.scheduler.submit(uri, run)
+        state.inflight = inflight
         try:
             completion: Completion | None = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:  # $/cancelRequest
@@ -380,10 +416,24 @@ class CompletionServer(LanguageServer):
         if not completion.text:
             self.counters["empty"] += 1
             return None
-        if self.documents.get(uri) is doc and doc.text[:cursor] == before:
-            self.typeahead.remember(uri, before, after, completion.text)
         del result
         return completion.text, cursor
+
+    async def _join_inflight(self, state: DocState, before: str, after: str) -> bool:
+        """If the model is already writing exactly what the user just typed, wait for it
+        instead of superseding it: a fast typist would otherwise cancel every suggestion
+        before it is finished. Returns whether it waited."""
+        inflight = state.inflight
+        if inflight is None or inflight.job is None or inflight.job.future.done():
+            return False
+        if inflight.after != after or not before.startswith(inflight.before):
+            return False
+        typed = before[len(inflight.before) :]
+        if not typed or not inflight.partial.startswith(typed):
+            return False
+        with contextlib.suppress(Exception):
+            await asyncio.wrap_future(inflight.job.future)
+        return True
 
     def _record(self, uri: str, version: int, started: float, source: str,
                 completion: Completion | None = None) -> None:

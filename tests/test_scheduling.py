@@ -46,8 +46,10 @@ async def test_a_burst_of_keystrokes_computes_only_the_newest(slow_client) -> No
     for i, ch in enumerate(typed):
         insert(slow_client, uri, i + 2, LINE, 8 + i, ch)
         pending.append(
-            slow_client.protocol.send_request_async(
-                "textDocument/inlineCompletion", inline_params(uri, LINE, 9 + i)
+            asyncio.ensure_future(  # sent now, not when awaited
+                slow_client.protocol.send_request_async(
+                    "textDocument/inlineCompletion", inline_params(uri, LINE, 9 + i)
+                )
             )
         )
         await asyncio.sleep(0.02)
@@ -100,8 +102,10 @@ async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Pat
     uri = "file:///work/cancelled.py"
     open_doc(slow_client, uri, SOURCE)
     await asyncio.sleep(0.3)
-    pending = slow_client.protocol.send_request_async(
-        "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="stop-me"
+    pending = asyncio.ensure_future(  # sent now, not when awaited
+        slow_client.protocol.send_request_async(
+            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="stop-me"
+        )
     )
     await asyncio.sleep(0.05)  # mid-computation
     slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="stop-me"))
@@ -129,3 +133,34 @@ async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Pat
     finally:
         await fresh.shutdown_session()
     assert text == expected
+
+
+async def test_a_keystroke_matching_the_text_being_written_joins_it(
+    slow_client, tiny_model_path: Path
+) -> None:
+    uri = "file:///work/join.py"
+    reference = await start_server(tiny_model_path, {"maxTokens": 24, "multiline": "never"})
+    try:
+        open_doc(reference, uri, SOURCE)
+        expected, _ = suggestion_of(await inline(reference, uri, LINE, 8))
+    finally:
+        await reference.shutdown_session()
+    assert len(expected) >= 3, expected
+
+    open_doc(slow_client, uri, SOURCE)
+    await asyncio.sleep(0.3)
+    calls = (await status(slow_client))["engineCounters"]["calls"]
+    first = asyncio.ensure_future(  # sent now, not when awaited
+        slow_client.protocol.send_request_async(
+            "textDocument/inlineCompletion", inline_params(uri, LINE, 8)
+        )
+    )
+    await asyncio.sleep(0.25)  # the model is part-way through writing `expected`
+    insert(slow_client, uri, 2, LINE, 8, expected[0])
+    text, _ = suggestion_of(await inline(slow_client, uri, LINE, 9))
+    await first
+    st = await status(slow_client)
+    # Answered from the computation already running: no second model call, nothing lost.
+    assert st["engineCounters"]["calls"] == calls + 1
+    assert st["counters"]["joined"] == 1
+    assert text.endswith(expected[1:])

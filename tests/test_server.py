@@ -184,8 +184,11 @@ async def test_cancel_request_answers_and_server_stays_consistent(client, refere
     uri = "file:///work/cancel.py"
     open_doc(client, uri, SOURCE)
     line, col = 11, len("    for line in read_li")
-    pending = client.protocol.send_request_async(
-        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, col), msg_id="cancel-me"
+    pending = asyncio.ensure_future(  # sent now, not when awaited
+        client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, col),
+            msg_id="cancel-me",
+        )
     )
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-me"))
     try:

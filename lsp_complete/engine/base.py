@@ -12,17 +12,22 @@ from typing import Protocol
 class CancelToken:
     """Set by the scheduler when a request is superseded or cancelled.
 
-    The engine checks it between prefill batches and between generated tokens, and llama.cpp's
-    abort callback checks it inside a running decode. `work_after_cancel` counts the tokens the
-    engine still decoded after the flag was set, so tests can prove superseded work stops.
+    The engine checks it between prefill batches and between generated tokens. A *hard* cancel
+    (`$/cancelRequest`, a closed file) also stops a decode already running, through llama.cpp's
+    abort callback. A newer keystroke cancels *softly*: the prefill batch in flight finishes,
+    because its tokens are the prefix the newer prompt shares, and aborting it would throw that
+    work away on every keystroke of a fast typist. `work_after_cancel` counts the tokens decoded
+    after the flag was set, so tests can prove superseded work stops.
     """
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.cancelled_at: float | None = None
+        self.hard = False
         self.work_after_cancel = 0
 
-    def cancel(self) -> None:
+    def cancel(self, hard: bool = False) -> None:
+        self.hard = self.hard or hard
         if not self._event.is_set():
             self.cancelled_at = time.monotonic()
             self._event.set()
@@ -43,6 +48,8 @@ class GenerationRequest:
     deadline: float | None = None  # time.monotonic(); past it, stop at the next line end
     # Called with the text generated so far each time a line ends; True stops generation.
     line_check: Callable[[str], bool] | None = None
+    # Called with the text generated so far after each token (it starts with `heal`).
+    on_text: Callable[[str], None] | None = None
 
     @property
     def tokens(self) -> list[int]:

@@ -96,8 +96,10 @@ class LlamaEngine:
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         slots: int = 4,
-        n_batch: int = 256,
-        n_ubatch: int = 256,
+        # 64-token prefill batches: a superseded prefill finishes its batch within ~0.3 s on
+        # 2 cores (224 tok/s, vs 242 tok/s with 256-token batches that take ~1 s).
+        n_batch: int = 64,
+        n_ubatch: int = 64,
         kv_store: KVStore | None = None,
         model_id: str = "",
     ) -> None:
@@ -225,7 +227,7 @@ class LlamaEngine:
 
     def _should_abort(self, _data: ctypes.c_void_p) -> bool:
         cancel = self._active_cancel
-        return bool(cancel is not None and cancel.cancelled)
+        return bool(cancel is not None and cancel.hard)
 
     def _acquire(self, key: str) -> _Sequence:
         seq = self._sequences.get(key)
@@ -464,6 +466,8 @@ class LlamaEngine:
             result.generated_tokens += 1
             self.counters.tokens_generated += 1
             text += decoder.decode(piece)
+            if request.on_text is not None:
+                request.on_text(text)
             produced = text[len(request.heal):] if len(text) >= len(request.heal) else ""
             stop_at = _first_stop(produced, request.stop)
             if stop_at is not None:
