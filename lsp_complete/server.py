@@ -312,9 +312,9 @@ class CompletionServer(LanguageServer):
             cursor = state.last_cursor
             if cursor is None or cursor > len(doc.text):
                 return
+            # Also when the anchor is already there: the file may have started with the cold
+            # prompt, and this encodes the full context (a no-op when it is cached already).
             anchor = doc.line_start(cursor)
-            if anchor == state.anchor:
-                return
             ctx = build_context(doc, cursor, anchor, self.limits)
 
             def warm(cancel: CancelToken) -> None:

@@ -48,3 +48,27 @@ async def test_a_corrupt_cache_is_discarded_not_trusted(tiny_model_path: Path, t
     text, st = await ask(tiny_model_path, tmp_path / "cache")
     assert st["engineCounters"]["restored_from_disk"] == 0
     assert text == cold_text
+
+
+async def test_cold_file_starts_small_and_grows_its_context_in_idle_time(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from tests.lsp_helpers import insert
+
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
+    client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
+    try:
+        uri = "file:///work/grow.py"
+        open_doc(client, uri, SOURCE)
+        await inline(client, uri, LINE, COL)
+        cold = (await status(client))["recent"][-1]
+        await asyncio.sleep(1.5)  # idle: the full context is encoded in the background
+        insert(client, uri, 2, LINE, COL, "p")
+        await inline(client, uri, LINE, COL + 1)
+        warm = (await status(client))["recent"][-1]
+        assert warm["promptTokens"] > cold["promptTokens"] + 100, (cold, warm)
+        assert warm["encodedTokens"] <= 4, warm  # the bigger prompt was ready in the cache
+    finally:
+        await client.shutdown_session()

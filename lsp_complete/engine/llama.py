@@ -512,6 +512,11 @@ class LlamaEngine:
                     saved += 1
             return saved
 
+    def cached_prefix(self, key: str, tokens: list[int]) -> int:
+        """How many leading tokens of a prompt this file's KV sequence already holds."""
+        seq = self._sequences.get(key)
+        return common_prefix_length(seq.tokens, tokens) if seq else 0
+
     def cached_tokens(self, key: str) -> list[int]:
         seq = self._sequences.get(key)
         return list(seq.tokens) if seq else []
