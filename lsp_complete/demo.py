@@ -77,7 +77,7 @@ async def _demo(model: str | None, file: Path | None, lines: int, out: Any) -> i
     def log_message(_ls: LanguageClient, params: types.LogMessageParams) -> None:
         pass
 
-    print(f"starting `{' '.join(server_command(model)[2:])}` ...", file=out)
+    print(f"starting `lsp-complete {' '.join(server_command(model)[3:])}` ...", file=out)
     await client.start_io(*server_command(model))
     try:
         await client.initialize_async(
