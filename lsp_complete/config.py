@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsp_complete.engine.llama import default_threads
+from lsp_complete.engine.remote import HEALING_MODES
 
 MULTILINE_MODES = ("auto", "always", "never")
 ENGINES = ("local", "llama-server", "openai")
@@ -33,6 +34,15 @@ class Settings:
     idle_reanchor_ms: int = 400
     max_file_bytes: int = 4 * 1024 * 1024
     engine: str = "local"
+    # Remote engines (engine "llama-server" or "openai"); `model` still names the model, for
+    # its FIM template and, when its file is here, its tokenizer.
+    engine_url: str = ""  # the server's root URL, e.g. http://gpu-box:8080
+    api_key_env: str = "LSP_COMPLETE_API_KEY"  # environment variable holding the API key
+    remote_model: str = ""  # the model's name on the server ("" = the server's first model)
+    request_timeout_ms: int = 5000  # one suggestion, connect to last token
+    connect_timeout_ms: int = 1000
+    remote_slots: int = 0  # llama-server slots to use for open files (0 = all it has)
+    remote_healing: str = "auto"  # token healing: auto | grammar | regex | off
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled.get(language_id, self.enabled.get("*", True))
@@ -84,7 +94,11 @@ def _check(name: str, value: Any) -> str | None:
         return None if value in MULTILINE_MODES else f"expected one of {', '.join(MULTILINE_MODES)}"
     if name == "engine":
         return None if value in ENGINES else f"expected one of {', '.join(ENGINES)}"
+    if name == "remote_healing":
+        return None if value in HEALING_MODES else f"expected one of {', '.join(HEALING_MODES)}"
     default = _FIELDS[name].default
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "expected a string"
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "expected true or false"
     is_int = isinstance(value, int) and not isinstance(value, bool)

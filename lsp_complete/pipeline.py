@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from lsp_complete.context import (
     ContextLimits,
     build_context,
     choose_anchor,
+    cold_limits,
     enclosing_block_indent,
     wants_multiline,
 )
@@ -28,12 +30,18 @@ from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken, Engine, GenerationRequest, GenerationResult
 from lsp_complete.engine.kvstore import KVStore
 from lsp_complete.engine.llama import LlamaEngine
-from lsp_complete.model_store import resolve_model
-from lsp_complete.models import ModelSpec, check_template
+from lsp_complete.engine.remote import RemoteEngineError, RemoteOptions
+from lsp_complete.engine.remote_llama_server import LlamaServerEngine
+from lsp_complete.engine.remote_openai import OpenAIEngine
+from lsp_complete.engine.tokenizer import GgufTokenizer
+from lsp_complete.model_store import model_path, resolve_model
+from lsp_complete.models import ModelSpec, check_template, default_model_name, load_registry
 from lsp_complete.postprocess import CompletionSite, clean_completion, count_block_lines
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
+# Above this many uncached prompt tokens (~1 s on 2 cores), a smaller cold prompt is used.
+COLD_PROMPT_TOKENS = 192
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class Prepared:
     ctx: CodeContext
     site: CompletionSite
     multiline: bool
+    cold_ctx: CodeContext | None = None  # smaller windows, for a file with a cold KV cache
 
 
 @dataclass
@@ -62,6 +71,7 @@ def prepare(
 ) -> Prepared:
     anchor = choose_anchor(doc, cursor, previous_anchor, limits)
     ctx = build_context(doc, cursor, anchor, limits)
+    cold_ctx = build_context(doc, cursor, anchor, cold_limits(limits))
     line_start = doc.line_start(cursor)
     line_end = doc.line_range(doc.line_of(cursor))[1]
     line_prefix = doc.text[line_start:cursor]
@@ -81,17 +91,37 @@ def prepare(
         multiline=multiline,
         language_id=doc.language_id,
     )
-    return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline)
+    return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx)
 
 
 class Completer:
-    """Owns what a request needs on the worker thread: engine, template, tokenizer cache."""
+    """Owns what a request needs on the worker thread: engine, template, tokenizer cache.
+
+    `last_error` is "" after a call that reached the engine, else the message of the last
+    RemoteEngineError (server down, bad key...): such a call answers with no suggestion instead
+    of failing the request, and the language server shows the message to the user once.
+    """
 
     def __init__(self, engine: Engine, spec: ModelSpec, settings: Settings) -> None:
         self.engine = engine
         self.spec = spec
         self.settings = settings
         self.tokenize = SegmentTokenizer(engine.tokenize)
+        self.last_error = ""
+
+    def choose_prompt(self, prepared: Prepared) -> Prompt:
+        """The full-context prompt, unless the file's KV cache is cold: then the smaller one,
+        when it costs less to encode (the full one is encoded later, in idle time)."""
+        full = self.build_prompt(prepared.ctx)
+        cached_prefix = getattr(self.engine, "cached_prefix", None)
+        if prepared.cold_ctx is None or cached_prefix is None:
+            return full
+        full_cost = len(full) - cached_prefix(prepared.key, full.tokens)
+        if full_cost <= COLD_PROMPT_TOKENS:
+            return full
+        cold = self.build_prompt(prepared.cold_ctx)
+        cold_cost = len(cold) - cached_prefix(prepared.key, cold.tokens)
+        return cold if cold_cost < full_cost else full
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
         return build_prompt(
@@ -103,10 +133,37 @@ class Completer:
             heal=self.settings.token_healing,
         )
 
-    def run(self, prepared: Prepared, cancel: CancelToken) -> Completion:
+    def run(
+        self,
+        prepared: Prepared,
+        cancel: CancelToken,
+        progress: Callable[[str], None] | None = None,
+    ) -> Completion:
+        """Compute one suggestion; `progress` sees the raw text generated so far."""
         started = time.perf_counter()
-        prompt = self.build_prompt(prepared.ctx)
+        try:
+            completion = self._run(prepared, cancel, started, progress)
+        except RemoteEngineError as exc:
+            self.last_error = str(exc)
+            result = GenerationResult(text="", stop_reason="error")
+            return Completion("", "", result, 0, (time.perf_counter() - started) * 1000)
+        self.last_error = ""
+        return completion
+
+    def _run(
+        self,
+        prepared: Prepared,
+        cancel: CancelToken,
+        started: float,
+        progress: Callable[[str], None] | None,
+    ) -> Completion:
+        prompt = self.choose_prompt(prepared)
         site = prepared.site
+        heal = prompt.heal
+
+        def on_text(text: str) -> None:
+            if progress is not None and text.startswith(heal):
+                progress(text[len(heal) :])
 
         def block_ended(text: str) -> bool:
             # Stop generating as soon as the multi-line rule would cut what follows anyway.
@@ -123,6 +180,7 @@ class Completer:
             single_line=not prepared.multiline,
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
             line_check=block_ended if prepared.multiline else None,
+            on_text=on_text if progress is not None else None,
         )
         result = self.engine.complete(request, cancel)
         raw = result.text[len(prompt.heal) :] if result.text.startswith(prompt.heal) else ""
@@ -139,13 +197,19 @@ class Completer:
 
     def warm(self, key: str, ctx: CodeContext, cancel: CancelToken, whole: bool = False) -> int:
         """Encode the stable part of a context's prompt (or all of it but the healed token)."""
-        prompt = self.build_prompt(ctx)
-        segments = prompt.segments if whole else prompt.segments[:1]
-        return self.engine.warm(key, segments, cancel, extend_only=not whole)
+        try:
+            prompt = self.build_prompt(ctx)
+            segments = prompt.segments if whole else prompt.segments[:1]
+            return self.engine.warm(key, segments, cancel, extend_only=not whole)
+        except RemoteEngineError as exc:  # idle work: the next suggestion reports it
+            self.last_error = str(exc)
+            return 0
 
 
 def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
     """Resolve the model, check its template, and load it (seconds: run off the event loop)."""
+    if settings.engine != "local":
+        return _load_remote(settings)
     resolved = resolve_model(settings.model)
     warnings = check_template(resolved.path, resolved.spec)
     store = None
@@ -165,3 +229,46 @@ def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[
     )
     info = {"name": resolved.spec.name, "path": str(resolved.path)}
     return Completer(engine, resolved.spec, settings), info, warnings
+
+
+def _load_remote(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
+    """A remote engine: the model's template from `model`, its tokenizer from the local file
+    when there is one (else from the server). The server is not contacted here, so a server
+    that is down at start only means no suggestions until it answers."""
+    if not settings.engine_url:
+        raise RemoteEngineError(
+            f"engine '{settings.engine}' needs the server's URL in the engineUrl setting"
+        )
+    spec, vocab, warnings = _remote_model(settings.model)
+    options = RemoteOptions(
+        url=settings.engine_url,
+        api_key=os.environ.get(settings.api_key_env, "") if settings.api_key_env else "",
+        model=settings.remote_model,
+        request_timeout_s=settings.request_timeout_ms / 1000,
+        connect_timeout_s=settings.connect_timeout_ms / 1000,
+        slots=settings.remote_slots,
+        healing=settings.remote_healing,
+    )
+    tokenizer = GgufTokenizer(vocab) if vocab is not None else None
+    engine_class = LlamaServerEngine if settings.engine == "llama-server" else OpenAIEngine
+    engine = engine_class(options, tokenizer)
+    info = {"name": spec.name, "path": str(vocab or ""), "engine": settings.engine,
+            "url": engine.url}
+    return Completer(engine, spec, settings), info, warnings
+
+
+def _remote_model(name: str | None) -> tuple[ModelSpec, Path | None, list[str]]:
+    """(template, local GGUF for the tokenizer or None, warnings) for a remote engine."""
+    registry = load_registry()
+    if name is None:
+        spec = registry[default_model_name(registry)]
+        warning = (f"no `model` set for the remote engine: using the FIM template of "
+                   f"{spec.name}; set `model` to the registry name or .gguf file of the model "
+                   "the server runs")
+        return spec, None, [warning]
+    if name in registry:
+        spec = registry[name]
+        local = model_path(spec)
+        return spec, (local if local.is_file() else None), []
+    resolved = resolve_model(name)  # a path to a .gguf: its template and vocabulary
+    return resolved.spec, resolved.path, check_template(resolved.path, resolved.spec)

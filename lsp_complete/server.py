@@ -38,7 +38,11 @@ IDLE_PERSIST_S = 5.0
 SECTION = "lspComplete"  # the settings section in workspace/configuration
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
 _ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
-_RELOAD_FIELDS = ("model", "threads", "context_size", "gpu_layers", "slots")
+_RELOAD_FIELDS = (
+    "model", "threads", "context_size", "gpu_layers", "slots", "engine", "engine_url",
+    "api_key_env", "remote_model", "request_timeout_ms", "connect_timeout_ms", "remote_slots",
+    "remote_healing",
+)
 
 
 class Protocol(LanguageServerProtocol):
@@ -404,6 +408,11 @@ class CompletionServer(LanguageServer):
             self.scheduler.cancel(job)
             self._record(uri, version, started, "cancelled")
             raise
+        if completer.last_error:  # a remote engine failed: say so once, until it recovers
+            if "engine-error" not in self._told:  # (tell() would log every keystroke)
+                self.tell(f"lsp-complete: {completer.last_error}", once_key="engine-error")
+        elif completion is not None:
+            self._told.discard("engine-error")
         if completion is None or job.cancel.cancelled or doc.version != version:
             # Superseded, or the text changed while computing: the answer would be stale.
             self.counters["superseded"] += 1

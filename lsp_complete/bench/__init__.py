@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
     p.add_argument("--quick", action="store_true", help="one-minute smoke run")
     p.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
+    p.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
+                   help="where lsp-complete (d) generates: in process, or a remote server")
+    p.add_argument("--engine-url", metavar="URL", help="the remote engine's URL for (d)")
+    p.add_argument("--remote-model", help="the model name the remote server knows")
+    p.add_argument("--api-key-env", help="environment variable holding the remote API key")
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
     p.add_argument("--humaneval", type=int, help="HumanEval problems (full 30, quick 2)")
     p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
@@ -146,6 +151,7 @@ def main(argv: list[str]) -> int:
         max_tokens=args.max_tokens,
         pace_ms=args.pace_ms,
         llama_server=args.llama_server,
+        server_options=_server_options(args),
         out=out,
     )
     print(
@@ -165,6 +171,20 @@ def main(argv: list[str]) -> int:
     paths = report.write_all(out, meta, summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
+
+
+def _server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """(d) on a remote engine: --model still gives the FIM template and the tokenizer."""
+    if args.engine == "local":
+        return {}
+    if not args.engine_url:
+        raise SystemExit(f"bench: --engine {args.engine} needs --engine-url URL")
+    options = {"engine": args.engine, "engineUrl": args.engine_url}
+    if args.remote_model:
+        options["remoteModel"] = args.remote_model
+    if args.api_key_env:
+        options["apiKeyEnv"] = args.api_key_env
+    return options
 
 
 def rerender(out: Path) -> int:
@@ -199,6 +219,8 @@ def _meta(
         "humaneval_lines": len(work.tasks),
         "baseline_windows": "60 lines before, 20 after (PSM)",
         "llama_server": cfg.llama_server,
+        "d_engine": cfg.server_options.get("engine", "local"),
+        "d_engine_url": cfg.server_options.get("engineUrl"),
         "server_multiline": "never",
         "run_seconds": round(seconds),
     }

@@ -44,6 +44,8 @@ class BenchConfig:
     pace_ms: float
     llama_server: str | None
     out: Path
+    # Extra initializationOptions for (d): a remote engine (engine, engineUrl, ...).
+    server_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -185,6 +187,7 @@ class ServerRunner:
             "threads": cfg.threads,
             "maxTokens": cfg.max_tokens,
             "multiline": multiline,
+            **cfg.server_options,
         }
         self.peaks: list[float] = []
         self.startups: list[float] = []

