@@ -53,6 +53,9 @@ def _snake(name: str) -> str:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+# Keys of the editors' own settings that arrive in the same section (the VS Code extension's
+# `lspComplete.serverPath` starts the server; it is not ours to complain about).
+CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "trace"})
 
 
 def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
@@ -70,6 +73,8 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
     if not isinstance(options, dict):
         return settings, [f"settings must be an object, got {type(options).__name__}"]
     for key, value in options.items():
+        if key in CLIENT_ONLY_KEYS:
+            continue
         name = _snake(key)
         spec = _FIELDS.get(name)
         if spec is None:

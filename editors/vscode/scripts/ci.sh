@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
 npm run compile
 npm test
-npx --no-install @vscode/vsce package --allow-missing-repository --out lsp-complete.vsix
+npx --no-install @vscode/vsce package --allow-missing-repository --no-rewrite-relative-links \
+  --out lsp-complete.vsix
 ls -l lsp-complete.vsix

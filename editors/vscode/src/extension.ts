@@ -7,7 +7,6 @@ import {
   ServerOptions,
   State,
   StaticFeature,
-  TransportKind,
 } from "vscode-languageclient/node";
 import {
   ACCEPT_COMMAND_ID,
@@ -78,9 +77,11 @@ function readSettings(): Settings {
 function createClient(): LanguageClient {
   const settings = readSettings();
   const { command, args } = serverCommand(settings);
+  // No `transport`: stdio all the same, but TransportKind.stdio would append `--stdio` to the
+  // arguments, which `lsp-complete serve` rejects (the server exited with code 2).
   const serverOptions: ServerOptions = {
-    run: { command, args, transport: TransportKind.stdio },
-    debug: { command, args: [...args], transport: TransportKind.stdio },
+    run: { command, args },
+    debug: { command, args: [...args] },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: SELECTOR,
