@@ -20,6 +20,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
     serve.add_argument("--tcp", type=int, metavar="PORT", help="listen on 127.0.0.1:PORT")
+    # Many LSP clients add --stdio on their own (vscode-languageclient, LSP4IJ): accept it.
+    serve.add_argument("--stdio", action="store_true", help="talk LSP over stdio (the default)")
     serve.add_argument("--model", help="models.toml name or path to a .gguf file")
 
     complete = sub.add_parser("complete", help="one-shot completion at FILE:LINE:COL (1-based)")
