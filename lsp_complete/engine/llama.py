@@ -65,6 +65,19 @@ class EngineError(Exception):
     """The model could not be loaded or used; the message says what to do."""
 
 
+def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:
+    """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us)."""
+    data = text.encode("utf-8")
+    capacity = len(data) + 8
+    buf = (llama_cpp.llama_token * capacity)()
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
+    if n < 0:  # the buffer was too small: -n is the size needed
+        capacity = -n
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
+    return list(buf[:n])
+
+
 def default_threads() -> int:
     # Generation is memory-bound: more threads than physical cores only adds contention.
     return max(1, min(8, (os.cpu_count() or 2)))
@@ -202,17 +215,7 @@ class LlamaEngine:
         return result
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 8
-        buf = (llama_cpp.llama_token * capacity)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, capacity, False, special)
-        if n < 0:
-            capacity = -n
-            buf = (llama_cpp.llama_token * capacity)()
-            n = llama_cpp.llama_tokenize(
-                self._vocab, data, len(data), buf, capacity, False, special
-            )
-        return list(buf[:n])
+        return vocab_tokenize(self._vocab, text, special)
 
     def detokenize(self, tokens: list[int]) -> str:
         return b"".join(self._pieces[t] for t in tokens).decode("utf-8", errors="replace")

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import llama_cpp
 
-from lsp_complete.engine.llama import EngineError, _init_backend
+from lsp_complete.engine.llama import EngineError, _init_backend, vocab_tokenize
 
 
 class Tokenizer(Protocol):
@@ -55,17 +55,7 @@ class GgufTokenizer:
         self._pieces: dict[tuple[int, bool], bytes] = {}
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 8
-        buf = (llama_cpp.llama_token * capacity)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, capacity, False, special)
-        if n < 0:
-            capacity = -n
-            buf = (llama_cpp.llama_token * capacity)()
-            n = llama_cpp.llama_tokenize(
-                self._vocab, data, len(data), buf, capacity, False, special
-            )
-        return list(buf[:n])
+        return vocab_tokenize(self._vocab, text, special)
 
     def _piece(self, token: int, special: bool) -> bytes:
         key = (token, special)
