@@ -418,14 +418,12 @@ class CompletionServer(LanguageServer):
             self.counters["superseded"] += 1
             self._record(uri, version, started, "superseded")
             return None
-        result = completion.result
         source = "model" if completion.text else "empty"
         self._record(uri, version, started, source, completion)
         self.schedule_reanchor(uri)
         if not completion.text:
             self.counters["empty"] += 1
             return None
-        del result
         return completion.text, cursor
 
     async def _join_inflight(self, state: DocState, before: str, after: str) -> bool:
