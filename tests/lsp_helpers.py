@@ -13,6 +13,22 @@ from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
 SERVER = [sys.executable, "-m", "lsp_complete", "serve"]
 
+# A small file with a half-typed call on line 11, shared by the server tests.
+SOURCE = '''import os
+from pathlib import Path
+
+
+def read_lines(path):
+    with open(path) as f:
+        return [line.rstrip() for line in f]
+
+
+def count_words(path):
+    total = 0
+    for line in read_li
+    return total
+'''
+
 
 async def start_server(
     model: str | Path | None,

@@ -50,22 +50,8 @@ from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.engine.tokenizer import GgufTokenizer
 from lsp_complete.pipeline import load_completer, prepare
-from tests.lsp_helpers import inline, open_doc, start_server, status, suggestion_of
+from tests.lsp_helpers import SOURCE, inline, open_doc, start_server, status, suggestion_of
 
-SOURCE = '''import os
-from pathlib import Path
-
-
-def read_lines(path):
-    with open(path) as f:
-        return [line.rstrip() for line in f]
-
-
-def count_words(path):
-    total = 0
-    for line in read_li
-    return total
-'''
 LINE, COL = 11, len("    for line in read_li")
 
 

@@ -17,6 +17,7 @@ from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import load_completer, prepare
 from tests.lsp_helpers import (
+    SOURCE,
     inline,
     inline_params,
     insert,
@@ -26,20 +27,6 @@ from tests.lsp_helpers import (
     suggestion_of,
 )
 
-SOURCE = '''import os
-from pathlib import Path
-
-
-def read_lines(path):
-    with open(path) as f:
-        return [line.rstrip() for line in f]
-
-
-def count_words(path):
-    total = 0
-    for line in read_li
-    return total
-'''
 UNICODE_SOURCE = '''def greet(name):
     x = "😀 中文 𝄞" ; print(nam
     return x
