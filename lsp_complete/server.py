@@ -476,6 +476,7 @@ class CompletionServer(LanguageServer):
     def status(self, recent: int = RECENT_LIMIT) -> dict[str, Any]:
         completer = self.completer
         engine = completer.engine if completer else None
+        described = engine.describe() if engine else None
         latencies = sorted(r.latency_ms for r in self.recent if r.source in ("model", "typeahead"))
         return {
             "version": __version__,
@@ -483,9 +484,9 @@ class CompletionServer(LanguageServer):
                 **self.model_info,
                 "state": self.model_state,
                 "error": self.model_error,
-                "device": engine.describe().get("device") if engine else None,
+                "device": described.get("device") if described else None,
             },
-            "engine": engine.describe() if engine else None,
+            "engine": described,
             "engineCounters": vars(engine.counters) if engine else None,
             "scheduler": vars(self.scheduler.counters),
             "counters": self.counters,
