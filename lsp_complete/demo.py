@@ -13,6 +13,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from lsp_complete.bench.lsp_driver import suggestion_from_answer
 from lsp_complete.oneshot import language_id_for_path
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -189,19 +190,8 @@ def _insert(client: LanguageClient, uri: str, version: int, line: int, char: int
 
 
 def _ghost(answer: Any, typed: str) -> str:
-    items = answer.items if isinstance(answer, types.InlineCompletionList) else (answer or [])
-    if not items:
-        return ""
-    item = items[0]
-    text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
-    if item.range is not None:
-        # The item replaces the typed part of the word: drop what is already on screen.
-        units = item.range.end.character - item.range.start.character
-        replaced = next(
-            (n for n in range(len(typed) + 1) if _u16(typed[len(typed) - n :]) >= units), 0
-        )
-        text = text[replaced:]
-    return text.split("\n", 1)[0]
+    """The first line of what the suggestion adds after the typed line prefix."""
+    return suggestion_from_answer(answer, typed).split("\n", 1)[0]
 
 
 def run_demo(model: str | None = None, file: str | None = None, lines: int = 4) -> int:

@@ -11,6 +11,8 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
+from lsp_complete.bench.lsp_driver import plain
+
 SERVER = [sys.executable, "-m", "lsp_complete", "serve"]
 
 # A small file with a half-typed call on line 11, shared by the server tests.
@@ -57,17 +59,6 @@ async def start_server(
 
 async def status(client: LanguageClient) -> dict[str, Any]:
     return plain(await client.protocol.send_request_async("lsp-complete/status", {}))
-
-
-def plain(obj: Any) -> Any:
-    """pygls hands results of custom requests back as namedtuples: turn them into dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [plain(v) for v in obj]
-    return obj
 
 
 def get(obj: Any, *keys: str) -> Any:
