@@ -288,7 +288,8 @@ class CompletionServer(LanguageServer):
             def persist_and_free(_cancel: CancelToken) -> None:
                 if self.settings.persist_cache:
                     completer.engine.persist(uri)
-                completer.engine.forget(uri)
+                if uri not in self.documents:  # not opened again meanwhile: free its cells
+                    completer.engine.forget(uri)
 
             self.scheduler.submit_background(uri, persist_and_free)
 
@@ -309,9 +310,14 @@ class CompletionServer(LanguageServer):
             return
         generation = state.generation
 
+        def current() -> bool:
+            # The same edit state of the same open document: not a later edit, and not the
+            # file closed and opened again (a new state whose cache this must not touch).
+            return self.states.get(uri) is state and state.generation == generation
+
         def fire() -> None:
             doc, completer = self.documents.get(uri), self.completer
-            if doc is None or completer is None or state.generation != generation:
+            if doc is None or completer is None or not current():
                 return
             cursor = state.last_cursor
             if cursor is None or cursor > len(doc.text):
@@ -322,8 +328,10 @@ class CompletionServer(LanguageServer):
             ctx = build_context(doc, cursor, anchor, self.limits)
 
             def warm(cancel: CancelToken) -> None:
+                if not current():
+                    return
                 completer.warm(uri, ctx, cancel, whole=True)
-                if not cancel.cancelled and state.generation == generation:
+                if not cancel.cancelled and current():
                     state.anchor = anchor
 
             self.scheduler.submit_background(uri, warm)
@@ -332,7 +340,7 @@ class CompletionServer(LanguageServer):
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
             # loses nothing (close and shutdown save too).
             completer = self.completer
-            if completer is None or state.generation != generation:
+            if completer is None or not current():
                 return
             if self.settings.persist_cache:
                 self.scheduler.submit_background(

@@ -72,3 +72,42 @@ async def test_cold_file_starts_small_and_grows_its_context_in_idle_time(
         assert warm["encodedTokens"] <= 4, warm  # the bigger prompt was ready in the cache
     finally:
         await client.shutdown_session()
+
+
+async def test_idle_work_of_a_closed_file_leaves_the_reopened_file_alone(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """Re-anchoring scheduled for a file before it was closed must not run on its new copy.
+
+    (It once did: 400 ms after the old answer it re-encoded a prompt for the old cursor
+    position into the reopened file's sequence, and the next keystroke re-encoded everything.)
+    """
+    import asyncio
+
+    from lsprotocol import types
+
+    from tests.lsp_helpers import insert
+
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
+    client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
+    try:
+        uri = "file:///work/reopen.py"
+        open_doc(client, uri, SOURCE)
+        await inline(client, uri, LINE, COL)  # schedules idle re-anchoring for this copy
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        # Reopened with more code below: the old cursor offset is valid but far from the new one.
+        longer = SOURCE + "".join(f"\n\ndef later_{i}(x):\n    return x + {i}\n" for i in range(30))
+        longer += "\n\ndef last():\n    return later_\n"
+        line = longer.count("\n") - 1
+        col = len("    return later_")
+        open_doc(client, uri, longer)
+        await inline(client, uri, line, col)
+        insert(client, uri, 2, line, col, "1")  # an edit with no request: no new idle work
+        await asyncio.sleep(1.0)  # the old copy's re-anchoring time has passed
+        await inline(client, uri, line, col + 1)
+        record = (await status(client))["recent"][-1]
+        assert record["encodedTokens"] <= 4, record
+    finally:
+        await client.shutdown_session()
