@@ -36,7 +36,12 @@ from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.engine.tokenizer import GgufTokenizer
 from lsp_complete.model_store import model_path, resolve_model
 from lsp_complete.models import ModelSpec, check_template, default_model_name, load_registry
-from lsp_complete.postprocess import CompletionSite, clean_completion, count_block_lines
+from lsp_complete.postprocess import (
+    CompletionSite,
+    clean_completion,
+    copying_next_line,
+    count_block_lines,
+)
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
@@ -181,6 +186,7 @@ class Completer:
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
             line_check=block_ended if prepared.multiline else None,
             on_text=on_text if progress is not None else None,
+            abandon=lambda produced: copying_next_line(produced, site),
         )
         result = self.engine.complete(request, cancel)
         raw = result.text[len(prompt.heal) :] if result.text.startswith(prompt.heal) else ""

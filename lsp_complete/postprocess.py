@@ -455,6 +455,28 @@ def dedupe_suffix(text: str, site: CompletionSite) -> str:
     return _cut_result(_drop_line_suffix_overlap("\n".join(lines), site), site)
 
 
+# How much of the next line a completion must have copied before generation gives up on it.
+COPY_ABANDON_CHARS = 24
+
+
+def copying_next_line(produced: str, site: CompletionSite,
+                      min_chars: int = COPY_ABANDON_CHARS) -> bool:
+    """Whether the model is re-writing the line that follows the cursor line, far enough in
+    that `dedupe_suffix` will drop the suggestion: generation can stop right there.
+
+    Only while the first line is being written, at the end of the cursor line (where the
+    dedupe rule treats it as a whole line), and once `min_chars` of it match: a line that
+    merely starts like its neighbour (`x = f(1)` above `x = f(2)`) still gets its chance.
+    """
+    if "\n" in produced or site.line_suffix.strip():
+        return False
+    copied = produced.lstrip()
+    if len(copied) < min_chars:
+        return False
+    following = _non_blank_lines(site.suffix.split("\n")[1:], 1)
+    return bool(following) and following[0].startswith((site.line_prefix + produced).rstrip())
+
+
 def _repeated_tail(lines: list[str], site: CompletionSite) -> int | None:
     """Index of the first completion line from which the rest repeats the following lines."""
     following = site.suffix.split("\n")[1:]

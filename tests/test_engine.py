@@ -214,3 +214,23 @@ def test_cancel_during_prefill_stops_within_a_batch(tiny_model_path: Path, fresh
         assert eng.complete(again, CancelToken()).text == uncached(fresh, again).text
     finally:
         eng.close()
+
+
+def test_an_abandoned_suggestion_stops_generating_and_returns_no_text(engine) -> None:
+    request = fim_request(engine, "file:///abandon.py", BEFORE, "    re", SUFFIX_TEXT,
+                          max_tokens=20, single_line=False)
+    full = engine.complete(request, CancelToken())
+    assert full.generated_tokens > 3, full  # the check below must be able to fail
+    seen: list[str] = []
+
+    def abandon(produced: str) -> bool:
+        seen.append(produced)
+        return len(seen) == 3
+
+    request.abandon = abandon
+    result = engine.complete(request, CancelToken())
+    assert result.stop_reason == "abandoned"
+    assert result.generated_tokens == 3
+    assert result.text == request.heal  # nothing of what the model wrote is kept
+    # It saw what the unabandoned run produced, token by token.
+    assert full.text[len(request.heal):].startswith(seen[-1])

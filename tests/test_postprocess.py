@@ -18,6 +18,7 @@ from lsp_complete.postprocess import (
     CompletionSite,
     balance_brackets,
     clean_completion,
+    copying_next_line,
     count_block_lines,
     dedupe_suffix,
     indent_width,
@@ -207,3 +208,25 @@ def test_count_block_lines_counts_blank_lines_inside_the_block() -> None:
     site = _site("def f():", "", multiline=True, block_indent=-1, language_id="python")
     assert count_block_lines("\n    a = 1\n\n    b = 2", site) == 4
     assert count_block_lines("\n    a = 1\n\ndef g():\n    pass", site) == 3
+
+
+NEXT_LINE = '        fprintf(stderr, "Usage: %s <xml-file>\\n", argv[0]);'
+
+
+def test_copying_the_next_line_is_abandoned_only_when_dedupe_would_drop_it() -> None:
+    """Generation may stop early only on text that post-processing drops anyway."""
+    site = _site("        fpr", "\n" + NEXT_LINE + "\n        return(1);\n", language_id="c")
+    whole = NEXT_LINE[len("        fpr"):]
+    assert clean_completion(whole, site) == ""  # the finished copy is dropped...
+    assert copying_next_line(whole[:24], site)  # ...so generation stops 24 characters in
+    assert not copying_next_line(whole[:23], site)  # a shared start is not a copy yet
+    # Diverging from the next line, or after a line break, it is a suggestion of its own.
+    assert not copying_next_line('intf(stderr, "Error: bad args', site)
+    assert not copying_next_line(whole[:30] + "\n", site)
+    # Text after the cursor on its line: the dedupe rule does not treat it as a whole line.
+    in_front = _site("        fpr", ")\n" + NEXT_LINE + "\n", language_id="c")
+    assert not copying_next_line(whole[:30], in_front)
+    # Blank lines between the cursor line and the copied one do not matter.
+    spaced = _site("        fpr", "\n\n" + NEXT_LINE + "\n", language_id="c")
+    assert copying_next_line(whole[:30], spaced)
+    assert clean_completion(whole, spaced) == ""

@@ -116,6 +116,8 @@ def test_text_rules_cut_like_the_local_engine() -> None:
     ended = run(["a\n", "b\n", "c\n"], single_line=False,
                 line_check=lambda text: text.count("\n") >= 2)
     assert ended == ("a\nb\n", "stop")
+    # Abandoned: the text after the healed part is dropped, whatever came before.
+    assert run(["ab", "cd", "ef"], heal="a", abandon=lambda text: "d" in text) == ("a", "abandoned")
 
 
 def test_slot_map_gives_each_file_a_slot_and_recycles_the_least_recent() -> None:

@@ -50,6 +50,9 @@ class GenerationRequest:
     line_check: Callable[[str], bool] | None = None
     # Called with the text generated so far after each token (it starts with `heal`).
     on_text: Callable[[str], None] | None = None
+    # Called with the text produced so far (after `heal`) after each token; True means
+    # post-processing will drop the suggestion whatever follows: stop and return no text.
+    abandon: Callable[[str], bool] | None = None
 
     @property
     def tokens(self) -> list[int]:
@@ -63,7 +66,8 @@ class GenerationResult:
     reused_tokens: int = 0
     encoded_tokens: int = 0
     generated_tokens: int = 0
-    stop_reason: str = ""  # eog | stop | newline | max_tokens | budget | cancelled | error
+    # eog | stop | newline | max_tokens | budget | abandoned | cancelled | error
+    stop_reason: str = ""
     prefill_ms: float = 0.0
     generate_ms: float = 0.0
 

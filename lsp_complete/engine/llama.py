@@ -477,6 +477,10 @@ class LlamaEngine:
                 text = text[: len(request.heal) + stop_at]
                 result.stop_reason = "stop"
                 break
+            if request.abandon is not None and request.abandon(produced):
+                text = text[: len(request.heal)]
+                result.stop_reason = "abandoned"
+                break
             if "\n" in produced:
                 if request.single_line:
                     text = text[: len(request.heal) + produced.index("\n")]

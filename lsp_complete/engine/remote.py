@@ -412,6 +412,9 @@ class TextRules:
         if stop_at is not None:
             self.text = self.text[: skip + stop_at]
             return "stop"
+        if req.abandon is not None and req.abandon(produced):
+            self.text = self.text[:skip]
+            return "abandoned"
         if "\n" in produced:
             if req.single_line:
                 self.text = self.text[: skip + produced.index("\n")]
