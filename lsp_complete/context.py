@@ -412,6 +412,11 @@ class _HeadBuilder:
         outside every node. Probing at the end of the previous non-blank line instead, and
         keeping the scopes indented less than the cursor line, gives the same answer on the
         blank line and after the first typed character.
+
+        A blank line counts as indented at least as deep as the previous code line: after
+        Enter without auto-indent, typing the indentation one space at a time would otherwise
+        change the enclosing headers (and re-encode the prompt after them) at every space.
+        The first non-blank character settles the scope.
         """
         if not self.spec.indent_scoped:
             return self.cursor_byte, None
@@ -419,13 +424,18 @@ class _HeadBuilder:
         line = doc.line_of(self.cursor)
         start, _ = doc.line_range(line)
         text = doc.line_text(line)
-        blank = not text.strip()
-        indent = min(len(text), self.cursor - start) if blank else len(_leading_ws(text))
         prev = _prev_code_line(doc, line)
         if prev is None:
             return None
         p_start, p_end = doc.line_range(prev)
         p_text = doc.text[p_start:p_end]
+        if text.strip():
+            indent = len(_leading_ws(text))
+        else:
+            # After a block opener (`def f():`) the line belongs to the new block.
+            opens = p_text.rstrip().endswith(":")
+            at_least = len(_leading_ws(p_text)) + (1 if opens else 0)
+            indent = max(min(len(text), self.cursor - start), at_least)
         last_char = p_start + len(p_text.rstrip()) - 1
         return doc.byte_offset(last_char), indent
 

@@ -204,6 +204,29 @@ def test_head_is_stable_while_typing_in_a_300_line_file() -> None:
             assert fallbacks > 0  # the half-typed states really were broken parses
 
 
+def test_head_is_stable_while_indentation_is_typed_one_space_at_a_time() -> None:
+    """Enter without auto-indent leaves the cursor at column 0 of a blank line; the
+    indentation typed next must not change the enclosing headers at every space."""
+    source = Path(json.decoder.__file__).read_text(encoding="utf-8")
+    limits = ContextLimits(before_lines=2, window_snap=1)  # headers above the window
+    for marker, indent in (("    pairs_append = pairs.append", 4),
+                           ("    if nextchar != '\"':", 8)):
+        doc = Document("file:///decoder.py", "python", 1, source)
+        cursor = doc.text.index(marker) + len(marker)
+        _type(doc, cursor, "\n" + " " * indent + "x")
+        cursor += 1 + indent + 1
+        expected = build_context(doc, cursor, doc.line_start(cursor), limits).head
+        assert "def JSONObject(" in expected
+        doc = Document("file:///decoder.py", "python", 1, source)
+        cursor = doc.text.index(marker) + len(marker)
+        heads = []
+        for key in ["\n", *" " * indent, "x"]:
+            _type(doc, cursor, key)
+            cursor += 1
+            heads.append(build_context(doc, cursor, doc.line_start(cursor), limits).head)
+        assert heads == [expected] * len(heads)
+
+
 def test_head_changes_when_structure_changes() -> None:
     doc = _open(SAMPLES[0])
     cursor = _cursor_after_marker(doc)
