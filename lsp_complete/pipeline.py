@@ -45,8 +45,9 @@ from lsp_complete.postprocess import (
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
-# Above this many uncached prompt tokens (~1 s on 2 cores), a smaller cold prompt is used.
-COLD_PROMPT_TOKENS = 192
+# The full-context prompt is used unless the smaller cold one costs this many tokens less to
+# encode (~70 ms on 2 cores): more context is worth a little, not a wait.
+FULL_PROMPT_SLACK = 16
 
 
 @dataclass(frozen=True)
@@ -115,18 +116,19 @@ class Completer:
         self.last_error = ""
 
     def choose_prompt(self, prepared: Prepared) -> Prompt:
-        """The full-context prompt, unless the file's KV cache is cold: then the smaller one,
-        when it costs less to encode (the full one is encoded later, in idle time)."""
+        """The full-context prompt, unless the smaller one is clearly cheaper to encode: a
+        file whose KV cache is cold, or whose full prompt idle work has not finished building
+        yet (it is finished in idle time, and used from then on)."""
         full = self.build_prompt(prepared.ctx)
         cached_prefix = getattr(self.engine, "cached_prefix", None)
         if prepared.cold_ctx is None or cached_prefix is None:
             return full
         full_cost = len(full) - cached_prefix(prepared.key, full.tokens)
-        if full_cost <= COLD_PROMPT_TOKENS:
+        if full_cost <= FULL_PROMPT_SLACK:
             return full
         cold = self.build_prompt(prepared.cold_ctx)
         cold_cost = len(cold) - cached_prefix(prepared.key, cold.tokens)
-        return cold if cold_cost < full_cost else full
+        return cold if cold_cost + FULL_PROMPT_SLACK < full_cost else full
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
         return build_prompt(

@@ -234,3 +234,44 @@ def test_an_abandoned_suggestion_stops_generating_and_returns_no_text(engine) ->
     assert result.text == request.heal  # nothing of what the model wrote is kept
     # It saw what the unabandoned run produced, token by token.
     assert full.text[len(request.heal):].startswith(seen[-1])
+
+
+class CancelAfter(CancelToken):
+    """Reads as cancelled from its `checks`-th look on: a keystroke arriving mid-prefill."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.checks = checks
+
+    @property
+    def cancelled(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0
+
+
+def test_idle_work_builds_a_new_prompt_aside_and_an_interruption_loses_nothing(
+    engine, fresh
+) -> None:
+    key = "file:///aside.py"
+    typed = fim_request(engine, key, BEFORE, TYPED[:12], SUFFIX_TEXT, max_tokens=8)
+    engine.complete(typed, CancelToken())
+    # Idle work re-anchors: a prompt that shares only the head and needs several batches.
+    moved_before = BEFORE + "".join(f"    step_{i} = compute({i}, path)\n" for i in range(30))
+    moved = fim_request(engine, key, moved_before, "    x", SUFFIX_TEXT, max_tokens=8)
+    shared = engine.cached_prefix(key, moved.tokens)
+    assert len(moved.tokens) - shared > 2 * engine.n_batch
+    assert engine.warm(key, moved.segments, CancelAfter(2)) == 0  # interrupted after a batch
+    assert engine.describe()["sequences"][-1]["asideTokens"] > shared
+    # The next keystroke finds its own prompt intact: it encodes only what was typed.
+    keystroke = fim_request(engine, key, BEFORE, TYPED[:13], SUFFIX_TEXT, max_tokens=8)
+    result = engine.complete(keystroke, CancelToken())
+    assert result.encoded_tokens <= 2, result
+    assert result.text == uncached(fresh, keystroke).text
+    # The next idle moment resumes where the interrupted one stopped, then switches over.
+    resumed_from = engine.cached_prefix(key, moved.tokens)
+    assert resumed_from > shared
+    assert engine.warm(key, moved.segments, CancelToken()) == len(moved.tokens) - resumed_from
+    assert engine.describe()["sequences"][-1]["asideTokens"] == 0
+    result = engine.complete(moved, CancelToken())
+    assert result.encoded_tokens <= 1, result
+    assert result.text == uncached(fresh, moved).text

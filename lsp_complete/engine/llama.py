@@ -89,6 +89,7 @@ class _Sequence:
     seq_id: int
     tokens: list[int] = field(default_factory=list)
     dirty: bool = False  # holds KV that the disk store does not have yet
+    aside: bool = False  # a file's second sequence, where idle work builds its next prompt
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -148,7 +149,8 @@ class LlamaEngine:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_ubatch, n_batch)
-        cparams.n_seq_max = self.slots
+        # Each file may hold a second, "aside" sequence while idle work builds a new prompt.
+        cparams.n_seq_max = 2 * self.slots
         cparams.kv_unified = True  # one pool of cells shared by all files' sequences
         cparams.n_threads = self.n_threads
         cparams.n_threads_batch = self.n_threads
@@ -165,7 +167,8 @@ class LlamaEngine:
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._sequences: OrderedDict[str, _Sequence] = OrderedDict()  # LRU order, oldest first
-        self._free_ids = list(range(self.slots))
+        self._asides: dict[str, _Sequence] = {}
+        self._free_ids = list(range(2 * self.slots))
         self._load_vocab_pieces()
 
     # ------------------------------------------------------------------ vocabulary
@@ -237,34 +240,68 @@ class LlamaEngine:
         if seq is not None:
             self._sequences.move_to_end(key)
             return seq
-        if not self._free_ids:
+        if len(self._sequences) >= self.slots:
             self._evict_lru(exclude=None)
         seq = _Sequence(key=key, seq_id=self._free_ids.pop(0))
         self._sequences[key] = seq
         self._restore(seq)
         return seq
 
-    def _evict_lru(self, exclude: _Sequence | None) -> bool:
+    def _aside_for(self, key: str) -> _Sequence:
+        aside = self._asides.get(key)
+        if aside is None:
+            aside = self._asides[key] = _Sequence(key, self._free_ids.pop(0), aside=True)
+        return aside
+
+    def _drop(self, seq: _Sequence) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
+        self._free_ids.append(seq.seq_id)
+        if seq.aside:
+            del self._asides[seq.key]
+        else:
+            del self._sequences[seq.key]
+
+    @staticmethod
+    def _further(a: _Sequence, b: _Sequence, prompt: list[int]) -> bool:
+        return common_prefix_length(a.tokens, prompt) > common_prefix_length(b.tokens, prompt)
+
+    def _promote(self, aside: _Sequence) -> _Sequence:
+        """The aside sequence becomes the file's sequence; the old one is freed."""
+        main = self._sequences.get(aside.key)
+        if main is not None:
+            self._drop(main)
+        del self._asides[aside.key]
+        aside.aside, aside.dirty = False, True
+        self._sequences[aside.key] = aside  # most recently used
+        return aside
+
+    def _evict_lru(self, exclude: str | None) -> bool:
+        """Free the least recently used file's sequences (saved to disk first), not `exclude`'s.
+        Asides go first: they only hold idle work."""
+        for key, aside in list(self._asides.items()):
+            if key != exclude:
+                self._drop(aside)
+                return True
         for key, victim in self._sequences.items():
-            if victim is exclude:
+            if key == exclude:
                 continue
             if victim.dirty:
                 self._save(victim)
-            llama_cpp.llama_memory_seq_rm(self._mem, victim.seq_id, -1, -1)
-            del self._sequences[key]
-            self._free_ids.append(victim.seq_id)
+            self._drop(victim)
             self.counters.evictions += 1
             log.debug("evicted KV sequence of %s", key)
             return True
         return False
 
     def _cells_in_use(self) -> int:
-        return sum(len(s.tokens) for s in self._sequences.values())
+        # Counts cells an aside shares with its file's sequence twice: errs towards room.
+        held = [*self._sequences.values(), *self._asides.values()]
+        return sum(len(s.tokens) for s in held)
 
     def _make_room(self, seq: _Sequence, needed: int) -> None:
         # Keep a little slack: llama.cpp places a ubatch in free cells, fragmentation included.
         while self._cells_in_use() + needed > self.n_ctx - 64:
-            if not self._evict_lru(exclude=seq):
+            if not self._evict_lru(exclude=seq.key):
                 break
 
     def _truncate(self, seq: _Sequence, keep: int) -> None:
@@ -316,7 +353,7 @@ class LlamaEngine:
             chunk = tokens[start : start + self.n_batch]
             last_chunk = start + len(chunk) >= len(tokens)
             status = self._decode_chunk(seq, chunk, want_logits and last_chunk, cancel, abortable)
-            if status == 1 and self._evict_lru(exclude=seq):
+            if status == 1 and self._evict_lru(exclude=seq.key):
                 continue  # no free KV cells: retry after dropping another file's cache
             if status != 0:
                 self._resync(seq, chunk)
@@ -397,22 +434,36 @@ class LlamaEngine:
 
     def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
              extend_only: bool = False) -> int:
-        """Encode a prompt prefix ahead of time (idle time); returns tokens encoded.
+        """Encode a prompt ahead of time (idle time); returns tokens encoded.
 
-        With `extend_only`, never discard cached tokens (e.g. a sequence just restored from
-        disk) to make room for a guess at what the next prompt will be.
+        A prompt that extends what the file's sequence holds is encoded into it. One that
+        would discard part of it is built in the file's aside sequence (starting from the
+        prefix they share, copied without recomputing), which replaces the file's sequence
+        only once complete: a keystroke that interrupts it still finds its old prompt intact.
+        With `extend_only`, such a prompt is not encoded at all.
         """
         prompt = [t for s in segments for t in s]
         if not prompt:
             return 0
         with self._lock:
             seq = self._acquire(key)
-            if extend_only and common_prefix_length(seq.tokens, prompt) < len(seq.tokens):
-                return 0
+            shared = common_prefix_length(seq.tokens, prompt)
+            if shared < len(seq.tokens):
+                if extend_only:
+                    return 0
+                seq = self._aside_for(key)
+                if common_prefix_length(seq.tokens, prompt) < shared:
+                    self._truncate(seq, 0)
+                    llama_cpp.llama_memory_seq_cp(
+                        self._mem, self._sequences[key].seq_id, seq.seq_id, 0, shared
+                    )
+                    seq.tokens = prompt[:shared]
             self.counters.warm_calls += 1
             done = self._prefill(seq, prompt, cancel, want_logits=False)
             if done is None:
                 return 0
+            if seq.aside:
+                self._promote(seq)
             self.counters.tokens_encoded += done[1]
             self.counters.tokens_reused += done[0]
             return done[1]
@@ -427,6 +478,9 @@ class LlamaEngine:
             self.counters.calls += 1
             t0 = time.perf_counter()
             seq = self._acquire(request.key)
+            aside = self._asides.get(request.key)
+            if aside is not None and self._further(aside, seq, prompt):
+                seq = self._promote(aside)  # idle work got further towards this prompt
             done = self._prefill(seq, prompt, cancel, want_logits=True)
             result.prefill_ms = (time.perf_counter() - t0) * 1000
             if done is None:
@@ -505,10 +559,9 @@ class LlamaEngine:
 
     def forget(self, key: str) -> None:
         with self._lock:
-            seq = self._sequences.pop(key, None)
-            if seq is not None:
-                llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
-                self._free_ids.append(seq.seq_id)
+            for seq in (self._asides.get(key), self._sequences.get(key)):
+                if seq is not None:
+                    self._drop(seq)
 
     def persist(self, key: str | None = None) -> int:
         """Write dirty sequences (or one) to the disk store; returns how many were saved."""
@@ -520,9 +573,9 @@ class LlamaEngine:
             return saved
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
-        """How many leading tokens of a prompt this file's KV sequence already holds."""
-        seq = self._sequences.get(key)
-        return common_prefix_length(seq.tokens, tokens) if seq else 0
+        """How many leading tokens of a prompt this file's KV sequences already hold."""
+        held = (self._sequences.get(key), self._asides.get(key))
+        return max((common_prefix_length(s.tokens, tokens) for s in held if s), default=0)
 
     def cached_tokens(self, key: str) -> list[int]:
         seq = self._sequences.get(key)
@@ -538,7 +591,9 @@ class LlamaEngine:
             "slots": self.slots,
             "cellsInUse": self._cells_in_use(),
             "sequences": [
-                {"uri": s.key, "tokens": len(s.tokens)} for s in self._sequences.values()
+                {"uri": s.key, "tokens": len(s.tokens),
+                 "asideTokens": len(self._asides[s.key].tokens) if s.key in self._asides else 0}
+                for s in self._sequences.values()
             ],
         }
 
