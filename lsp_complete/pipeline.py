@@ -203,12 +203,28 @@ class Completer:
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
-    def warm(self, key: str, ctx: CodeContext, cancel: CancelToken, whole: bool = False) -> int:
-        """Encode the stable part of a context's prompt (or all of it but the healed token)."""
+    def warm_for(self, prepared: Prepared, cancel: CancelToken) -> int:
+        """Idle time: encode what a keystroke at the prepared cursor will need. First the prompt
+        `choose_prompt` picks now (the small one when the file's cache is cold), then the
+        full-context one, which the engine builds aside and uses once complete. Returns the
+        tokens encoded."""
+        try:
+            first = self.choose_prompt(prepared)
+            done = self.engine.warm(prepared.key, first.segments, cancel)
+            full = self.build_prompt(prepared.ctx)
+            if not cancel.cancelled and full.tokens != first.tokens:
+                done += self.engine.warm(prepared.key, full.segments, cancel)
+            return done
+        except RemoteEngineError as exc:  # idle work: the next suggestion reports it
+            self.last_error = str(exc)
+            return 0
+
+    def warm_head(self, key: str, ctx: CodeContext, cancel: CancelToken) -> int:
+        """Encode the stable first segment of a context's prompt, if it extends the file's
+        cache (a newly opened file; its sequence may just have been restored from disk)."""
         try:
             prompt = self.build_prompt(ctx)
-            segments = prompt.segments if whole else prompt.segments[:1]
-            return self.engine.warm(key, segments, cancel, extend_only=not whole)
+            return self.engine.warm(key, prompt.segments[:1], cancel, extend_only=True)
         except RemoteEngineError as exc:  # idle work: the next suggestion reports it
             self.last_error = str(exc)
             return 0

@@ -151,6 +151,12 @@ class Scheduler:
         with self._lock:
             return self._running is not None or bool(self._interactive)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing running and nothing queued, idle work included."""
+        with self._lock:
+            return self._running is None and not self._interactive and not self._background
+
     def pending(self) -> int:
         with self._lock:
             return len(self._interactive) + len(self._background)

@@ -22,7 +22,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from lsp_complete import __version__
 from lsp_complete.config import parse_settings
-from lsp_complete.context import ContextLimits, build_context
+from lsp_complete.context import ContextLimits, build_context, choose_anchor
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Completer, Completion, load_completer, prepare
@@ -32,6 +32,9 @@ from lsp_complete.typeahead import TypeAhead
 log = logging.getLogger(__name__)
 
 STATUS_METHOD = "lsp-complete/status"
+# Client -> server notification {textDocument: {uri}, position}: the cursor moved there (a
+# click, a jump, another editor tab). Idle time then prepares the prompt for that spot.
+CURSOR_METHOD = "lsp-complete/didMoveCursor"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 RECENT_LIMIT = 2000
 IDLE_PERSIST_S = 5.0
@@ -143,6 +146,7 @@ class CompletionServer(LanguageServer):
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
+            "cursorMoves": 0,
         }
         self._told: set[str] = set()
         self._suggestion_ids: dict[str, dict[str, Any]] = {}
@@ -299,7 +303,7 @@ class CompletionServer(LanguageServer):
         if doc is None or completer is None or self.states[uri].disabled_reason:
             return
         ctx = build_context(doc, 0, 0, self.limits)
-        self.scheduler.submit_background(uri, lambda cancel: completer.warm(uri, ctx, cancel))
+        self.scheduler.submit_background(uri, lambda cancel: completer.warm_head(uri, ctx, cancel))
 
     def schedule_reanchor(self, uri: str) -> None:
         """In idle time, move the anchor to the cursor line and encode that prompt, so the next
@@ -310,37 +314,17 @@ class CompletionServer(LanguageServer):
             return
         generation = state.generation
 
-        def current() -> bool:
-            # The same edit state of the same open document: not a later edit, and not the
-            # file closed and opened again (a new state whose cache this must not touch).
-            return self.states.get(uri) is state and state.generation == generation
-
         def fire() -> None:
-            doc, completer = self.documents.get(uri), self.completer
-            if doc is None or completer is None or not current():
-                return
-            cursor = state.last_cursor
-            if cursor is None or cursor > len(doc.text):
-                return
             # Also when the anchor is already there: the file may have started with the cold
             # prompt, and this encodes the full context (a no-op when it is cached already).
-            anchor = doc.line_start(cursor)
-            ctx = build_context(doc, cursor, anchor, self.limits)
-
-            def warm(cancel: CancelToken) -> None:
-                if not current():
-                    return
-                completer.warm(uri, ctx, cancel, whole=True)
-                if not cancel.cancelled and current():
-                    state.anchor = anchor
-
-            self.scheduler.submit_background(uri, warm)
+            if state.last_cursor is not None:
+                self.prepare_at(uri, state, state.last_cursor, generation)
 
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
             # loses nothing (close and shutdown save too).
             completer = self.completer
-            if completer is None or not current():
+            if completer is None or not self._current(uri, state, generation):
                 return
             if self.settings.persist_cache:
                 self.scheduler.submit_background(
@@ -349,6 +333,53 @@ class CompletionServer(LanguageServer):
 
         loop.call_later(self.settings.idle_reanchor_ms / 1000, fire)
         loop.call_later(IDLE_PERSIST_S, persist)
+
+    def _current(self, uri: str, state: DocState, generation: int) -> bool:
+        """Idle work is still wanted: the same edit state of the same open document (not a
+        later edit, and not the file closed and opened again, whose cache it must not touch)."""
+        return self.states.get(uri) is state and state.generation == generation
+
+    def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int) -> None:
+        """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
+        the next keystroke there only encodes what it typed."""
+        doc, completer = self.documents.get(uri), self.completer
+        if doc is None or completer is None or not self._current(uri, state, generation):
+            return
+        if cursor > len(doc.text):
+            return
+        prepared = prepare(doc, cursor, None, self.settings, self.limits)
+
+        def warm(cancel: CancelToken) -> None:
+            if not self._current(uri, state, generation):
+                return
+            completer.warm_for(prepared, cancel)
+            if not cancel.cancelled and self._current(uri, state, generation):
+                state.anchor = prepared.ctx.anchor
+
+        self.scheduler.submit_background(uri, warm)
+
+    def cursor_moved(self, uri: str, line: int, character: int) -> None:
+        """The client says the cursor moved (lsp-complete/didMoveCursor). Outside the region
+        the file's prompt is anchored in, prepare the prompt there while the user gets ready
+        to type: the first keystroke of a new spot then costs what any other keystroke does."""
+        doc, state = self.documents.get(uri), self.states.get(uri)
+        if doc is None or state is None or self.completer is None:
+            return
+        if self.model_state != "ready" or state.disabled_reason:
+            return
+        if not self.settings.language_enabled(doc.language_id):
+            return
+        if not (0 <= line < doc.line_count and character >= 0):
+            return
+        cursor = doc.offset_at(line, character, self.encoding)
+        if state.anchor is not None and (
+            choose_anchor(doc, cursor, state.anchor, self.limits) == state.anchor
+        ):
+            return  # typing, or a small move: the next keystroke appends to the middle
+        self.counters["cursorMoves"] += 1
+        state.generation += 1  # idle work planned for the old spot is moot
+        state.last_cursor = cursor
+        self.prepare_at(uri, state, cursor, state.generation)
 
     # ------------------------------------------------------------------ completions
 
@@ -496,7 +527,7 @@ class CompletionServer(LanguageServer):
             },
             "engine": described,
             "engineCounters": vars(engine.counters) if engine else None,
-            "scheduler": vars(self.scheduler.counters),
+            "scheduler": {"idle": self.scheduler.idle, **vars(self.scheduler.counters)},
             "counters": self.counters,
             "typeahead": dict(self.typeahead.stats),
             "latency": {
@@ -692,6 +723,16 @@ def create_server(model: str | None = None) -> CompletionServer:
     @server.command(ACCEPT_COMMAND)
     def accepted(ls: CompletionServer, args: Any) -> None:
         ls.accepted(args)
+
+    @server.feature(CURSOR_METHOD)
+    def did_move_cursor(ls: CompletionServer, params: Any) -> None:
+        uri = _arg(_arg(params, "textDocument"), "uri")
+        position = _arg(params, "position")
+        line, character = _arg(position, "line"), _arg(position, "character")
+        if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+            log.warning("ignoring malformed %s: %r", CURSOR_METHOD, params)
+            return
+        ls.cursor_moved(uri, line, character)
 
     @server.feature(STATUS_METHOD)
     def status(ls: CompletionServer, params: Any) -> dict[str, Any]:

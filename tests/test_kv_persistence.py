@@ -111,3 +111,54 @@ async def test_idle_work_of_a_closed_file_leaves_the_reopened_file_alone(
         assert record["encodedTokens"] <= 4, record
     finally:
         await client.shutdown_session()
+
+
+async def _wait_idle(client, timeout: float = 30.0) -> dict:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        st = await status(client)
+        if st["scheduler"]["idle"] or time.monotonic() > deadline:
+            return st
+        await asyncio.sleep(0.05)
+
+
+def _move_cursor(client, uri: str, line: int, character: int) -> None:
+    client.protocol.notify("lsp-complete/didMoveCursor", {
+        "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+    })
+
+
+async def test_a_cursor_move_prepares_the_prompt_before_the_first_keystroke(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
+    client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
+    try:
+        # Without a cursor notification, the first request at a new spot encodes its prompt.
+        cold_uri = "file:///work/cold.py"
+        open_doc(client, cold_uri, SOURCE)
+        await _wait_idle(client)
+        await inline(client, cold_uri, LINE, COL)
+        cold = (await status(client))["recent"][-1]
+        assert cold["encodedTokens"] > 100, cold
+        # With one, idle time prepares that spot: the first request encodes only its last token.
+        uri = "file:///work/moved.py"
+        open_doc(client, uri, SOURCE)
+        client.protocol.notify("lsp-complete/didMoveCursor", {"textDocument": {"uri": uri}})
+        _move_cursor(client, "file:///work/never-opened.py", 1, 0)
+        _move_cursor(client, uri, 10_000, 0)  # malformed or out of range: ignored
+        _move_cursor(client, uri, LINE, COL)
+        st = await _wait_idle(client)
+        assert st["counters"]["cursorMoves"] == 1
+        await inline(client, uri, LINE, COL)
+        first = (await status(client))["recent"][-1]
+        assert first["source"] in ("model", "empty")
+        assert first["promptTokens"] > 100 and first["encodedTokens"] <= 2, first
+        # Moving within the region the prompt is anchored in (typing) prepares nothing new.
+        _move_cursor(client, uri, LINE, COL - 2)
+        assert (await _wait_idle(client))["counters"]["cursorMoves"] == 1
+    finally:
+        await client.shutdown_session()
