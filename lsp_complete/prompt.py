@@ -106,17 +106,26 @@ def build_prompt(
                 suffix_part + tokenize(fim.middle, True),
                 middle_tokens,
             ]
-    segments = _fit(segments, before, max_tokens)
+    segments = _fit(segments, before, len(middle_tokens), max_tokens)
     return Prompt(segments=segments, heal=healed)
 
 
-def _fit(segments: list[list[int]], before: list[int], max_tokens: int) -> list[list[int]]:
+# Cutting the window for a prompt over budget: as if the middle were at least this long, and
+# in steps of this many tokens. The middle grows with every keystroke; a cut that followed it
+# would move the window's first token (and so the whole prompt after the head) every time.
+_MIDDLE_RESERVE = 128
+_CUT_STEP = 64
+
+
+def _fit(segments: list[list[int]], before: list[int], middle: int,
+         max_tokens: int) -> list[list[int]]:
     """Keep the prompt within budget by cutting the window's oldest tokens (rarely needed:
-    the context limits already bound the windows)."""
+    the context limits already bound the windows), at a point typing does not move."""
     total = sum(len(s) for s in segments)
-    excess = total - max_tokens
-    if excess <= 0:
+    if total <= max_tokens:
         return segments
+    excess = total - middle + max(middle, _MIDDLE_RESERVE) - max_tokens
+    excess = -(-excess // _CUT_STEP) * _CUT_STEP
     fitted = []
     for segment in segments:
         if segment is before and excess > 0:

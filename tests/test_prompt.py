@@ -1,0 +1,48 @@
+"""Prompt assembly: a prompt over budget is cut where typing does not move the cut."""
+
+from __future__ import annotations
+
+from lsp_complete.context import CodeContext
+from lsp_complete.models import FimTemplate
+from lsp_complete.prompt import SegmentTokenizer, build_prompt
+
+FIM = FimTemplate(prefix="<P>", suffix="<S>", middle="<M>")
+MARKERS = {"<P>": 1, "<S>": 2, "<M>": 3}
+
+
+def tokenize(text: str, special: bool = False) -> list[int]:
+    """One token per character (like the tiny test model's byte vocabulary)."""
+    if special:
+        return [MARKERS[text]]
+    return [ord(ch) + 16 for ch in text]
+
+
+def detokenize(tokens: list[int]) -> str:
+    return "".join(chr(t - 16) for t in tokens)
+
+
+def context(middle: str, before_lines: int = 40) -> CodeContext:
+    before = "".join(f"    value_{i} = compute({i})\n" for i in range(before_lines))
+    return CodeContext(path="a.py", language_id="python", head="import os\n", before=before,
+                       suffix="\n    return total\n", middle=middle, anchor=0)
+
+
+def prompt_for(middle: str, max_tokens: int, before_lines: int = 40):
+    return build_prompt(context(middle, before_lines), FIM, SegmentTokenizer(tokenize),
+                        detokenize, max_tokens)
+
+
+def test_a_prompt_within_budget_is_whole() -> None:
+    prompt = prompt_for("    tot", 10_000)
+    assert detokenize(prompt.segments[1]) == context("").before
+
+
+def test_typing_does_not_move_the_cut_of_a_prompt_over_budget() -> None:
+    budget = len(prompt_for("", 10_000)) - 200
+    typed = "    total = sum(value for value in range(100)) + compute(7)"
+    prompts = [prompt_for(typed[:n], budget) for n in range(1, len(typed) + 1)]
+    assert all(len(p) <= budget for p in prompts)
+    assert len(prompts[0]) < budget  # cut with room for the middle to grow
+    # Everything before the middle stays the same while it grows: each keystroke appends.
+    stable = {tuple(p.tokens[: len(p) - len(p.segments[-1])]) for p in prompts}
+    assert len(stable) == 1
