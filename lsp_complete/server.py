@@ -359,9 +359,10 @@ class CompletionServer(LanguageServer):
         self.scheduler.submit_background(uri, warm)
 
     def cursor_moved(self, uri: str, line: int, character: int) -> None:
-        """The client says the cursor moved (lsp-complete/didMoveCursor). Outside the region
-        the file's prompt is anchored in, prepare the prompt there while the user gets ready
-        to type: the first keystroke of a new spot then costs what any other keystroke does."""
+        """The client says the cursor moved (lsp-complete/didMoveCursor). Unless the file's
+        prompt is anchored at that line already, prepare the prompt anchored there while the
+        user gets ready to type: the first keystroke of a new spot then costs what any other
+        keystroke does, and its middle starts short."""
         doc, state = self.documents.get(uri), self.states.get(uri)
         if doc is None or state is None or self.completer is None:
             return
@@ -372,10 +373,8 @@ class CompletionServer(LanguageServer):
         if not (0 <= line < doc.line_count and character >= 0):
             return
         cursor = doc.offset_at(line, character, self.encoding)
-        if state.anchor is not None and (
-            choose_anchor(doc, cursor, state.anchor, self.limits) == state.anchor
-        ):
-            return  # typing, or a small move: the next keystroke appends to the middle
+        if choose_anchor(doc, cursor, None, self.limits) == state.anchor:
+            return  # typing on the line the prompt is anchored at: nothing new to prepare
         self.counters["cursorMoves"] += 1
         state.generation += 1  # idle work planned for the old spot is moot
         state.last_cursor = cursor

@@ -61,6 +61,23 @@ async def status(client: LanguageClient) -> dict[str, Any]:
     return plain(await client.protocol.send_request_async("lsp-complete/status", {}))
 
 
+async def wait_idle(client: LanguageClient, timeout: float = 30.0) -> dict[str, Any]:
+    """The server's status once its worker has nothing running or queued (or at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = await status(client)
+        if st["scheduler"]["idle"] or time.monotonic() > deadline:
+            return st
+        await asyncio.sleep(0.05)
+
+
+def move_cursor(client: LanguageClient, uri: str, line: int, character: int) -> None:
+    """What our editor plugins send when the cursor comes to rest somewhere."""
+    client.protocol.notify("lsp-complete/didMoveCursor", {
+        "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+    })
+
+
 def get(obj: Any, *keys: str) -> Any:
     for key in keys:
         obj = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)

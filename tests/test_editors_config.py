@@ -390,3 +390,10 @@ def test_nvim_plugin_layout() -> None:
     assert "LspCompleteGhost" in init
     readme = (EDITORS / "nvim" / "README.md").read_text()
     assert "lazy.nvim" in readme and "vim.opt.rtp" in readme
+
+
+def test_clients_send_the_cursor_notification_the_server_handles() -> None:
+    from lsp_complete.server import CURSOR_METHOD
+
+    for client in ("vscode/src/logic.ts", "nvim/lua/lsp_complete/init.lua"):
+        assert f'"{CURSOR_METHOD}"' in (EDITORS / client).read_text(), client

@@ -250,6 +250,13 @@ def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp
     buf = nvim.current.buffer
     buf.api.set_lines(anchor + 1, anchor + 1, True, ["    "])
     nvim.current.window.cursor = (anchor + 2, 4)
+
+    # The cursor rests on the new line: the plugin tells the server, which prepares that spot.
+    def cursor_moves():
+        status = _lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL")
+        return (status or {}).get("counters", {}).get("cursorMoves", 0) >= 1
+
+    _wait_for("the server to hear of the cursor move", cursor_moves, timeout=10, interval=0.2)
     nvim.input("A")
     typed = "q = 0"
     for ch in typed:

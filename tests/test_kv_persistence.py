@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.lsp_helpers import inline, open_doc, start_server, status, suggestion_of
+from tests.lsp_helpers import (
+    inline,
+    move_cursor,
+    open_doc,
+    start_server,
+    status,
+    suggestion_of,
+    wait_idle,
+)
 
 SOURCE = "".join(f"def helper_{i}(value):\n    return value * {i}\n\n\n" for i in range(40))
 SOURCE += "def main():\n    total = helper_3(2) + hel\n"
@@ -113,24 +121,6 @@ async def test_idle_work_of_a_closed_file_leaves_the_reopened_file_alone(
         await client.shutdown_session()
 
 
-async def _wait_idle(client, timeout: float = 30.0) -> dict:
-    import asyncio
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        st = await status(client)
-        if st["scheduler"]["idle"] or time.monotonic() > deadline:
-            return st
-        await asyncio.sleep(0.05)
-
-
-def _move_cursor(client, uri: str, line: int, character: int) -> None:
-    client.protocol.notify("lsp-complete/didMoveCursor", {
-        "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
-    })
-
-
 async def test_a_cursor_move_prepares_the_prompt_before_the_first_keystroke(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
@@ -140,7 +130,7 @@ async def test_a_cursor_move_prepares_the_prompt_before_the_first_keystroke(
         # Without a cursor notification, the first request at a new spot encodes its prompt.
         cold_uri = "file:///work/cold.py"
         open_doc(client, cold_uri, SOURCE)
-        await _wait_idle(client)
+        await wait_idle(client)
         await inline(client, cold_uri, LINE, COL)
         cold = (await status(client))["recent"][-1]
         assert cold["encodedTokens"] > 100, cold
@@ -148,17 +138,17 @@ async def test_a_cursor_move_prepares_the_prompt_before_the_first_keystroke(
         uri = "file:///work/moved.py"
         open_doc(client, uri, SOURCE)
         client.protocol.notify("lsp-complete/didMoveCursor", {"textDocument": {"uri": uri}})
-        _move_cursor(client, "file:///work/never-opened.py", 1, 0)
-        _move_cursor(client, uri, 10_000, 0)  # malformed or out of range: ignored
-        _move_cursor(client, uri, LINE, COL)
-        st = await _wait_idle(client)
+        move_cursor(client, "file:///work/never-opened.py", 1, 0)
+        move_cursor(client, uri, 10_000, 0)  # malformed or out of range: ignored
+        move_cursor(client, uri, LINE, COL)
+        st = await wait_idle(client)
         assert st["counters"]["cursorMoves"] == 1
         await inline(client, uri, LINE, COL)
         first = (await status(client))["recent"][-1]
         assert first["source"] in ("model", "empty")
         assert first["promptTokens"] > 100 and first["encodedTokens"] <= 2, first
         # Moving within the region the prompt is anchored in (typing) prepares nothing new.
-        _move_cursor(client, uri, LINE, COL - 2)
-        assert (await _wait_idle(client))["counters"]["cursorMoves"] == 1
+        move_cursor(client, uri, LINE, COL - 2)
+        assert (await wait_idle(client))["counters"]["cursorMoves"] == 1
     finally:
         await client.shutdown_session()

@@ -10,6 +10,8 @@ import {
 } from "vscode-languageclient/node";
 import {
   ACCEPT_COMMAND_ID,
+  CURSOR_DEBOUNCE_MS,
+  CURSOR_METHOD,
   ConvertedItem,
   InitializationOptions,
   configChangeAction,
@@ -17,6 +19,7 @@ import {
   ServerStatus,
   Settings,
   convertResult,
+  cursorMoveParams,
   executeCommandParams,
   formatStatus,
   formatStatusDetails,
@@ -37,6 +40,7 @@ let lastStatus: ServerStatus | undefined;
 let statusItem: vscode.StatusBarItem;
 let output: vscode.OutputChannel;
 let pollTimer: NodeJS.Timeout | undefined;
+let cursorTimer: NodeJS.Timeout | undefined;
 let on = true;
 /** The initializationOptions the running server was started or last updated with. */
 let sentOptions: InitializationOptions = {};
@@ -214,6 +218,34 @@ function toVscodeItem(c: LanguageClient, item: ConvertedItem): vscode.InlineComp
   return result;
 }
 
+/**
+ * The cursor moved (a click, a jump, another tab): once it rests, tell the server, which then
+ * prepares the prompt for that spot in idle time, so the first keystroke there is as cheap as
+ * the rest. Typing moves the cursor too; the server ignores moves inside the region it has ready.
+ */
+function cursorMoved(editor: vscode.TextEditor | undefined): void {
+  if (cursorTimer) clearTimeout(cursorTimer);
+  cursorTimer = undefined;
+  if (!editor || !on) return;
+  cursorTimer = setTimeout(() => {
+    cursorTimer = undefined;
+    const c = client;
+    const document = editor.document;
+    if (!c || clientState !== "running" || !["file", "untitled"].includes(document.uri.scheme)) return;
+    if (!isLanguageEnabled(readSettings().enabled, document.languageId)) return;
+    const params = cursorMoveParams(
+      c.code2ProtocolConverter.asUri(document.uri),
+      c.code2ProtocolConverter.asPosition(editor.selection.anchor),
+      c.code2ProtocolConverter.asPosition(editor.selection.active),
+    );
+    if (params) {
+      c.sendNotification(CURSOR_METHOD, params).catch((err) =>
+        output.appendLine(`${CURSOR_METHOD} failed: ${String(err)}`),
+      );
+    }
+  }, CURSOR_DEBOUNCE_MS);
+}
+
 class Provider implements vscode.InlineCompletionItemProvider {
   async provideInlineCompletionItems(
     document: vscode.TextDocument,
@@ -288,6 +320,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     vscode.window.onDidChangeWindowState(() => updatePolling()),
+    vscode.window.onDidChangeTextEditorSelection((e) => cursorMoved(e.textEditor)),
+    vscode.window.onDidChangeActiveTextEditor((editor) => cursorMoved(editor)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration(SECTION)) {
         if (e.affectsConfiguration(`${SECTION}.statusPollSeconds`) && pollTimer) {
@@ -299,6 +333,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     { dispose: () => pollTimer && clearInterval(pollTimer) },
+    { dispose: () => cursorTimer && clearTimeout(cursorTimer) },
   );
 
   await startClient();

@@ -6,6 +6,10 @@
 
 /** The id of the extension's own command that forwards an accepted item's command. */
 export const ACCEPT_COMMAND_ID = "lspComplete.accepted";
+/** Client -> server notification: the cursor rests here, prepare the prompt for this spot. */
+export const CURSOR_METHOD = "lsp-complete/didMoveCursor";
+/** How long the cursor must rest before the server hears of it. */
+export const CURSOR_DEBOUNCE_MS = 150;
 
 // ---------------------------------------------------------------------------------------------
 // Settings -> server command and initializationOptions
@@ -387,4 +391,16 @@ export function formatStatusDetails(status: ServerStatus | undefined, enabled: b
     );
   }
   return lines.join("\n");
+}
+
+export interface CursorMoveParams {
+  textDocument: { uri: string };
+  position: LspPosition;
+}
+
+/** The didMoveCursor params for a caret (a selection's anchor and active end coincide);
+ * undefined for a real selection, where nobody is about to type. */
+export function cursorMoveParams(uri: string, anchor: LspPosition, active: LspPosition): CursorMoveParams | undefined {
+  if (anchor.line !== active.line || anchor.character !== active.character) return undefined;
+  return { textDocument: { uri }, position: { line: active.line, character: active.character } };
 }

@@ -196,6 +196,9 @@ try {
     await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
     await page.keyboard.press("End");
     await page.keyboard.press("Enter");
+    // The cursor rests a moment on the new line, as before typing: the extension tells the
+    // server (lsp-complete/didMoveCursor), which prepares the prompt there.
+    await page.waitForTimeout(1000);
   });
 
   await step("type", () => page.keyboard.type(config.typed, { delay: 60 }));

@@ -39,6 +39,9 @@ M.defaults = {
   root_markers = { ".git", "pyproject.toml", "package.json", "go.mod", "Cargo.toml" },
   -- Wait this long after the last keystroke before asking the server.
   debounce_ms = 50,
+  -- Tell the server where the cursor goes (lsp-complete/didMoveCursor) this long after it
+  -- stops, so the prompt for that spot is ready when typing starts; false = never.
+  cursor_debounce_ms = 150,
   -- Ask automatically while typing; false = only on the `trigger` key.
   auto_trigger = true,
   -- Also offer the suggestion in the completion menu (nvim-cmp, blink.cmp, vim.lsp.completion).
@@ -70,6 +73,13 @@ local function client_request(client, method, params, handler, bufnr)
     return client:request(method, params, handler, bufnr)
   end
   return client.request(method, params, handler, bufnr)
+end
+
+local function client_notify(client, method, params)
+  if has_011 then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
 end
 
 local function client_cancel(client, id)
@@ -406,6 +416,53 @@ local function on_change(bufnr)
   )
 end
 
+M.CURSOR_METHOD = "lsp-complete/didMoveCursor"
+local cursor_timers = {} ---@type table<integer, uv.uv_timer_t>
+
+local function stop_cursor_timer(bufnr)
+  local timer = cursor_timers[bufnr]
+  cursor_timers[bufnr] = nil
+  if timer then
+    timer:stop()
+    if not timer:is_closing() then
+      timer:close()
+    end
+  end
+end
+
+--- The cursor moved (or entered the buffer): once it rests, tell the server, which prepares
+--- the prompt for that spot in idle time, so the first keystroke there is as cheap as the rest.
+---@param bufnr integer
+---@param client_id integer
+function M.cursor_moved(bufnr, client_id)
+  local delay = M.config.cursor_debounce_ms
+  if delay == false or delay == nil or not enabled then
+    return
+  end
+  stop_cursor_timer(bufnr)
+  local timer = uv.new_timer()
+  cursor_timers[bufnr] = timer
+  timer:start(
+    math.max(0, delay),
+    0,
+    vim.schedule_wrap(function()
+      if cursor_timers[bufnr] ~= timer then
+        return
+      end
+      stop_cursor_timer(bufnr)
+      local client = get_client(client_id)
+      if not client or api.nvim_get_current_buf() ~= bufnr then
+        return
+      end
+      local params = vim.lsp.util.make_position_params(0, client.offset_encoding or "utf-16")
+      client_notify(client, M.CURSOR_METHOD, {
+        textDocument = params.textDocument,
+        position = params.position,
+      })
+    end)
+  )
+end
+
 --- Run the item's command (the server counts the acceptance).
 local function run_command(s)
   local client = get_client(s.client_id)
@@ -659,6 +716,23 @@ function M._on_attach(client, bufnr)
     -- (nvim-cmp, blink, vim.lsp.completion) from asking the model a second time.
     client.server_capabilities.completionProvider = nil
   end
+  local moves = api.nvim_create_augroup("lsp_complete_cursor_" .. bufnr, { clear = true })
+  api.nvim_create_autocmd({ "CursorMoved", "BufEnter", "InsertEnter" }, {
+    group = moves,
+    buffer = bufnr,
+    callback = function()
+      M.cursor_moved(bufnr, client.id)
+    end,
+  })
+  api.nvim_create_autocmd({ "BufUnload", "BufWipeout" }, {
+    group = moves,
+    buffer = bufnr,
+    callback = function()
+      stop_cursor_timer(bufnr)
+      pcall(api.nvim_del_augroup_by_id, moves)
+    end,
+  })
+  M.cursor_moved(bufnr, client.id) -- where the cursor is when the file opens
   if using_builtin() then
     pcall(vim.lsp.inline_completion.enable, true, { bufnr = bufnr })
     set_keys(bufnr)

@@ -7,10 +7,12 @@ import { describe, it } from "node:test";
 
 import {
   ACCEPT_COMMAND_ID,
+  CURSOR_METHOD,
   INIT_OPTION_KEYS,
   configChangeAction,
   convertItem,
   convertResult,
+  cursorMoveParams,
   executeCommandParams,
   formatLatency,
   formatStatus,
@@ -253,5 +255,17 @@ describe("package.json", () => {
     }
     assert.equal(props["lspComplete.serverPath"].default, "lsp-complete");
     assert.deepEqual(props["lspComplete.multiline"].enum, ["auto", "always", "never"]);
+  });
+});
+
+describe("cursorMoveParams", () => {
+  it("describes a caret, not a selection", () => {
+    const at = { line: 4, character: 2 };
+    assert.deepEqual(cursorMoveParams("file:///a.py", at, { ...at }), {
+      textDocument: { uri: "file:///a.py" },
+      position: { line: 4, character: 2 },
+    });
+    assert.equal(cursorMoveParams("file:///a.py", at, { line: 4, character: 7 }), undefined);
+    assert.equal(CURSOR_METHOD, "lsp-complete/didMoveCursor");
   });
 });
