@@ -303,6 +303,13 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
     assert workloads == {"replay", "paced", "humaneval", "open"}
     assert data["meta"]["model"]["sha256"]
+    # Each span starts with the cursor resting there: the server prepared the prompt, so the
+    # first keystroke encoded only what it typed.
+    assert data["meta"]["settings"]["rest_ms"] == 1000
+    firsts = [s for s in data["samples"]
+              if s["engine"] == "d" and s["workload"] == "replay" and s["index"] == 0]
+    assert firsts and all(s["encoded_tokens"] is not None and s["encoded_tokens"] <= 4
+                          for s in firsts if s["source"] in ("model", "empty")), firsts
     # The report can be rebuilt from the samples alone.
     (out / "report.md").unlink()
     rerun = subprocess.run(

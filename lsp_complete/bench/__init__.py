@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engines", default=None, help="comma list of a,b,c,d (default: available)")
     p.add_argument("--pace-ms", type=float, default=100.0, help="keystroke interval, paced mode")
     p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
+    p.add_argument("--rest-ms", type=float, default=1000.0,
+                   help="pause between putting the cursor on a span and typing (0: none)")
     p.add_argument("--quick", action="store_true", help="one-minute smoke run")
     p.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
     p.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
@@ -150,6 +152,7 @@ def main(argv: list[str]) -> int:
         threads=args.threads,
         max_tokens=args.max_tokens,
         pace_ms=args.pace_ms,
+        rest_ms=args.rest_ms,
         llama_server=args.llama_server,
         server_options=_server_options(args),
         out=out,
@@ -212,6 +215,7 @@ def _meta(
         "threads": cfg.threads,
         "max_tokens": cfg.max_tokens,
         "pace_ms": cfg.pace_ms,
+        "rest_ms": cfg.rest_ms,
         "quick": args.quick,
         "seed": args.seed,
         "spans": len(work.episodes),

@@ -184,6 +184,13 @@ class ServerSession:
             )
         )
 
+    def move_cursor(self, uri: str, position: types.Position) -> None:
+        """What lsp-complete's editor plugins send when the cursor comes to rest."""
+        self.client.protocol.notify("lsp-complete/didMoveCursor", {
+            "textDocument": {"uri": uri},
+            "position": {"line": position.line, "character": position.character},
+        })
+
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))

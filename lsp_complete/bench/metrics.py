@@ -44,6 +44,7 @@ def latency_summary(latencies: Sequence[float]) -> dict[str, Any]:
         "p95": percentile(latencies, 95),
         "p99": percentile(latencies, 99),
         "mean": _mean(latencies),
+        "max": max(latencies, default=None),
     }
 
 
@@ -64,6 +65,10 @@ def replay_summary(samples: Sequence[Sample]) -> dict[str, Any]:
             sum(s.source == "typeahead" for s in samples) / len(samples) if samples else None
         ),
         "model_calls": _model_call_summary(samples),
+        # The first keystroke of each span: where a cold prompt shows.
+        "first_keys": latency_summary(
+            [s.latency_ms for s in samples if s.index == 0 and s.source != "error"]
+        ),
     }
 
 

@@ -44,6 +44,10 @@ class BenchConfig:
     pace_ms: float
     llama_server: str | None
     out: Path
+    # Each span starts as an edit does: the cursor is put there, and typing starts this much
+    # later. lsp-complete hears of the cursor (lsp-complete/didMoveCursor, as its editor
+    # plugins send it); the baselines get one unrecorded request there. 0: type at once.
+    rest_ms: float = 1000.0
     # Extra initializationOptions for (d): a remote engine (engine, engineUrl, ...).
     server_options: dict[str, Any] = field(default_factory=dict)
 
@@ -105,12 +109,14 @@ def _humaneval_sample(engine: str, task: InfillTask, c: Completion, passes: Pass
 # --- stateless engines (a, b, c) ---------------------------------------------------------------
 
 
-def run_stateless(engine: StatelessEngine, work: Workload) -> list[Sample]:
+def run_stateless(engine: StatelessEngine, work: Workload, rest_ms: float = 0.0) -> list[Sample]:
     key = engine.key
     engine.complete(WARMUP_TEXT, WARMUP_OFFSET, "warmup.py")
     samples: list[Sample] = []
     with _bar(f"({key}) replay", work.n_keystrokes) as bar:
         for ep in work.episodes:
+            if rest_ms:  # the cursor arrives: the cache gets the prompt for that spot
+                engine.complete(ep.initial_text, ep.start_offset, ep.path)
             for k, ks in enumerate(ep.keystrokes):
                 c = engine.complete(ep.text_after(k + 1), ks.offset, ep.path)
                 exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
@@ -159,7 +165,7 @@ def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
             reuse=key == "b",
         )
     try:
-        samples = run_stateless(engine, work)
+        samples = run_stateless(engine, work, cfg.rest_ms)
         return EngineRun(samples, {"peak_rss_mb": engine.peak_rss_mb()})
     finally:
         engine.close()
@@ -231,14 +237,27 @@ def _episode_version(index: int) -> int:
     return (index + 1) * 100_000
 
 
+async def _arrive(
+    session: lsp_driver.ServerSession, uri: str, ep: Episode, rest_ms: float
+) -> None:
+    """The cursor comes to rest where the span starts; typing begins `rest_ms` later."""
+    if rest_ms > 0:
+        session.move_cursor(uri, lsp_driver.position_at(ep.initial_text, ep.start_offset))
+        await asyncio.sleep(rest_ms / 1000)
+
+
 async def replay_lsp(
-    session: lsp_driver.ServerSession, episodes: list[Episode], on_key: Callable[[], Any]
+    session: lsp_driver.ServerSession,
+    episodes: list[Episode],
+    on_key: Callable[[], Any],
+    rest_ms: float = 0.0,
 ) -> list[Sample]:
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
         uri = Path(ep.path).resolve().as_uri()
         version = _episode_version(i)
         session.open(uri, ep.language_id, ep.initial_text, version)
+        await _arrive(session, uri, ep, rest_ms)
         answers: list[tuple[str, float, str | None, int]] = []
         text = ep.initial_text
         for k, ks in enumerate(ep.keystrokes):
@@ -265,6 +284,7 @@ async def paced_lsp(
     episodes: list[Episode],
     pace_ms: float,
     on_key: Callable[[], Any],
+    rest_ms: float = 0.0,
 ) -> list[Sample]:
     """Keystrokes every `pace_ms`, requests not awaited before the next keystroke."""
     loop = asyncio.get_running_loop()
@@ -273,6 +293,7 @@ async def paced_lsp(
         uri = Path(ep.path).resolve().as_uri()
         version = _episode_version(i)
         session.open(uri, ep.language_id, ep.initial_text, version)
+        await _arrive(session, uri, ep, rest_ms)
         sent: list[float] = []
         pending: list[asyncio.Task] = []
         text = ep.initial_text
@@ -400,7 +421,7 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
         try:
             await _warm_up(session)
             with _bar("(d) replay", work.n_keystrokes) as bar:
-                samples += await replay_lsp(session, work.episodes, bar.update)
+                samples += await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
             with _bar("(d) humaneval", len(work.tasks)) as bar:
                 samples += await humaneval_lsp(session, work, bar.update)
         finally:
@@ -411,7 +432,9 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
                 await _warm_up(session)
                 began = time.monotonic()
                 with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
-                    samples += await paced_lsp(session, work.episodes, cfg.pace_ms, bar.update)
+                    samples += await paced_lsp(
+                        session, work.episodes, cfg.pace_ms, bar.update, cfg.rest_ms
+                    )
                 counters = (await session.status()).get("scheduler") or {}
                 stale = {
                     "paced_seconds": time.monotonic() - began,
