@@ -94,14 +94,18 @@ class Scheduler:
         return job
 
     def submit_background(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+        """Idle work: replaces the queued or running idle work for the same key (the running
+        one stops softly, after its prefill batch)."""
         job = Job(key=key, run=run, interactive=False)
         with self._lock:
-            # One pending background job per key and kind of work is enough: keep the newest.
             for queued in list(self._background):
                 if queued.key == key:
                     self._background.remove(queued)
                     queued.cancel.cancel()
                     _answer(queued, None)
+            running = self._running
+            if running is not None and running.key == key and not running.interactive:
+                self._supersede(running)
             self._background.append(job)
             self._lock.notify()
         return job

@@ -66,6 +66,26 @@ def test_interactive_work_preempts_background_work(scheduler) -> None:
     assert log == ["warm stopped"]
 
 
+def test_newer_idle_work_for_a_document_replaces_the_running_one(scheduler) -> None:
+    """Warming the top of a just-opened file must not hold up warming where its cursor is."""
+    started, log = threading.Event(), []
+    other_started = threading.Event()
+    old = scheduler.submit_background("a", blocking_job(started, log, "old"))
+    assert started.wait(5)
+    new = scheduler.submit_background("a", lambda cancel: "new")
+    assert new.future.result(timeout=5) == "new"
+    assert old.future.result(timeout=1) is None
+    assert log == ["old stopped"]
+    # Idle work for another document waits its turn instead.
+    other = scheduler.submit_background("b", blocking_job(other_started, log, "b"))
+    assert other_started.wait(5)
+    third = scheduler.submit_background("c", lambda cancel: "c")
+    time.sleep(0.05)
+    assert not third.future.done()
+    scheduler.cancel(other)
+    assert third.future.result(timeout=5) == "c"
+
+
 def test_cancel_answers_and_stops(scheduler) -> None:
     started, log = threading.Event(), []
     job = scheduler.submit("a", blocking_job(started, log, "job"))
