@@ -45,8 +45,9 @@ from lsp_complete.postprocess import (
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
-# The full-context prompt is used unless the smaller cold one costs this many tokens less to
-# encode (~70 ms on 2 cores): more context is worth a little, not a wait.
+# The full-context prompt is used unless it costs more than this many tokens (~70 ms on
+# 2 cores) and more than half again as much as the smaller cold one to encode: more context
+# is worth a little more time, not a wait.
 FULL_PROMPT_SLACK = 16
 
 
@@ -128,7 +129,7 @@ class Completer:
             return full
         cold = self.build_prompt(prepared.cold_ctx)
         cold_cost = len(cold) - cached_prefix(prepared.key, cold.tokens)
-        return cold if cold_cost + FULL_PROMPT_SLACK < full_cost else full
+        return full if full_cost <= cold_cost + max(FULL_PROMPT_SLACK, cold_cost // 2) else cold
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
         return build_prompt(

@@ -167,6 +167,22 @@ def test_token_healing_continues_a_half_typed_word(engine) -> None:
         assert result.text.startswith(request.heal), (word, request.heal, result.text)
 
 
+def test_after_indentation_the_healed_space_is_followed_by_code(engine) -> None:
+    """A middle that ends in indentation heals one space; the model must not add spaces."""
+    for indent in ("    ", "        ", "x = "):
+        request = fim_request(engine, "file:///indent.py", BEFORE, indent, SUFFIX_TEXT,
+                              heal=False, max_tokens=6)
+        tokens = engine.tokenize(indent[:-1])
+        request.segments[-1] = tokens
+        request.heal = " "
+        result = engine.complete(request, CancelToken())
+        assert result.text.startswith(" "), result
+        if result.generated_tokens:
+            assert result.text[1:2].strip(), (indent, result.text)
+    assert all(engine.piece(int(t)).startswith(b" ") and engine.piece(int(t)).strip()
+               for t in engine._heal_candidates(b" "))
+
+
 def test_output_never_contains_special_tokens(engine) -> None:
     request = fim_request(engine, "file:///special.py", BEFORE, "    ", SUFFIX_TEXT,
                           max_tokens=40, single_line=False)

@@ -46,3 +46,11 @@ def test_typing_does_not_move_the_cut_of_a_prompt_over_budget() -> None:
     # Everything before the middle stays the same while it grows: each keystroke appends.
     stable = {tuple(p.tokens[: len(p) - len(p.segments[-1])]) for p in prompts}
     assert len(stable) == 1
+
+
+def test_a_middle_ending_in_spaces_heals_exactly_one_space() -> None:
+    prompt = prompt_for("            ", 10_000)
+    assert prompt.heal == " "
+    assert detokenize(prompt.segments[-1]) == "           "  # the other eleven stay in the prompt
+    word = prompt_for("    retu", 10_000)
+    assert word.heal == "u"  # elsewhere: the last token (here one character per token)

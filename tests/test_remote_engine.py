@@ -79,7 +79,7 @@ def test_settings_take_the_remote_fields_in_camel_case() -> None:
     assert len(problems) == 3
 
 
-@pytest.mark.parametrize("heal", ["floa", 'say("', "a\\b", "\n    ", "x\t", "中文", "[.*]"])
+@pytest.mark.parametrize("heal", ["floa", 'say("', "a\\b", "\n    ", "x\t", "中文", "[.*]", " "])
 def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> None:
     import re
 
@@ -88,6 +88,8 @@ def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> N
     pattern = re.compile(regex_prefix(heal))
     assert pattern.fullmatch(heal + "anything\nmore")
     assert not pattern.fullmatch("z" + heal)
+    # A healed space must be followed by code, not by more spaces.
+    assert bool(pattern.fullmatch(heal + "  x")) is bool(heal.strip(" "))
 
 
 def test_stops_that_could_match_inside_the_healed_text_stay_client_side() -> None:

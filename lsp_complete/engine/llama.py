@@ -202,13 +202,20 @@ class LlamaEngine:
         return self._pieces[token]
 
     def _heal_candidates(self, remaining: bytes) -> np.ndarray:
-        """Tokens that keep the output consistent with the healed text still to be produced."""
+        """Tokens that keep the output consistent with the healed text still to be produced.
+
+        Healed spaces must end in a token that carries code (" depth"): one that ends them
+        with more spaces is never the suggestion, and a model that writes one writes more.
+        """
         cached = self._heal_cache.get(remaining)
         if cached is not None:
             return cached
         lo = bisect.bisect_left(self._sorted_pieces, remaining)
         hi = bisect.bisect_left(self._sorted_pieces, remaining + b"\xff" * 32, lo)
         ids = [self._sorted_ids[lo:hi]]
+        if not remaining.strip(b" "):
+            pieces = self._sorted_pieces[lo:hi]
+            ids = [ids[0][np.array([bool(p.strip()) for p in pieces], dtype=bool)]]
         for k in range(1, len(remaining)):
             ids.append(np.array(self._piece_ids.get(remaining[:k], []), dtype=np.int64))
         result = np.concatenate(ids)

@@ -469,6 +469,8 @@ def gbnf_prefix_grammar(heal: str) -> str:
             out.append(f"\\x{code:02X}")
         else:
             out.append(ch)
+    if not heal.strip(" "):  # a healed space is followed by code, as in the local engine
+        return f'root ::= "{"".join(out)}" [^ \\t\\r\\n] .*'
     return f'root ::= "{"".join(out)}" .*'
 
 
@@ -488,6 +490,8 @@ def regex_prefix(heal: str) -> str:
             out.append(f"\\x{ord(ch):02x}")
         else:
             out.append(ch)
+    if not heal.strip(" "):
+        return "".join(out) + r"\S[\s\S]*"
     return "".join(out) + r"[\s\S]*"
 
 
