@@ -183,6 +183,7 @@ class Completer:
             key=prepared.key,
             segments=prompt.segments,
             heal=prompt.heal,
+            heal_code=prompt.heal_code,
             max_tokens=self.settings.max_tokens,
             stop=self.spec.stop,
             single_line=not prepared.multiline,

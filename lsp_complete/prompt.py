@@ -25,6 +25,8 @@ Tokenize = Callable[[str, bool], list[int]]
 class Prompt:
     segments: list[list[int]]
     heal: str  # characters removed by token healing; the output must start with them
+    # The healed spaces end the line's indentation: the token that ends them carries code.
+    heal_code: bool = False
 
     @property
     def tokens(self) -> list[int]:
@@ -79,13 +81,13 @@ def build_prompt(
     max_tokens: int,
     heal: bool = True,
 ) -> Prompt:
-    healed = ""
-    if heal and ctx.middle.endswith(" "):
+    healed, heal_code = "", False
+    if heal and ctx.middle.endswith(" ") and not _still_indenting(ctx):
         # Heal exactly one trailing space: the prompt then ends the way the tokenizer splits
         # indented code ("           " + " depth"), and the engine makes the first token a
         # space followed by code. Healing a whole run of spaces let the model answer with more
         # spaces until the token limit (no suggestion at all on 1 in 10 HumanEval lines).
-        middle_tokens, healed = tokenize(ctx.middle[:-1], False), " "
+        middle_tokens, healed, heal_code = tokenize(ctx.middle[:-1], False), " ", True
     else:
         middle_tokens = tokenize(ctx.middle, False)
         if heal:
@@ -114,7 +116,32 @@ def build_prompt(
                 middle_tokens,
             ]
     segments = _fit(segments, before, len(middle_tokens), max_tokens)
-    return Prompt(segments=segments, heal=healed)
+    return Prompt(segments=segments, heal=healed, heal_code=heal_code)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _still_indenting(ctx: CodeContext) -> bool:
+    """The cursor line holds only spaces, fewer than both its neighbours call for: the user
+    is typing the indentation one space at a time, and the suggestion may add more of it.
+
+    The line above calls for its own indentation, one level more after a block opener (the
+    level taken from the line below when that is deeper, else 4); the line below, for its own.
+    """
+    line = ctx.middle.rsplit("\n", 1)[-1]
+    if line.strip(" "):
+        return False
+    above_text = ctx.before + ctx.middle[: len(ctx.middle) - len(line)]
+    above = next((s for s in reversed(above_text.split("\n")) if s.strip()), None)
+    below = next((s for s in ctx.suffix.split("\n")[1:] if s.strip()), None)
+    if above is None or below is None:
+        return False
+    wanted = _indent(above)
+    if above.rstrip().endswith((":", "{", "(", "[")):
+        wanted += _indent(below) - wanted if _indent(below) > wanted else 4
+    return len(line) < min(wanted, _indent(below))
 
 
 # Cutting the window for a prompt over budget: as if the middle were at least this long, and

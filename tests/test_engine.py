@@ -174,13 +174,15 @@ def test_after_indentation_the_healed_space_is_followed_by_code(engine) -> None:
                               heal=False, max_tokens=6)
         tokens = engine.tokenize(indent[:-1])
         request.segments[-1] = tokens
-        request.heal = " "
+        request.heal, request.heal_code = " ", True
         result = engine.complete(request, CancelToken())
         assert result.text.startswith(" "), result
         if result.generated_tokens:
             assert result.text[1:2].strip(), (indent, result.text)
     assert all(engine.piece(int(t)).startswith(b" ") and engine.piece(int(t)).strip()
-               for t in engine._heal_candidates(b" "))
+               for t in engine._heal_candidates(b" ", code=True))
+    # Without `code` (indentation still being typed) more spaces stay allowed.
+    assert any(not engine.piece(int(t)).strip() for t in engine._heal_candidates(b" "))
 
 
 def test_output_never_contains_special_tokens(engine) -> None:

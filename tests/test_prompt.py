@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from lsp_complete.context import CodeContext
 from lsp_complete.models import FimTemplate
 from lsp_complete.prompt import SegmentTokenizer, build_prompt
@@ -49,8 +51,21 @@ def test_typing_does_not_move_the_cut_of_a_prompt_over_budget() -> None:
 
 
 def test_a_middle_ending_in_spaces_heals_exactly_one_space() -> None:
-    prompt = prompt_for("            ", 10_000)
-    assert prompt.heal == " "
-    assert detokenize(prompt.segments[-1]) == "           "  # the other eleven stay in the prompt
+    prompt = prompt_for("    ", 10_000)  # the indentation of the lines around it
+    assert (prompt.heal, prompt.heal_code) == (" ", True)
+    assert detokenize(prompt.segments[-1]) == "   "  # the other three stay in the prompt
+    after = prompt_for("    x = ", 10_000)
+    assert (after.heal, after.heal_code) == (" ", True)
     word = prompt_for("    retu", 10_000)
-    assert word.heal == "u"  # elsewhere: the last token (here one character per token)
+    assert (word.heal, word.heal_code) == ("u", False)  # the last token (one char per token)
+
+
+def test_indentation_still_being_typed_may_grow() -> None:
+    """Two of four spaces typed under a block opener: the suggestion may add the other two."""
+    ctx = CodeContext(path="a.c", language_id="c", head="", before="int main() {\n",
+                      suffix="\n    return 0;\n}\n", middle="  ", anchor=0)
+    prompt = build_prompt(ctx, FIM, SegmentTokenizer(tokenize), detokenize, 10_000)
+    assert not prompt.heal_code
+    full = build_prompt(dataclasses.replace(ctx, middle="    "), FIM,
+                        SegmentTokenizer(tokenize), detokenize, 10_000)
+    assert full.heal_code

@@ -83,13 +83,14 @@ def test_settings_take_the_remote_fields_in_camel_case() -> None:
 def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> None:
     import re
 
-    grammar = gbnf_prefix_grammar(heal)
-    llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # llama.cpp's own parser
-    pattern = re.compile(regex_prefix(heal))
-    assert pattern.fullmatch(heal + "anything\nmore")
-    assert not pattern.fullmatch("z" + heal)
-    # A healed space must be followed by code, not by more spaces.
-    assert bool(pattern.fullmatch(heal + "  x")) is bool(heal.strip(" "))
+    for code in (False, True):
+        grammar = gbnf_prefix_grammar(heal, code)
+        llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # llama.cpp's own parser
+        pattern = re.compile(regex_prefix(heal, code))
+        assert pattern.fullmatch(heal + "anything\nmore")
+        assert not pattern.fullmatch("z" + heal)
+        # Healed spaces that end the indentation must be followed by code, not more spaces.
+        assert bool(pattern.fullmatch(heal + "  x")) is (not code or bool(heal.strip(" ")))
 
 
 def test_stops_that_could_match_inside_the_healed_text_stay_client_side() -> None:

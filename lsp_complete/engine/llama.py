@@ -196,24 +196,25 @@ class LlamaEngine:
         self._piece_ids: dict[bytes, list[int]] = {}
         for p, t in order:
             self._piece_ids.setdefault(p, []).append(t)
-        self._heal_cache: dict[bytes, np.ndarray] = {}
+        self._heal_cache: dict[tuple[bytes, bool], np.ndarray] = {}
 
     def piece(self, token: int) -> bytes:
         return self._pieces[token]
 
-    def _heal_candidates(self, remaining: bytes) -> np.ndarray:
+    def _heal_candidates(self, remaining: bytes, code: bool = False) -> np.ndarray:
         """Tokens that keep the output consistent with the healed text still to be produced.
 
-        Healed spaces must end in a token that carries code (" depth"): one that ends them
-        with more spaces is never the suggestion, and a model that writes one writes more.
+        With `code`, healed spaces must end in a token that carries code (" depth"): one that
+        ends them with more spaces is never the suggestion once the indentation is complete,
+        and a model that writes one writes more.
         """
-        cached = self._heal_cache.get(remaining)
+        cached = self._heal_cache.get((remaining, code))
         if cached is not None:
             return cached
         lo = bisect.bisect_left(self._sorted_pieces, remaining)
         hi = bisect.bisect_left(self._sorted_pieces, remaining + b"\xff" * 32, lo)
         ids = [self._sorted_ids[lo:hi]]
-        if not remaining.strip(b" "):
+        if code and not remaining.strip(b" "):
             pieces = self._sorted_pieces[lo:hi]
             ids = [ids[0][np.array([bool(p.strip()) for p in pieces], dtype=bool)]]
         for k in range(1, len(remaining)):
@@ -221,7 +222,7 @@ class LlamaEngine:
         result = np.concatenate(ids)
         if len(self._heal_cache) > 4096:
             self._heal_cache.clear()
-        self._heal_cache[remaining] = result
+        self._heal_cache[(remaining, code)] = result
         return result
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
@@ -514,7 +515,7 @@ class LlamaEngine:
             logits_ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
             logits = np.ctypeslib.as_array(logits_ptr, shape=(self.n_vocab,))
             if heal:
-                allowed = self._heal_candidates(heal)
+                allowed = self._heal_candidates(heal, request.heal_code)
                 if allowed.size == 0:  # cannot happen with a byte-level vocabulary; be safe
                     heal = b""
                     token = int(np.argmax(logits))

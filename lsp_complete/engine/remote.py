@@ -452,8 +452,9 @@ def server_stops(request: GenerationRequest) -> list[str]:
     return list(dict.fromkeys(s for s in stops if safe(s)))
 
 
-def gbnf_prefix_grammar(heal: str) -> str:
-    """GBNF that forces the output to start with `heal` and allows anything after it."""
+def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
+    """GBNF that forces the output to start with `heal` and allows anything after it (with
+    `code`, healed spaces must be followed by code, as in the local engine)."""
     out = []
     for ch in heal:
         code = ord(ch)
@@ -469,12 +470,12 @@ def gbnf_prefix_grammar(heal: str) -> str:
             out.append(f"\\x{code:02X}")
         else:
             out.append(ch)
-    if not heal.strip(" "):  # a healed space is followed by code, as in the local engine
+    if code and not heal.strip(" "):
         return f'root ::= "{"".join(out)}" [^ \\t\\r\\n] .*'
     return f'root ::= "{"".join(out)}" .*'
 
 
-def regex_prefix(heal: str) -> str:
+def regex_prefix(heal: str, code: bool = False) -> str:
     """A regular expression (vLLM structured outputs) with the same meaning as the grammar."""
     out = []
     for ch in heal:
@@ -490,7 +491,7 @@ def regex_prefix(heal: str) -> str:
             out.append(f"\\x{ord(ch):02x}")
         else:
             out.append(ch)
-    if not heal.strip(" "):
+    if code and not heal.strip(" "):
         return "".join(out) + r"\S[\s\S]*"
     return "".join(out) + r"[\s\S]*"
 

@@ -114,7 +114,7 @@ class LlamaServerEngine(RemoteEngine):
             if self.healing == "off":
                 prefix = request.heal
             else:
-                body["grammar"] = gbnf_prefix_grammar(request.heal)
+                body["grammar"] = gbnf_prefix_grammar(request.heal, request.heal_code)
         return "/completion", body, prefix
 
     def _parse(self, event: dict[str, Any]) -> StreamChunk:

@@ -106,12 +106,12 @@ class OpenAIEngine(RemoteEngine):
         if self.flavor == "llama-server":
             body["cache_prompt"] = True
         if healing == "grammar":
-            body["grammar"] = gbnf_prefix_grammar(heal)
+            body["grammar"] = gbnf_prefix_grammar(heal, request.heal_code)
         elif healing == "regex":
             if self.server_version and self.server_version < (0, 12):
-                body["guided_regex"] = regex_prefix(heal)
+                body["guided_regex"] = regex_prefix(heal, request.heal_code)
             else:
-                body["structured_outputs"] = {"regex": regex_prefix(heal)}
+                body["structured_outputs"] = {"regex": regex_prefix(heal, request.heal_code)}
         return "/v1/completions", body, prefix
 
     def _parse(self, event: dict[str, Any]) -> StreamChunk:

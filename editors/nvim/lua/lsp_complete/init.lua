@@ -158,14 +158,18 @@ M._states = states
 
 local enabled = true
 
-local function stop_timer(st)
-  if st.timer then
-    st.timer:stop()
-    if not st.timer:is_closing() then
-      st.timer:close()
+local function close_timer(timer)
+  if timer then
+    timer:stop()
+    if not timer:is_closing() then
+      timer:close()
     end
-    st.timer = nil
   end
+end
+
+local function stop_timer(st)
+  close_timer(st.timer)
+  st.timer = nil
 end
 
 local function cancel_inflight(st)
@@ -420,14 +424,8 @@ M.CURSOR_METHOD = "lsp-complete/didMoveCursor"
 local cursor_timers = {} ---@type table<integer, uv.uv_timer_t>
 
 local function stop_cursor_timer(bufnr)
-  local timer = cursor_timers[bufnr]
+  close_timer(cursor_timers[bufnr])
   cursor_timers[bufnr] = nil
-  if timer then
-    timer:stop()
-    if not timer:is_closing() then
-      timer:close()
-    end
-  end
 end
 
 --- The cursor moved (or entered the buffer): once it rests, tell the server, which prepares
