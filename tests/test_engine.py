@@ -293,3 +293,23 @@ def test_idle_work_builds_a_new_prompt_aside_and_an_interruption_loses_nothing(
     result = engine.complete(moved, CancelToken())
     assert result.encoded_tokens <= 1, result
     assert result.text == uncached(fresh, moved).text
+
+
+def test_more_files_than_slots_each_with_idle_work_aside(tiny_model_path: Path, fresh) -> None:
+    """Aside sequences never push the number of files kept past `slots`, nor run out of ids."""
+    eng = make_engine(tiny_model_path, slots=2)
+    try:
+        moved_before = BEFORE + "".join(f"    step_{i} = compute({i}, path)\n" for i in range(30))
+        for round_ in range(3):
+            for i in range(4):
+                key = f"file:///many{i}.py"
+                typed = fim_request(eng, key, BEFORE + f"# {i}\n", TYPED[: 8 + round_],
+                                    SUFFIX_TEXT, max_tokens=4)
+                assert eng.complete(typed, CancelToken()).text == uncached(fresh, typed).text
+                moved = fim_request(eng, key, moved_before + f"# {i}\n", "    x", SUFFIX_TEXT)
+                eng.warm(key, moved.segments, CancelAfter(2))  # interrupted: stays aside
+                sequences = eng.describe()["sequences"]
+                assert len(sequences) <= 2, sequences
+                assert sequences[-1]["asideTokens"] > 0
+    finally:
+        eng.close()

@@ -248,8 +248,8 @@ class LlamaEngine:
         if seq is not None:
             self._sequences.move_to_end(key)
             return seq
-        if len(self._sequences) >= self.slots:
-            self._evict_lru(exclude=None)
+        while len(self._sequences) >= self.slots and self._evict_file(exclude=None):
+            pass
         seq = _Sequence(key=key, seq_id=self._free_ids.pop(0))
         self._sequences[key] = seq
         self._restore(seq)
@@ -284,18 +284,24 @@ class LlamaEngine:
         return aside
 
     def _evict_lru(self, exclude: str | None) -> bool:
-        """Free the least recently used file's sequences (saved to disk first), not `exclude`'s.
-        Asides go first: they only hold idle work."""
+        """Free KV cells held for files other than `exclude`: an aside sequence first (it only
+        holds idle work), else the least recently used file's sequences."""
         for key, aside in list(self._asides.items()):
             if key != exclude:
                 self._drop(aside)
                 return True
+        return self._evict_file(exclude)
+
+    def _evict_file(self, exclude: str | None) -> bool:
+        """Free the least recently used file's sequences (saved to disk first), not `exclude`'s."""
         for key, victim in self._sequences.items():
             if key == exclude:
                 continue
             if victim.dirty:
                 self._save(victim)
             self._drop(victim)
+            if key in self._asides:
+                self._drop(self._asides[key])
             self.counters.evictions += 1
             log.debug("evicted KV sequence of %s", key)
             return True
