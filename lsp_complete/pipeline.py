@@ -116,11 +116,12 @@ class Completer:
         self.tokenize = SegmentTokenizer(engine.tokenize)
         self.last_error = ""
 
-    def choose_prompt(self, prepared: Prepared) -> Prompt:
-        """The full-context prompt, unless the smaller one is clearly cheaper to encode: a
-        file whose KV cache is cold, or whose full prompt idle work has not finished building
-        yet (it is finished in idle time, and used from then on)."""
-        full = self.build_prompt(prepared.ctx)
+    def choose_prompt(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
+        """The full-context prompt (`full`, when the caller has built it already), unless the
+        smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
+        prompt idle work has not finished building yet (it is, in idle time)."""
+        if full is None:
+            full = self.build_prompt(prepared.ctx)
         cached_prefix = getattr(self.engine, "cached_prefix", None)
         if prepared.cold_ctx is None or cached_prefix is None:
             return full
@@ -211,9 +212,9 @@ class Completer:
         full-context one, which the engine builds aside and uses once complete. Returns the
         tokens encoded."""
         try:
-            first = self.choose_prompt(prepared)
-            done = self.engine.warm(prepared.key, first.segments, cancel)
             full = self.build_prompt(prepared.ctx)
+            first = self.choose_prompt(prepared, full)
+            done = self.engine.warm(prepared.key, first.segments, cancel)
             if not cancel.cancelled and full.tokens != first.tokens:
                 done += self.engine.warm(prepared.key, full.segments, cancel)
             return done

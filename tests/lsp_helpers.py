@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
+from lsp_complete.bench import lsp_driver
 from lsp_complete.bench.lsp_driver import plain
 
 SERVER = [sys.executable, "-m", "lsp_complete", "serve"]
@@ -73,9 +76,7 @@ async def wait_idle(client: LanguageClient, timeout: float = 30.0) -> dict[str, 
 
 def move_cursor(client: LanguageClient, uri: str, line: int, character: int) -> None:
     """What our editor plugins send when the cursor comes to rest somewhere."""
-    client.protocol.notify("lsp-complete/didMoveCursor", {
-        "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
-    })
+    lsp_driver.move_cursor(client, uri, types.Position(line=line, character=character))
 
 
 def get(obj: Any, *keys: str) -> Any:
@@ -139,3 +140,48 @@ def suggestion_of(answer: Any) -> tuple[str, types.InlineCompletionItem | None]:
     item = items[0]
     text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
     return text, item
+
+
+# --- process trees (the servers editors start must not outlive a test) ------------------------
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, start time) for every process (Linux /proc)."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # comm may hold spaces or parentheses
+        table[int(entry.name)] = (int(fields[1]), fields[19])
+    return table
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below `pid`, with its start time (to never signal a reused pid)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for child, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(child)
+    out: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out[child] = table[child][1]
+            todo.append(child)
+    return out
+
+
+def alive(pids: dict[int, str]) -> dict[int, str]:
+    table = _proc_table()
+    return {p: t for p, t in pids.items() if p in table and table[p][1] == t}
+
+
+def signal_alive(pids: dict[int, str], sig: int) -> None:
+    """Signal those of `pids` still running (the same process: same start time)."""
+    for pid in alive(pids):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)

@@ -67,6 +67,14 @@ def suggestion_from_answer(answer: Any, line_prefix: str) -> str:
     return text[len(typed) :] if text.startswith(typed) else text
 
 
+def move_cursor(client: LanguageClient, uri: str, position: types.Position) -> None:
+    """What lsp-complete's editor plugins send when the cursor comes to rest."""
+    client.protocol.notify("lsp-complete/didMoveCursor", {
+        "textDocument": {"uri": uri},
+        "position": {"line": position.line, "character": position.character},
+    })
+
+
 def _code_points_from_utf16(line: str, units: int) -> int:
     count = 0
     for index, char in enumerate(line):
@@ -185,11 +193,7 @@ class ServerSession:
         )
 
     def move_cursor(self, uri: str, position: types.Position) -> None:
-        """What lsp-complete's editor plugins send when the cursor comes to rest."""
-        self.client.protocol.notify("lsp-complete/didMoveCursor", {
-            "textDocument": {"uri": uri},
-            "position": {"line": position.line, "character": position.character},
-        })
+        move_cursor(self.client, uri, position)
 
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(

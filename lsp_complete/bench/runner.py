@@ -237,13 +237,18 @@ def _episode_version(index: int) -> int:
     return (index + 1) * 100_000
 
 
-async def _arrive(
-    session: lsp_driver.ServerSession, uri: str, ep: Episode, rest_ms: float
-) -> None:
-    """The cursor comes to rest where the span starts; typing begins `rest_ms` later."""
+async def _start_episode(
+    session: lsp_driver.ServerSession, index: int, ep: Episode, rest_ms: float
+) -> tuple[str, int]:
+    """Open the span's file; the cursor comes to rest where the span starts, and typing
+    begins `rest_ms` later. Returns the document's URI and version."""
+    uri = Path(ep.path).resolve().as_uri()
+    version = _episode_version(index)
+    session.open(uri, ep.language_id, ep.initial_text, version)
     if rest_ms > 0:
         session.move_cursor(uri, lsp_driver.position_at(ep.initial_text, ep.start_offset))
         await asyncio.sleep(rest_ms / 1000)
+    return uri, version
 
 
 async def replay_lsp(
@@ -254,10 +259,7 @@ async def replay_lsp(
 ) -> list[Sample]:
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
-        uri = Path(ep.path).resolve().as_uri()
-        version = _episode_version(i)
-        session.open(uri, ep.language_id, ep.initial_text, version)
-        await _arrive(session, uri, ep, rest_ms)
+        uri, version = await _start_episode(session, i, ep, rest_ms)
         answers: list[tuple[str, float, str | None, int]] = []
         text = ep.initial_text
         for k, ks in enumerate(ep.keystrokes):
@@ -290,10 +292,7 @@ async def paced_lsp(
     loop = asyncio.get_running_loop()
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
-        uri = Path(ep.path).resolve().as_uri()
-        version = _episode_version(i)
-        session.open(uri, ep.language_id, ep.initial_text, version)
-        await _arrive(session, uri, ep, rest_ms)
+        uri, version = await _start_episode(session, i, ep, rest_ms)
         sent: list[float] = []
         pending: list[asyncio.Task] = []
         text = ep.initial_text
