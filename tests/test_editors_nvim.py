@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lsp_helpers import descendants, signal_alive
+
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "editors" / "nvim"
 WAIT_S = 60.0  # bounded waits: server start + model load + one suggestion on a busy machine
@@ -51,34 +53,6 @@ def _nvim_version(nvim: str) -> tuple[int, int]:
         return int(major), int(minor)
     except (IndexError, ValueError):
         return (0, 0)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc), children first found first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...; comm may hold spaces or parentheses
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _kill(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _wait_for(what: str, fn, timeout: float = WAIT_S, interval: float = 0.1):
@@ -165,7 +139,7 @@ def nvim_session(tmp_path, model_path):
                 time.sleep(0.1)
         yield nvim
     finally:
-        pids = _descendants(proc.pid)  # the language server and anything it started
+        pids = descendants(proc.pid)  # the language server and anything it started
         if nvim is not None:
             with contextlib.suppress(Exception):
                 nvim.close()
@@ -175,7 +149,7 @@ def nvim_session(tmp_path, model_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
-        _kill(pids)
+        signal_alive(pids, signal.SIGKILL)
         if proc.stderr:
             proc.stderr.close()
 

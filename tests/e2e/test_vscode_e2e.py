@@ -42,9 +42,12 @@ from urllib.parse import quote
 
 import pytest
 from lsp_helpers import (
+    alive,
+    descendants,
     inline,
     move_cursor,
     open_doc,
+    signal_alive,
     start_server,
     suggestion_of,
     wait_idle,
@@ -99,51 +102,10 @@ def _setup() -> dict[str, str]:
 # ------------------------------------------------------------------------------- processes
 
 
-def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid -> (ppid, start time) for every process (Linux /proc)."""
-    table: dict[int, tuple[int, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # comm may hold spaces or parentheses
-        table[int(entry.name)] = (int(fields[1]), fields[19])
-    return table
-
-
-def _descendants(pid: int) -> dict[int, str]:
-    """Every process below `pid`, with its start time (to never signal a reused pid)."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for child, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(child)
-    out: dict[int, str] = {}
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out[child] = table[child][1]
-            todo.append(child)
-    return out
-
-
-def _alive(pids: dict[int, str]) -> dict[int, str]:
-    table = _proc_table()
-    return {p: t for p, t in pids.items() if p in table and table[p][1] == t}
-
-
-def _signal(pids: dict[int, str], sig: int) -> None:
-    for pid in _alive(pids):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
 def _stop(proc: subprocess.Popen, grace_s: float = 10) -> list[int]:
     """End `proc` and everything it started, each by its own pid: SIGTERM, then SIGKILL.
     Returns the pids that needed SIGKILL (none, normally)."""
-    tree = _descendants(proc.pid)
+    tree = descendants(proc.pid)
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -153,13 +115,13 @@ def _stop(proc: subprocess.Popen, grace_s: float = 10) -> list[int]:
             proc.wait(timeout=10)
     # Children still running (e.g. orphaned when their parent went first): same treatment.
     deadline = time.monotonic() + grace_s
-    while (left := _alive(tree)) and time.monotonic() < deadline:
+    while (left := alive(tree)) and time.monotonic() < deadline:
         for pid in left:
-            tree.update(_descendants(pid))
-        _signal(left, signal.SIGTERM)
+            tree.update(descendants(pid))
+        signal_alive(left, signal.SIGTERM)
         time.sleep(0.2)
-    killed = list(_alive(tree))
-    _signal(tree, signal.SIGKILL)
+    killed = list(alive(tree))
+    signal_alive(tree, signal.SIGKILL)
     return killed
 
 
