@@ -1,7 +1,13 @@
-"""LSP languageId / file extension -> tree-sitter grammar, plus the node types context needs.
+"""Everything the server knows about a language, and the one place that resolves a languageId.
+
+An LSP languageId (or a common alias such as "py", or a file extension) resolves here to a
+`LanguageInfo`: its lexical `Syntax` (comments, string delimiters, block shape), which
+post-processing lexes brackets with, and, for languages with a grammar, its `LanguageSpec` (the
+tree-sitter grammar and the node types context needs). Every stage looks languages up here, so
+an alias means the same language to all of them.
 
 Grammars come only from the official per-language wheels that are installed with the package;
-nothing is ever downloaded at run time. A language we do not know maps to ``None`` and still
+nothing is ever downloaded at run time. A language without a grammar (or an unknown one) still
 completes, with plain-text context only.
 """
 
@@ -18,8 +24,32 @@ import tree_sitter
 
 
 @dataclass(frozen=True)
+class Syntax:
+    """How a language's text is lexed: comments, string delimiters, and its block shape."""
+
+    line_comments: tuple[str, ...] = ()
+    block_comment: tuple[str, str] | None = None
+    quotes: str = '"'  # characters that open a string ending on the same line
+    long_quotes: tuple[str, ...] = ()  # delimiters of strings that may span lines
+    raw_long: bool = False  # no backslash escapes inside long strings (Go raw strings)
+    char_quote: bool = False  # ' opens only a char literal, otherwise a lifetime (Rust)
+    # Block shape. Python-like: a line ending in ':' opens a block, which ends where the
+    # indentation does. Otherwise blocks are delimited by braces.
+    indent_scoped: bool = False
+
+    @property
+    def block_opener(self) -> str:
+        return ":" if self.indent_scoped else "{"
+
+    @property
+    def comment_prefix(self) -> str:
+        """What starts a one-line comment (used to write `# ...` markers into prompts)."""
+        return self.line_comments[0] if self.line_comments else "//"
+
+
+@dataclass(frozen=True)
 class LanguageSpec:
-    """What context.py needs to know about one grammar, as sets of node type names.
+    """What context needs to know about one grammar, as sets of node type names.
 
     The sets are deliberately shallow: the outline walks top-level nodes and the members of
     containers only, so a per-keystroke head never walks a whole tree.
@@ -47,12 +77,26 @@ class LanguageSpec:
     # Block node types: the delimited bodies used for enclosing-block / multiline decisions.
     blocks: frozenset[str] = frozenset()
     comments: frozenset[str] = frozenset({"comment"})
-    comment_prefix: str = "//"
-    block_opener: str = "{"
-    # Appended to a signature whose body is elided.
-    elision: str = " { ... }"
-    # Python-like languages: a block ends where the indentation does, not at a token.
-    indent_scoped: bool = False
+    # The lexical side of the language: comment prefix, block opener and block shape.
+    syntax: Syntax = field(default_factory=Syntax)
+
+    @property
+    def comment_prefix(self) -> str:
+        return self.syntax.comment_prefix
+
+    @property
+    def block_opener(self) -> str:
+        return self.syntax.block_opener
+
+    @property
+    def indent_scoped(self) -> bool:
+        """Python-like languages: a block ends where the indentation does, not at a token."""
+        return self.syntax.indent_scoped
+
+    @property
+    def elision(self) -> str:
+        """Appended to a signature whose body is elided."""
+        return " ..." if self.syntax.indent_scoped else " { ... }"
 
     @property
     def language(self) -> tree_sitter.Language:
@@ -71,6 +115,19 @@ def _load(module: str, attr: str = "language") -> Callable[[], object]:
     return loader
 
 
+# ---------------------------------------------------------------- lexical syntax
+_C_LIKE = Syntax(("//",), ("/*", "*/"), "\"'")
+_JS_LIKE = Syntax(("//",), ("/*", "*/"), "\"'", ("`",))
+_HASH = Syntax(("#",), None, "\"'")
+_PYTHON_SYNTAX = Syntax(("#",), None, "\"'", ('"""', "'''"), indent_scoped=True)
+_GO_SYNTAX = Syntax(("//",), ("/*", "*/"), "\"'", ("`",), raw_long=True)
+_RUST_SYNTAX = Syntax(("//",), ("/*", "*/"), '"', char_quote=True)
+# Prose: apostrophes and quotes are not delimiters there.
+_PROSE = Syntax(quotes="")
+# Unknown languages: only double-quoted strings, no comments, so nothing is guessed.
+DEFAULT_SYNTAX = Syntax()
+
+# ---------------------------------------------------------------- grammars
 _C_LIKE_BLOCKS = frozenset({"compound_statement", "field_declaration_list", "declaration_list",
                             "enumerator_list", "initializer_list"})
 _JS_FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration",
@@ -93,10 +150,7 @@ _PYTHON = LanguageSpec(
     verbatim=frozenset({"expression_statement", "type_alias_statement"}),
     anonymous=frozenset(),
     blocks=frozenset({"block"}),
-    comment_prefix="#",
-    block_opener=":",
-    elision=" ...",
-    indent_scoped=True,
+    syntax=_PYTHON_SYNTAX,
 )
 
 _JAVASCRIPT = LanguageSpec(
@@ -109,6 +163,7 @@ _JAVASCRIPT = LanguageSpec(
     verbatim=frozenset({"field_definition"}),
     anonymous=_JS_ANON,
     blocks=_JS_BLOCKS,
+    syntax=_JS_LIKE,
 )
 
 _TYPESCRIPT = LanguageSpec(
@@ -122,6 +177,7 @@ _TYPESCRIPT = LanguageSpec(
     verbatim=frozenset({"field_definition"}) | _TS_EXTRA_VERBATIM,
     anonymous=_JS_ANON,
     blocks=_JS_BLOCKS | {"interface_body", "enum_body", "object_type"},
+    syntax=_JS_LIKE,
 )
 
 _TSX = LanguageSpec(
@@ -134,6 +190,7 @@ _TSX = LanguageSpec(
     verbatim=_TYPESCRIPT.verbatim,
     anonymous=_TYPESCRIPT.anonymous,
     blocks=_TYPESCRIPT.blocks,
+    syntax=_TYPESCRIPT.syntax,
 )
 
 _GO = LanguageSpec(
@@ -146,6 +203,7 @@ _GO = LanguageSpec(
     blocks=frozenset({"block", "field_declaration_list", "interface_type",
                       "literal_value", "expression_switch_statement", "type_switch_statement",
                       "select_statement"}),
+    syntax=_GO_SYNTAX,
 )
 
 _RUST = LanguageSpec(
@@ -161,6 +219,7 @@ _RUST = LanguageSpec(
     anonymous=frozenset({"closure_expression"}),
     blocks=frozenset({"block", "declaration_list", "field_declaration_list",
                       "enum_variant_list", "match_block"}),
+    syntax=_RUST_SYNTAX,
 )
 
 _JAVA = LanguageSpec(
@@ -177,6 +236,7 @@ _JAVA = LanguageSpec(
     anonymous=frozenset({"lambda_expression"}),
     blocks=frozenset({"block", "class_body", "interface_body", "enum_body",
                       "constructor_body", "switch_block", "annotation_type_body"}),
+    syntax=_C_LIKE,
 )
 
 _C = LanguageSpec(
@@ -190,6 +250,7 @@ _C = LanguageSpec(
     verbatim=frozenset({"declaration", "type_definition", "enum_specifier", "preproc_def",
                         "preproc_function_def", "field_declaration"}),
     blocks=_C_LIKE_BLOCKS,
+    syntax=_C_LIKE,
 )
 
 _CPP = LanguageSpec(
@@ -205,37 +266,74 @@ _CPP = LanguageSpec(
                             "friend_declaration"},
     anonymous=frozenset({"lambda_expression"}),
     blocks=_C_LIKE_BLOCKS,
+    syntax=_C_LIKE,
 )
 
-_SPECS = {s.name: s for s in (_PYTHON, _JAVASCRIPT, _TYPESCRIPT, _TSX, _GO, _RUST, _JAVA, _C,
-                              _CPP)}
+# ---------------------------------------------------------------- languages
+@dataclass(frozen=True)
+class LanguageInfo:
+    """One language: the names clients use for it, its syntax and, if it has one, its grammar."""
 
-# LSP languageIds (and a few common aliases) -> grammar name.
-_LANGUAGE_IDS = {
-    "python": "python", "py": "python",
-    "javascript": "javascript", "javascriptreact": "javascript", "js": "javascript",
-    "jsx": "javascript",
-    "typescript": "typescript", "ts": "typescript",
-    "typescriptreact": "tsx", "tsx": "tsx",
-    "go": "go", "golang": "go",
-    "rust": "rust", "rs": "rust",
-    "java": "java",
-    "c": "c",
-    "cpp": "cpp", "c++": "cpp", "cuda-cpp": "cpp", "objective-cpp": "cpp",
-}
+    name: str  # also one of its languageIds
+    syntax: Syntax
+    grammar: LanguageSpec | None = None  # None: plain-text context only
+    aliases: tuple[str, ...] = ()  # more LSP languageIds and common aliases, lower case
+    extensions: tuple[str, ...] = ()  # file extensions, for clients that send no useful id
 
-_EXTENSIONS = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript",
-    ".tsx": "tsx",
-    ".go": "go",
-    ".rs": "rust",
-    ".java": "java",
-    ".c": "c", ".h": "c",
-    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hpp": "cpp", ".hh": "cpp",
-    ".hxx": "cpp", ".h++": "cpp", ".ipp": "cpp", ".inl": "cpp", ".cu": "cpp",
-}
+
+def _with_grammar(spec: LanguageSpec, aliases: tuple[str, ...],
+                  extensions: tuple[str, ...]) -> LanguageInfo:
+    return LanguageInfo(spec.name, spec.syntax, spec, aliases, extensions)
+
+
+_LANGUAGES = (
+    _with_grammar(_PYTHON, ("py",), (".py", ".pyi", ".pyw")),
+    _with_grammar(_JAVASCRIPT, ("javascriptreact", "js", "jsx"),
+                  (".js", ".mjs", ".cjs", ".jsx")),
+    _with_grammar(_TYPESCRIPT, ("ts",), (".ts", ".mts", ".cts")),
+    _with_grammar(_TSX, ("typescriptreact",), (".tsx",)),
+    _with_grammar(_GO, ("golang",), (".go",)),
+    _with_grammar(_RUST, ("rs",), (".rs",)),
+    _with_grammar(_JAVA, (), (".java",)),
+    _with_grammar(_C, (), (".c", ".h")),
+    _with_grammar(_CPP, ("c++", "cuda-cpp", "objective-cpp"),
+                  (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++", ".ipp", ".inl",
+                   ".cu")),
+    # Languages without a grammar: brackets and strings are still lexed right in their text.
+    LanguageInfo("csharp", _C_LIKE),
+    LanguageInfo("kotlin", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',))),
+    LanguageInfo("swift", Syntax(("//",), ("/*", "*/"), '"', ('"""',))),
+    LanguageInfo("scala", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',))),
+    LanguageInfo("php", Syntax(("//", "#"), ("/*", "*/"), "\"'")),
+    LanguageInfo("ruby", _HASH),
+    LanguageInfo("shellscript", _HASH),
+    LanguageInfo("perl", _HASH),
+    LanguageInfo("r", _HASH),
+    LanguageInfo("yaml", _HASH),
+    LanguageInfo("toml", _HASH),
+    LanguageInfo("elixir", _HASH),
+    LanguageInfo("julia", _HASH),
+    LanguageInfo("lua", Syntax(("--",), None, "\"'")),
+    LanguageInfo("sql", Syntax(("--",), ("/*", "*/"), "\"'")),
+    LanguageInfo("haskell", Syntax(("--",), ("{-", "-}"), '"')),
+    LanguageInfo("plaintext", _PROSE),
+    LanguageInfo("markdown", _PROSE),
+)
+
+_BY_ID = {name: lang for lang in _LANGUAGES for name in (lang.name, *lang.aliases)}
+_BY_EXTENSION = {ext: lang for lang in _LANGUAGES for ext in lang.extensions}
+_SPECS = {lang.name: lang.grammar for lang in _LANGUAGES if lang.grammar is not None}
+
+
+def language_info(language_id: str | None) -> LanguageInfo | None:
+    """The language an LSP languageId or alias names (case and spaces ignored); None if unknown."""
+    return _BY_ID.get((language_id or "").strip().lower())
+
+
+def syntax_for(language_id: str | None) -> Syntax:
+    """The lexer settings for a languageId or alias; `DEFAULT_SYNTAX` for an unknown one."""
+    info = language_info(language_id)
+    return info.syntax if info is not None else DEFAULT_SYNTAX
 
 
 def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:
@@ -244,12 +342,12 @@ def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | 
     The languageId wins because editors know better (a `.h` file may be C++); the extension
     covers clients that send "plaintext" or nothing useful. Unknown -> None.
     """
-    name = _LANGUAGE_IDS.get((language_id or "").strip().lower())
-    if name is None and uri:
-        name = _EXTENSIONS.get(PurePosixPath(_uri_path(uri)).suffix.lower())
-    if name is None:
+    info = language_info(language_id)
+    if (info is None or info.grammar is None) and uri:
+        info = _BY_EXTENSION.get(PurePosixPath(_uri_path(uri)).suffix.lower())
+    if info is None or info.grammar is None:
         return None
-    return _SPECS[name] if _available(name) else None
+    return info.grammar if _available(info.name) else None
 
 
 def language_for(language_id: str | None, uri: str | None = None) -> tree_sitter.Language | None:

@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lsp_complete.languages import syntax_for
+
 DEFAULT_MAX_LINES = 12
 
 RULE_NAMES: tuple[str, ...] = (
@@ -152,6 +154,8 @@ def strip_special_tokens(text: str, stop: Sequence[str] = (), line_prefix: str =
 
 # --------------------------------------------------------------------------------------------
 # A small lexer: enough to tell brackets and quotes in code from those in strings and comments.
+# Its settings per language (comment and string delimiters) come from `languages.syntax_for`,
+# which resolves aliases ("py", "js") the same way for every stage.
 
 _MASK = "\x00"  # stands in for characters inside string literals and comments
 _OPEN_OF = {")": "(", "]": "[", "}": "{"}
@@ -159,59 +163,6 @@ _OPENERS = "([{"
 _CLOSERS = ")]}"
 _QUOTES = "\"'`"
 _RUST_CHAR = re.compile(r"'(?:[^'\\\n]|\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.))'")
-
-
-@dataclass(frozen=True)
-class _Syntax:
-    line_comments: tuple[str, ...] = ()
-    block_comment: tuple[str, str] | None = None
-    quotes: str = '"'  # characters that open a string ending on the same line
-    long_quotes: tuple[str, ...] = ()  # delimiters of strings that may span lines
-    raw_long: bool = False  # no backslash escapes inside long strings (Go raw strings)
-    char_quote: bool = False  # ' opens only a char literal, otherwise a lifetime (Rust)
-    block_colon: bool = False  # a line ending in ':' opens a block (Python)
-
-
-_C_LIKE = _Syntax(("//",), ("/*", "*/"), "\"'")
-_JS_LIKE = _Syntax(("//",), ("/*", "*/"), "\"'", ("`",))
-_HASH = _Syntax(("#",), None, "\"'")
-_SYNTAX: dict[str, _Syntax] = {
-    "python": _Syntax(("#",), None, "\"'", ('"""', "'''"), block_colon=True),
-    "javascript": _JS_LIKE,
-    "javascriptreact": _JS_LIKE,
-    "typescript": _JS_LIKE,
-    "typescriptreact": _JS_LIKE,
-    "go": _Syntax(("//",), ("/*", "*/"), "\"'", ("`",), raw_long=True),
-    "rust": _Syntax(("//",), ("/*", "*/"), '"', char_quote=True),
-    "c": _C_LIKE,
-    "cpp": _C_LIKE,
-    "java": _C_LIKE,
-    "csharp": _C_LIKE,
-    "kotlin": _Syntax(("//",), ("/*", "*/"), "\"'", ('"""',)),
-    "swift": _Syntax(("//",), ("/*", "*/"), '"', ('"""',)),
-    "scala": _Syntax(("//",), ("/*", "*/"), "\"'", ('"""',)),
-    "php": _Syntax(("//", "#"), ("/*", "*/"), "\"'"),
-    "ruby": _HASH,
-    "shellscript": _HASH,
-    "perl": _HASH,
-    "r": _HASH,
-    "yaml": _HASH,
-    "toml": _HASH,
-    "elixir": _HASH,
-    "julia": _HASH,
-    "lua": _Syntax(("--",), None, "\"'"),
-    "sql": _Syntax(("--",), ("/*", "*/"), "\"'"),
-    "haskell": _Syntax(("--",), ("{-", "-}"), '"'),
-    # Prose: apostrophes and quotes are not delimiters there.
-    "plaintext": _Syntax(quotes=""),
-    "markdown": _Syntax(quotes=""),
-}
-# Unknown languages: only double-quoted strings, no comments, so nothing is guessed.
-_DEFAULT_SYNTAX = _Syntax()
-
-
-def _syntax(language_id: str) -> _Syntax:
-    return _SYNTAX.get(language_id, _DEFAULT_SYNTAX)
 
 
 @dataclass(frozen=True)
@@ -223,7 +174,7 @@ class _Scan:
 
 def _scan(text: str, language_id: str) -> _Scan:
     """Mask string contents and comments, keeping string delimiters and newlines."""
-    syn = _syntax(language_id)
+    syn = syntax_for(language_id)
     out = list(text)
     inside: set[int] = set()
     open_strings = 0
@@ -412,7 +363,7 @@ def _opens_block(masked_line: str, language_id: str) -> bool:
     code = masked_line.rstrip(" \t" + _MASK)
     if code.endswith(("{", "(", "[")):
         return True
-    if _syntax(language_id).block_colon and code.endswith(":"):
+    if syntax_for(language_id).indent_scoped and code.endswith(":"):
         stack: list[str] = []
         _push_pop(stack, code)
         return not stack  # not a slice, a dict entry or a lambda inside brackets

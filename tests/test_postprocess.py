@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lsp_complete.languages import spec_for, syntax_for
 from lsp_complete.postprocess import (
     RULE_NAMES,
     CompletionSite,
@@ -230,3 +231,32 @@ def test_copying_the_next_line_is_abandoned_only_when_dedupe_would_drop_it() -> 
     spaced = _site("        fpr", "\n\n" + NEXT_LINE + "\n", language_id="c")
     assert copying_next_line(whole[:30], spaced)
     assert clean_completion(whole, spaced) == ""
+
+
+# An alias names the same language to every stage: before languages.py resolved aliases for
+# post-processing too, "py" got Python context but the default lexer (only `"` strings), which
+# took the `)` inside these strings for closers and cut the suggestion there.
+@pytest.mark.parametrize(
+    ("alias", "line_prefix", "raw", "expected"),
+    [
+        ("py", "print(", "'it)s')", "'it)s'"),
+        ("Python", "print(", "'it)s')", "'it)s'"),
+        ("js", "log(", "`a)b`)", "`a)b`"),
+        ("tsx", "log(", "`a)b`)", "`a)b`"),
+        ("rs", "f(", "')')", "')'"),
+    ],
+)
+def test_language_aliases_get_their_languages_bracket_lexer(
+    alias: str, line_prefix: str, raw: str, expected: str
+) -> None:
+    site = _site(line_prefix, ")", language_id=alias)
+    assert balance_brackets(raw, site) == expected
+    assert clean_completion(raw, site) == expected
+
+
+@pytest.mark.parametrize("language_id", ["python", "py", "js", "javascriptreact", "ts", "tsx",
+                                         "typescriptreact", "golang", "rs", "java", "c", "c++"])
+def test_context_and_postprocess_share_one_syntax_per_language(language_id: str) -> None:
+    spec = spec_for(language_id)
+    assert spec is not None
+    assert spec.syntax is syntax_for(language_id)

@@ -1,0 +1,113 @@
+"""Block shape: should a suggestion be a block, and which block encloses the cursor.
+
+Per language through the document's `LanguageSpec` (from `languages.py`): its block node types,
+its block opener (`:` or `{`) and whether its blocks are indentation-scoped.
+"""
+
+from __future__ import annotations
+
+import tree_sitter
+
+from lsp_complete.context.text import (
+    MAX_SCAN_LINES,
+    clamp,
+    leading_ws,
+    node_row,
+    prev_code_line,
+)
+from lsp_complete.documents import Document
+from lsp_complete.languages import LanguageSpec
+
+_CLOSERS = ("}", ")", "]")
+
+
+def wants_multiline(doc: Document, cursor: int) -> bool:
+    """Should the suggestion be a block rather than the rest of one line?
+
+    True on an empty line right after a block opener, in an empty body, or on a new line at the
+    end of a block; False with text before the cursor on its line, or in the middle of existing
+    statements (a one-line insertion is the safe guess there).
+    """
+    cursor = clamp(doc, cursor)
+    line = doc.line_of(cursor)
+    start, end = doc.line_range(line)
+    if doc.text[start:cursor].strip() or doc.text[cursor:end].strip():
+        return False
+    column = cursor - start
+    prev = prev_code_line(doc, line)
+    if prev is not None and _ends_with_opener(doc, prev):
+        return True
+    nxt = line + 1
+    while nxt < doc.line_count and not doc.line_text(nxt).strip():
+        nxt += 1
+    if nxt >= doc.line_count:
+        return True
+    next_text = doc.line_text(nxt)
+    if next_text.lstrip().startswith(_CLOSERS):
+        return True
+    return len(leading_ws(next_text)) < column
+
+
+def enclosing_block_indent(doc: Document, cursor: int) -> int:
+    """Indentation (leading whitespace characters) of the line that opened the innermost block
+    around the cursor; -1 at the top level, where no block encloses the cursor.
+
+    A tab counts as one character: compare it with the same measure of generated lines.
+    """
+    cursor = clamp(doc, cursor)
+    spec = doc.spec
+    if spec is not None and doc.tree is not None and not spec.indent_scoped:
+        found = _tree_block_indent(doc, cursor, spec)
+        if found is not None:
+            return found
+    return _text_block_indent(doc, cursor, spec)
+
+
+def _tree_block_indent(doc: Document, cursor: int, spec: LanguageSpec) -> int | None:
+    assert doc.tree is not None
+    cursor_byte = doc.byte_offset(cursor)
+    node: tree_sitter.Node | None = doc.tree.root_node.descendant_for_byte_range(
+        cursor_byte, cursor_byte
+    )
+    while node is not None:
+        if node.type in spec.blocks and node.start_byte < cursor_byte < node.end_byte:
+            owner = node.parent if node.parent is not None else node
+            return len(leading_ws(doc.line_text(node_row(doc, owner))))
+        node = node.parent
+    return -1 if doc.tree.root_node.has_error is False else None
+
+
+def _text_block_indent(doc: Document, cursor: int, spec: LanguageSpec | None) -> int:
+    line = doc.line_of(cursor)
+    start, _ = doc.line_range(line)
+    text = doc.line_text(line)
+    if text.strip():
+        reference = len(leading_ws(text))
+    else:
+        reference = min(len(text), cursor - start)
+        prev = prev_code_line(doc, line)
+        if prev is not None and _ends_with_opener(doc, prev):
+            return len(leading_ws(doc.line_text(prev)))
+    if reference == 0:
+        return -1  # nothing is indented less than column 0: top level
+    # Bounded scan: a block opener farther up than this is not worth a per-keystroke walk.
+    for row in range(line - 1, max(-1, line - 1 - MAX_SCAN_LINES), -1):
+        candidate = doc.line_text(row)
+        if candidate.strip() and len(leading_ws(candidate)) < reference:
+            return len(leading_ws(candidate))
+    return -1
+
+
+def _ends_with_opener(doc: Document, line: int) -> bool:
+    """Does ``line`` end with its language's block opener, ignoring a trailing comment?"""
+    start, end = doc.line_range(line)
+    text = doc.text[start:end].rstrip()
+    spec = doc.spec
+    openers = (spec.block_opener,) if spec is not None else (":", "{")
+    if spec is not None and doc.tree is not None and text:
+        last = doc.byte_offset(start + len(text) - 1)
+        node = doc.tree.root_node.descendant_for_byte_range(last, last + 1)
+        if node is not None and node.type in spec.comments:
+            comment_start = doc.offset_of_byte(node.start_byte)
+            text = doc.text[start:max(start, comment_start)].rstrip()
+    return text.endswith(openers)
