@@ -55,12 +55,24 @@ class ResolvedModel:
     spec: ModelSpec
 
 
-def cache_dir() -> Path:
-    """Where pulled models live: $LSP_COMPLETE_CACHE_DIR, else the user cache folder."""
+def cache_root() -> Path:
+    """Where lsp-complete keeps what it caches: $LSP_COMPLETE_CACHE_DIR, else the user cache
+    folder."""
     override = os.environ.get(CACHE_ENV)
     if override:
         return Path(override).expanduser()
-    return Path(platformdirs.user_cache_dir("lsp-complete")) / "models"
+    return Path(platformdirs.user_cache_dir("lsp-complete"))
+
+
+def cache_dir() -> Path:
+    """Where pulled models live: $LSP_COMPLETE_CACHE_DIR itself, else `models` in the user
+    cache folder."""
+    return cache_root() if os.environ.get(CACHE_ENV) else cache_root() / "models"
+
+
+def kv_cache_dir() -> Path:
+    """Where the engine keeps files' KV sequences between runs."""
+    return cache_root() / "kv"
 
 
 def model_path(spec: ModelSpec) -> Path:
@@ -150,13 +162,18 @@ def _matching_entry(path: Path, registry: Mapping[str, ModelSpec]) -> ModelSpec 
 
 
 def verify_model_file(
-    path: Path, spec: ModelSpec, fix: str | None = None, digest: str | None = None
+    path: Path,
+    spec: ModelSpec,
+    fix: str | None = None,
+    digest: str | None = None,
+    full: bool = False,
 ) -> None:
     """Raise ModelError unless `path` is a complete GGUF of the entry's size and sha256.
 
     Without a known sha256, completeness is judged from the GGUF header (all tensor data
-    present). The sha256 is taken from `digest` (computed while writing) or from a sidecar
-    cache, so only the first start after a pull of a foreign file pays for hashing.
+    present). The sha256 is taken from `digest` (computed while writing), else from a sidecar
+    cache that any change to the file invalidates (see `_sha256_cached`), so only the first
+    start after a change pays for hashing; `full` hashes the file regardless (`models pull`).
     """
     fix = fix or f"run `lsp-complete models pull {spec.name}` to fetch it again"
     if not path.is_file():
@@ -171,7 +188,7 @@ def verify_model_file(
     if spec.sha256 is None:
         _check_complete(path, fix)
         return
-    actual = digest or _sha256_cached(path)
+    actual = digest or _sha256_cached(path, trust_sidecar=not full)
     if actual != spec.sha256:
         raise ModelError(
             f"model file {path} has sha256 {actual}, expected {spec.sha256} "
@@ -212,17 +229,29 @@ def _sidecar(path: Path) -> Path:
     return cache_dir() / "verified" / f"{path.name}.{key}.verified"
 
 
-def _sha256_cached(path: Path) -> str:
-    """sha256 of the file, from its sidecar when size and mtime still match."""
+def _sha256_cached(path: Path, trust_sidecar: bool = True) -> str:
+    """sha256 of the file, from its sidecar when the file has not changed since it was hashed.
+
+    Size and mtime alone are not enough: a same-size write that restores the mtime (a copy
+    tool, `touch -r`, a deliberate swap) kept them. The change time cannot be set back by
+    user programs and moves on every write, chmod, rename or link, and with the inode it
+    also catches a file replaced by another one. The stat is taken before hashing, so a file
+    changed while being hashed is hashed again next time.
+    """
     st = path.stat()
     sidecar = _sidecar(path)
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
-        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
-            return str(data["sha256"])
+    if trust_sidecar:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(sidecar.read_text(encoding="utf-8"))
+            if data.get("stat") == _stat_key(st):
+                return str(data["sha256"])
     digest = _hash_file(path)
-    _write_sidecar(path, digest)
+    _write_sidecar(path, digest, st)
     return digest
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def _hash_file(path: Path) -> str:
@@ -233,10 +262,10 @@ def _hash_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_sidecar(path: Path, sha256: str) -> None:
-    st = path.stat()
+def _write_sidecar(path: Path, sha256: str, st: os.stat_result | None = None) -> None:
+    st = st or path.stat()
     sidecar = _sidecar(path)
-    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+    record = {"stat": _stat_key(st), "sha256": sha256}
     # Best effort: without a sidecar the next start hashes again, nothing worse.
     with contextlib.suppress(OSError):
         sidecar.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +278,11 @@ def _write_sidecar(path: Path, sha256: str) -> None:
 
 
 def _module_file(module_path: str) -> Path | None:
-    """The installed file `import_name/rest`, located without importing the package."""
+    """The installed file `import_name/rest`, located without importing the package.
+
+    The registry refuses `..` and absolute parts; a symlink that leads out of the package
+    folder is refused here, so a part is always a file the package itself ships.
+    """
     top, _, rest = module_path.partition("/")
     try:
         found = importlib.util.find_spec(top)
@@ -260,6 +293,11 @@ def _module_file(module_path: str) -> Path | None:
     for location in found.submodule_search_locations:
         candidate = Path(location) / rest
         if candidate.is_file():
+            if not candidate.resolve().is_relative_to(Path(location).resolve()):
+                raise ModelError(
+                    f"model part {module_path!r} leads outside its package ({candidate} -> "
+                    f"{candidate.resolve()}); refusing to read it, reinstall the package"
+                )
             return candidate
     return None
 
@@ -330,7 +368,8 @@ def pull(name: str, progress: bool = True, registry: Mapping[str, ModelSpec] | N
     with _exclusive(dest):
         if dest.exists():
             try:
-                verify_model_file(dest, spec)
+                # The user asked for this model: check every byte, not the cached hash.
+                verify_model_file(dest, spec, full=True)
                 return dest
             except ModelError as err:
                 log.warning("%s; fetching it again", err)
@@ -554,9 +593,11 @@ def _status(spec: ModelSpec) -> str:
         if spec.size is not None and dest.stat().st_size != spec.size:
             return "damaged"
         return "present"
-    if _installed_sources(spec):
-        return "installed-packages"
-    return "absent"
+    try:
+        installed = _installed_sources(spec)
+    except ModelError:  # a part leads outside its package: `models pull` says so in full
+        return "refused"
+    return "installed-packages" if installed else "absent"
 
 
 def _human_size(size: int | None) -> str:

@@ -280,21 +280,45 @@ def _parse_source(raw: Any, where: str) -> Source:
         repo = _str_field(raw, "repo", where)
         if repo.count("/") != 1:
             _fail(where, f"field 'repo' must look like 'owner/name', got {repo!r}")
-        return HubSource(repo=repo, file=_str_field(raw, "file", where))
+        file = _str_field(raw, "file", where)
+        if not _plain_relative(file):
+            _fail(where, f"field 'file' must be a path inside the repository, got {file!r}")
+        return HubSource(repo=repo, file=file)
     if kind == "pypi-wheel-file":
         package = _requirement(_str_field(raw, "package", where), where)
-        member = _str_field(raw, "member", where)
-        if "/" not in member:
-            _fail(where, f"field 'member' must be 'import_name/path', got {member!r}")
+        member = _package_path(_str_field(raw, "member", where), "member", where)
         return PypiWheelFileSource(package=package, member=member)
     packages = tuple(_requirement(p, where) for p in _str_list(raw, "packages", where))
     module_paths = _str_list(raw, "module_paths", where)
     if not packages or len(packages) != len(module_paths):
         _fail(where, "'packages' and 'module_paths' must be non-empty lists of the same length")
     for module_path in module_paths:
-        if "/" not in module_path or module_path.startswith("/"):
-            _fail(where, f"module path {module_path!r} must be 'import_name/relative/file'")
+        _package_path(module_path, "module_paths", where)
     return PypiPartsSource(packages=packages, module_paths=module_paths)
+
+
+def _plain_relative(path: str) -> bool:
+    """A '/'-separated relative path that stays where it is rooted: no '..', '.', empty or
+    absolute parts, no backslashes or drive letters, no control characters."""
+    parts = path.split("/")
+    return (
+        all(part not in ("", ".", "..") for part in parts)
+        and not any(c in path for c in "\\:")
+        and path.isprintable()
+    )
+
+
+def _package_path(value: str, key: str, where: str) -> str:
+    # A part is read from the installed package's folder: a path out of it (../../.ssh/id_rsa,
+    # /etc/passwd, pkg//abs) would make `models pull` read some other file into the model.
+    parts = value.split("/")
+    if len(parts) < 2 or not parts[0].isidentifier() or not _plain_relative(value):
+        _fail(
+            where,
+            f"field '{key}': {value!r} must be 'import_name/relative/file' inside the package "
+            "(no '..', '.', empty or absolute parts)",
+        )
+    return value
 
 
 def _requirement(value: str, where: str) -> str:

