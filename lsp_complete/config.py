@@ -1,51 +1,106 @@
-"""Settings: one typed, fully defaulted dataclass, parsed once from camelCase options."""
+"""Settings: typed, fully defaulted groups, parsed once from flat camelCase options.
+
+Each setting is declared once, with its default, type and (for numbers) its range, in the group
+of what it affects: `EngineSettings` (a change needs a new engine: the model is loaded again),
+`CompletionSettings` (one suggestion), `DocumentSettings` (which files get suggestions, and
+when), `CacheSettings` (the KV cache on disk). `Settings` is all of them at once, so every
+setting is still read flat (`settings.max_tokens`) and arrives flat on the wire: the camelCase
+key is the field's name (`maxTokens` is `max_tokens`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_complete.engine.llama import default_threads
-from lsp_complete.engine.remote import HEALING_MODES
+from lsp_complete.engine.base import HEALING_MODES, default_threads
 
 MULTILINE_MODES = ("auto", "always", "never")
 ENGINES = ("local", "llama-server", "openai")
 
 
-@dataclass
-class Settings:
+def _int(default: int | Callable[[], int], low: int, high: int) -> Any:
+    """An integer setting (`default` may be a function) and the range it accepts: a value
+    outside is refused, as one that breaks the engine (`slots: 100000`) or means nothing."""
+    metadata = {"range": (low, high)}
+    if callable(default):
+        return field(default_factory=default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _choice(default: str, choices: tuple[str, ...]) -> Any:
+    return field(default=default, metadata={"choices": choices})
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the engine is made of: any change here loads the model again."""
+
     model: str | None = None  # models.toml name or a path to a .gguf file
-    threads: int = field(default_factory=default_threads)
-    context_size: int = 8192  # KV cells shared by all open files
-    slots: int = 4  # files whose KV sequences stay in memory at once
-    gpu_layers: int = 0
-    max_tokens: int = 64
-    max_prompt_tokens: int = 1536
-    multiline: str = "auto"
-    enabled: dict[str, bool] = field(default_factory=dict)  # languageId -> enabled; default on
-    debounce_ms: int = 0  # 0: the server cancels stale work instead of waiting
-    time_budget_ms: int = 800  # after this, multi-line generation stops at the next line end
-    token_healing: bool = True
-    persist_cache: bool = True
-    cache_size_mb: int = 1024
-    idle_reanchor_ms: int = 400
-    max_file_bytes: int = 4 * 1024 * 1024
-    engine: str = "local"
+    threads: int = _int(default_threads, 0, 1024)  # 0: as many as suit the machine
+    context_size: int = _int(8192, 0, 1 << 20)  # KV cells shared by all open files
+    # Files whose KV sequences stay in memory at once; each uses two of llama.cpp's 256.
+    slots: int = _int(4, 0, 128)
+    gpu_layers: int = _int(0, 0, 100_000)
+    engine: str = _choice("local", ENGINES)
     # Remote engines (engine "llama-server" or "openai"); `model` still names the model, for
     # its FIM template and, when its file is here, its tokenizer.
     engine_url: str = ""  # the server's root URL, e.g. http://gpu-box:8080
     api_key_env: str = "LSP_COMPLETE_API_KEY"  # environment variable holding the API key
     remote_model: str = ""  # the model's name on the server ("" = the server's first model)
-    request_timeout_ms: int = 5000  # one suggestion, connect to last token
-    connect_timeout_ms: int = 1000
-    remote_slots: int = 0  # llama-server slots to use for open files (0 = all it has)
-    remote_healing: str = "auto"  # token healing: auto | grammar | regex | off
+    request_timeout_ms: int = _int(5000, 1, 600_000)  # one suggestion, connect to last token
+    connect_timeout_ms: int = _int(1000, 1, 600_000)
+    remote_slots: int = _int(0, 0, 1024)  # llama-server slots to use for open files (0 = all)
+    remote_healing: str = _choice("auto", HEALING_MODES)  # token healing: auto|grammar|regex|off
+
+
+@dataclass(frozen=True)
+class CompletionSettings:
+    """How one suggestion is made: applies from the next request."""
+
+    max_tokens: int = _int(64, 0, 4096)
+    max_prompt_tokens: int = _int(1536, 0, 1 << 20)
+    multiline: str = _choice("auto", MULTILINE_MODES)
+    time_budget_ms: int = _int(800, 0, 600_000)  # then multi-line stops at the next line end
+    token_healing: bool = True
+
+
+@dataclass(frozen=True)
+class DocumentSettings:
+    """Which files get suggestions, and when the server works on them."""
+
+    enabled: dict[str, bool] = field(default_factory=dict)  # languageId -> enabled; default on
+    debounce_ms: int = _int(0, 0, 10_000)  # 0: the server cancels stale work instead of waiting
+    idle_reanchor_ms: int = _int(400, 0, 600_000)
+    max_file_bytes: int = _int(4 * 1024 * 1024, 0, 1 << 30)
 
     def language_enabled(self, language_id: str) -> bool:
         return self.enabled.get(language_id, self.enabled.get("*", True))
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """The KV cache kept on disk between sessions (read when the engine is made)."""
+
+    persist_cache: bool = True
+    cache_size_mb: int = _int(1024, 0, 1 << 20)
+
+
+# Bases in reverse order: a dataclass lists the fields of its last base first.
+@dataclass(frozen=True)
+class Settings(CacheSettings, DocumentSettings, CompletionSettings, EngineSettings):
+    """Every setting, read flat; `engine_settings` is the part that needs a new engine."""
+
+    @property
+    def engine_settings(self) -> EngineSettings:
+        """Compare two of these to know whether a change needs the model loaded again."""
+        return EngineSettings(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(EngineSettings)}
+        )
 
 
 def _snake(name: str) -> str:
@@ -61,17 +116,18 @@ CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "
 def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
     """Merge camelCase (or snake_case) options into settings; returns (settings, problems).
 
-    Unknown keys and wrong types are reported, not fatal: the server tells the user and keeps
-    the previous value.
+    Unknown keys, wrong types and values out of range are reported, not fatal: the server
+    tells the user and keeps the previous value.
     """
-    settings = dataclasses.replace(base) if base else Settings()
+    settings = base or Settings()
     if base is None and os.environ.get("LSP_COMPLETE_MODEL"):
-        settings.model = os.environ["LSP_COMPLETE_MODEL"]
+        settings = dataclasses.replace(settings, model=os.environ["LSP_COMPLETE_MODEL"])
     problems: list[str] = []
     if not options:
         return settings, problems
     if not isinstance(options, dict):
         return settings, [f"settings must be an object, got {type(options).__name__}"]
+    changes: dict[str, Any] = {}
     for key, value in options.items():
         if key in CLIENT_ONLY_KEYS:
             continue
@@ -80,33 +136,31 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
         if spec is None:
             problems.append(f"unknown setting {key!r}")
             continue
-        error = _check(name, value)
+        error = _check(spec, value)
         if error:
             problems.append(f"setting {key!r}: {error}")
             continue
-        setattr(settings, name, value)
-    return settings, problems
+        changes[name] = value
+    return dataclasses.replace(settings, **changes), problems
 
 
-def _check(name: str, value: Any) -> str | None:
-    if name == "model":
+def _check(spec: dataclasses.Field[Any], value: Any) -> str | None:
+    if spec.name == "model":
         return None if value is None or isinstance(value, str) else "expected a string"
-    if name == "enabled":
+    if spec.name == "enabled":
         if isinstance(value, dict) and all(isinstance(v, bool) for v in value.values()):
             return None
         return "expected an object mapping languageId to true/false"
-    if name == "multiline":
-        return None if value in MULTILINE_MODES else f"expected one of {', '.join(MULTILINE_MODES)}"
-    if name == "engine":
-        return None if value in ENGINES else f"expected one of {', '.join(ENGINES)}"
-    if name == "remote_healing":
-        return None if value in HEALING_MODES else f"expected one of {', '.join(HEALING_MODES)}"
-    default = _FIELDS[name].default
-    if isinstance(default, str):
-        return None if isinstance(value, str) else "expected a string"
-    if isinstance(default, bool):
+    if "choices" in spec.metadata:
+        choices = spec.metadata["choices"]
+        return None if value in choices else f"expected one of {', '.join(choices)}"
+    if "range" in spec.metadata:
+        low, high = spec.metadata["range"]
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"expected an integer from {low} to {high}"
+        if not low <= value <= high:
+            return f"expected an integer from {low} to {high}, got {value}"
+        return None
+    if isinstance(spec.default, bool):
         return None if isinstance(value, bool) else "expected true or false"
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if (isinstance(default, int) or name == "threads") and (not is_int or value < 0):
-        return "expected a non-negative integer"
-    return None
+    return None if isinstance(value, str) else "expected a string"

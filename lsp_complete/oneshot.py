@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 from lsp_complete.config import Settings
 from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken
+from lsp_complete.engine.base import CancelToken, EngineError
 from lsp_complete.languages import spec_for
 
 
@@ -49,7 +50,6 @@ def read_source(path: Path) -> str:
 
 
 def cli_complete(location: str, model: str | None, max_tokens: int, threads: int | None) -> int:
-    from lsp_complete.engine.llama import EngineError
     from lsp_complete.models import ModelError
 
     try:
@@ -66,7 +66,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
         cursor = start + col - 1
         settings = Settings(model=model, max_tokens=max_tokens, persist_cache=False)
         if threads:
-            settings.threads = threads
+            settings = dataclasses.replace(settings, threads=threads)
         completion, load_ms, name = _complete(doc, cursor, settings)
     except (UsageError, ModelError, EngineError) as exc:
         print(f"lsp-complete: {exc}", file=sys.stderr)

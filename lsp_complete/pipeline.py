@@ -2,19 +2,16 @@
 
 `prepare` runs where the document lives (the server's event loop: it reads the text and tree);
 `run` runs on the worker thread (tokenizing and inference). Both the server and the one-shot
-`complete` command use this, so they give the same suggestion for the same position.
+`complete` command use this, so they give the same suggestion for the same position. The
+server reaches the document's context only through `prepare`, `prepare_head` and `fresh_anchor`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from platformdirs import user_cache_dir
 
 from lsp_complete.config import Settings
 from lsp_complete.context import (
@@ -27,15 +24,15 @@ from lsp_complete.context import (
     wants_multiline,
 )
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken, Engine, GenerationRequest, GenerationResult
-from lsp_complete.engine.kvstore import KVStore
-from lsp_complete.engine.llama import LlamaEngine
-from lsp_complete.engine.remote import RemoteEngineError, RemoteOptions
-from lsp_complete.engine.remote_llama_server import LlamaServerEngine
-from lsp_complete.engine.remote_openai import OpenAIEngine
-from lsp_complete.engine.tokenizer import GgufTokenizer
-from lsp_complete.model_store import model_path, resolve_model
-from lsp_complete.models import ModelSpec, check_template, default_model_name, load_registry
+from lsp_complete.engine.base import (
+    CancelToken,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    RemoteEngineError,
+)
+from lsp_complete.engine.factory import load_engine
+from lsp_complete.models import ModelSpec
 from lsp_complete.postprocess import (
     CompletionSite,
     clean_completion,
@@ -49,6 +46,7 @@ MAX_LINES = 12
 # 2 cores) and more than half again as much as the smaller cold one to encode: more context
 # is worth a little more time, not a wait.
 FULL_PROMPT_SLACK = 16
+DEFAULT_LIMITS = ContextLimits()
 
 
 @dataclass(frozen=True)
@@ -74,8 +72,10 @@ def prepare(
     cursor: int,
     previous_anchor: int | None,
     settings: Settings,
-    limits: ContextLimits,
+    limits: ContextLimits = DEFAULT_LIMITS,
 ) -> Prepared:
+    """What a suggestion at `cursor` needs from the document. The prompt stays anchored at
+    `previous_anchor` while the middle stays small, else at the cursor's line."""
     anchor = choose_anchor(doc, cursor, previous_anchor, limits)
     ctx = build_context(doc, cursor, anchor, limits)
     cold_ctx = build_context(doc, cursor, anchor, cold_limits(limits))
@@ -101,6 +101,17 @@ def prepare(
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx)
 
 
+def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:
+    """The context of a newly opened file seen from its start: idle work encodes its stable
+    head (`Completer.warm_head`) before the first keystroke."""
+    return build_context(doc, 0, 0, limits)
+
+
+def fresh_anchor(doc: Document, cursor: int, limits: ContextLimits = DEFAULT_LIMITS) -> int:
+    """Where `prepare` anchors a prompt for `cursor` when the file has no anchor yet."""
+    return choose_anchor(doc, cursor, None, limits)
+
+
 class Completer:
     """Owns what a request needs on the worker thread: engine, template, tokenizer cache.
 
@@ -122,14 +133,16 @@ class Completer:
         prompt idle work has not finished building yet (it is, in idle time)."""
         if full is None:
             full = self.build_prompt(prepared.ctx)
-        cached_prefix = getattr(self.engine, "cached_prefix", None)
-        if prepared.cold_ctx is None or cached_prefix is None:
+        if prepared.cold_ctx is None:
             return full
-        full_cost = len(full) - cached_prefix(prepared.key, full.tokens)
+        full_cached = self.engine.cached_prefix(prepared.key, full.tokens)
+        if full_cached is None:  # the engine cannot tell (a server's cache)
+            return full
+        full_cost = len(full) - full_cached
         if full_cost <= FULL_PROMPT_SLACK:
             return full
         cold = self.build_prompt(prepared.cold_ctx)
-        cold_cost = len(cold) - cached_prefix(prepared.key, cold.tokens)
+        cold_cost = len(cold) - (self.engine.cached_prefix(prepared.key, cold.tokens) or 0)
         return full if full_cost <= cold_cost + max(FULL_PROMPT_SLACK, cold_cost // 2) else cold
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
@@ -235,67 +248,5 @@ class Completer:
 
 def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
     """Resolve the model, check its template, and load it (seconds: run off the event loop)."""
-    if settings.engine != "local":
-        return _load_remote(settings)
-    resolved = resolve_model(settings.model)
-    warnings = check_template(resolved.path, resolved.spec)
-    store = None
-    if settings.persist_cache:
-        cache_root = os.environ.get("LSP_COMPLETE_CACHE_DIR") or user_cache_dir("lsp-complete")
-        store = KVStore(Path(cache_root) / "kv", size_limit=settings.cache_size_mb << 20)
-    stat = resolved.path.stat()
-    model_id = resolved.spec.sha256 or f"{resolved.path}:{stat.st_size}:{stat.st_mtime_ns}"
-    engine = LlamaEngine(
-        resolved.path,
-        n_ctx=settings.context_size,
-        n_threads=settings.threads,
-        n_gpu_layers=settings.gpu_layers,
-        slots=settings.slots,
-        kv_store=store,
-        model_id=model_id,
-    )
-    info = {"name": resolved.spec.name, "path": str(resolved.path)}
-    return Completer(engine, resolved.spec, settings), info, warnings
-
-
-def _load_remote(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
-    """A remote engine: the model's template from `model`, its tokenizer from the local file
-    when there is one (else from the server). The server is not contacted here, so a server
-    that is down at start only means no suggestions until it answers."""
-    if not settings.engine_url:
-        raise RemoteEngineError(
-            f"engine '{settings.engine}' needs the server's URL in the engineUrl setting"
-        )
-    spec, vocab, warnings = _remote_model(settings.model)
-    options = RemoteOptions(
-        url=settings.engine_url,
-        api_key=os.environ.get(settings.api_key_env, "") if settings.api_key_env else "",
-        model=settings.remote_model,
-        request_timeout_s=settings.request_timeout_ms / 1000,
-        connect_timeout_s=settings.connect_timeout_ms / 1000,
-        slots=settings.remote_slots,
-        healing=settings.remote_healing,
-    )
-    tokenizer = GgufTokenizer(vocab) if vocab is not None else None
-    engine_class = LlamaServerEngine if settings.engine == "llama-server" else OpenAIEngine
-    engine = engine_class(options, tokenizer)
-    info = {"name": spec.name, "path": str(vocab or ""), "engine": settings.engine,
-            "url": engine.url}
-    return Completer(engine, spec, settings), info, warnings
-
-
-def _remote_model(name: str | None) -> tuple[ModelSpec, Path | None, list[str]]:
-    """(template, local GGUF for the tokenizer or None, warnings) for a remote engine."""
-    registry = load_registry()
-    if name is None:
-        spec = registry[default_model_name(registry)]
-        warning = (f"no `model` set for the remote engine: using the FIM template of "
-                   f"{spec.name}; set `model` to the registry name or .gguf file of the model "
-                   "the server runs")
-        return spec, None, [warning]
-    if name in registry:
-        spec = registry[name]
-        local = model_path(spec)
-        return spec, (local if local.is_file() else None), []
-    resolved = resolve_model(name)  # a path to a .gguf: its template and vocabulary
-    return resolved.spec, resolved.path, check_template(resolved.path, resolved.spec)
+    loaded = load_engine(settings)
+    return Completer(loaded.engine, loaded.spec, settings), loaded.info, loaded.warnings

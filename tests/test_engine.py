@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lsp_complete.engine.base import CancelToken, GenerationRequest
+from lsp_complete.engine.base import CancelToken, EngineError, GenerationRequest
 from lsp_complete.engine.kvstore import KVStore
-from lsp_complete.engine.llama import EngineError, LlamaEngine
+from lsp_complete.engine.llama import LlamaEngine
 
 PREFIX = "<|fim_prefix|>"
 SUFFIX = "<|fim_suffix|>"
@@ -142,16 +142,17 @@ def test_restore_from_disk_after_restart(tiny_model_path: Path, fresh, tmp_path:
 def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, fresh,
                                                         tmp_path: Path) -> None:
     store = KVStore(tmp_path / "kv")
-    store.save("tiny", "file:///c.py", [1, 2, 3], b"not a llama.cpp state")
-    store._cache.set("tiny\nfile:///d.py", b"garbage")
     eng = make_engine(tiny_model_path, kv_store=store, model_id="tiny")
+    model = eng._kv_model  # entries are bound to the engine's full identity, not just "tiny"
+    store.save(model, "file:///c.py", [1, 2, 3], b"not a llama.cpp state")
+    store._path(model, "file:///d.py").write_bytes(b"garbage")
     try:
         for key in ("file:///c.py", "file:///d.py"):
             request = fim_request(eng, key, BEFORE, TYPED[:9], SUFFIX_TEXT, max_tokens=8)
             result = eng.complete(request, CancelToken())
             assert result.reused_tokens == 0
             assert result.text == uncached(fresh, request).text
-            assert store.load("tiny", key) is None
+            assert store.load(model, key) is None
         assert eng.counters.restored_from_disk == 0
     finally:
         eng.close()

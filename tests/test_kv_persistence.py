@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.lsp_helpers import (
+import pytest
+
+from lsp_complete.testing.lsp_client import (
     inline,
     move_cursor,
     open_doc,
-    start_server,
     status,
     suggestion_of,
     wait_idle,
 )
+from tests.lsp_helpers import start_server
 
 SOURCE = "".join(f"def helper_{i}(value):\n    return value * {i}\n\n\n" for i in range(40))
 SOURCE += "def main():\n    total = helper_3(2) + hel\n"
@@ -48,8 +50,10 @@ async def test_restart_restores_the_cache_from_disk(tiny_model_path: Path, tmp_p
 
 async def test_a_corrupt_cache_is_discarded_not_trusted(tiny_model_path: Path, tmp_path: Path):
     cold_text, _ = await ask(tiny_model_path, tmp_path / "cache")
-    # Flip bytes in every stored value file diskcache keeps on disk.
-    for path in (tmp_path / "cache" / "kv").rglob("*.val"):
+    # Flip a byte in the middle of every stored entry (the llama.cpp state).
+    entries = list((tmp_path / "cache" / "kv").glob("*.kv"))
+    assert entries, "shutdown wrote the KV cache"
+    for path in entries:
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
@@ -63,7 +67,7 @@ async def test_cold_file_starts_small_and_grows_its_context_in_idle_time(
 ) -> None:
     import asyncio
 
-    from tests.lsp_helpers import insert
+    from lsp_complete.testing.lsp_client import insert
 
     env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
     client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
@@ -94,7 +98,7 @@ async def test_idle_work_of_a_closed_file_leaves_the_reopened_file_alone(
 
     from lsprotocol import types
 
-    from tests.lsp_helpers import insert
+    from lsp_complete.testing.lsp_client import insert
 
     env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
     client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
@@ -152,3 +156,57 @@ async def test_a_cursor_move_prepares_the_prompt_before_the_first_keystroke(
         assert (await wait_idle(client))["counters"]["cursorMoves"] == 1
     finally:
         await client.shutdown_session()
+
+
+def _kv_is_a_file(cache: Path) -> None:
+    cache.mkdir()
+    (cache / "kv").write_text("not a folder")
+
+
+def _kv_owned_by_another_user(cache: Path) -> None:
+    (cache / "kv").mkdir(parents=True)
+    os.chown(cache / "kv", 65534, 65534)
+
+
+def _kv_read_only(cache: Path) -> None:
+    (cache / "kv").mkdir(parents=True, mode=0o500)
+    os.chmod(cache / "kv", 0o500)
+
+
+_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(_kv_is_a_file, id="not-creatable"),
+        pytest.param(_kv_owned_by_another_user, id="owned-by-another-user",
+                     marks=pytest.mark.skipif(not _ROOT, reason="chown needs root")),
+        pytest.param(_kv_read_only, id="read-only",
+                     marks=pytest.mark.skipif(_ROOT, reason="root writes to read-only folders")),
+    ],
+)
+async def test_an_unusable_cache_folder_costs_persistence_not_completions(
+    tiny_model_path: Path, tmp_path: Path, spoil
+) -> None:
+    """Issue 14, defect 4: the model used to go to state "error" (and the folder was deleted)."""
+    from lsprotocol import types
+
+    cache = tmp_path / "cache"
+    spoil(cache)
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(cache)}
+    client = await start_server(tiny_model_path, {"maxTokens": 12}, env=env)
+    try:
+        uri = "file:///work/persist.py"
+        open_doc(client, uri, SOURCE)
+        text, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        st = await status(client)
+        assert st["model"]["state"] == "ready"
+        assert st["recent"][-1]["source"] in ("model", "empty")
+        told = [m for m in client.messages if "KV cache persistence is off" in m.message]
+        assert len(told) == 1, client.messages
+        assert told[0].type == types.MessageType.Warning
+    finally:
+        await client.shutdown_session()
+        os.chmod(cache / "kv", 0o700)
+    assert (cache / "kv").exists(), "the unusable folder is left alone"

@@ -35,22 +35,17 @@ import pytest
 from lsp_complete.config import Settings, parse_settings
 from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken, GenerationRequest
+from lsp_complete.engine.base import CancelToken, GenerationRequest, RemoteEngineError
+from lsp_complete.engine.healing import gbnf_prefix_grammar, regex_prefix, server_stops
 from lsp_complete.engine.llama import LlamaEngine
-from lsp_complete.engine.remote import (
-    RemoteEngineError,
-    RemoteOptions,
-    SlotMap,
-    TextRules,
-    gbnf_prefix_grammar,
-    regex_prefix,
-    server_stops,
-)
+from lsp_complete.engine.llama_backend import GgufTokenizer
+from lsp_complete.engine.remote import RemoteOptions, SlotMap
 from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
-from lsp_complete.engine.tokenizer import GgufTokenizer
+from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.pipeline import load_completer, prepare
-from tests.lsp_helpers import SOURCE, inline, open_doc, start_server, status, suggestion_of
+from lsp_complete.testing.lsp_client import inline, open_doc, status, suggestion_of
+from tests.lsp_helpers import SOURCE, start_server
 
 LINE, COL = 11, len("    for line in read_li")
 

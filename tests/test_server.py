@@ -16,16 +16,15 @@ from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import load_completer, prepare
-from tests.lsp_helpers import (
-    SOURCE,
+from lsp_complete.testing.lsp_client import (
     inline,
     inline_params,
     insert,
     open_doc,
-    start_server,
     status,
     suggestion_of,
 )
+from tests.lsp_helpers import SOURCE, start_server
 
 UNICODE_SOURCE = '''def greet(name):
     x = "😀 中文 𝄞" ; print(nam
@@ -167,6 +166,19 @@ async def test_configuration_changes_apply(client) -> None:
     assert any("bogus" in m.message for m in client.messages)
 
 
+async def test_out_of_range_settings_are_refused_and_the_model_still_loads(tiny_model_path):
+    # slots: 100000 once asked llama.cpp for more sequences than it has: model in error state.
+    c = await start_server(tiny_model_path, {"slots": 100_000})
+    try:
+        st = await status(c)
+        assert st["model"]["state"] == "ready"
+        assert st["engine"]["slots"] == 4  # the default, kept
+        await asyncio.sleep(0.1)
+        assert any("slots" in m.message and "100000" in m.message for m in c.messages)
+    finally:
+        await c.shutdown_session()
+
+
 async def test_cancel_request_answers_and_server_stays_consistent(client, reference) -> None:
     uri = "file:///work/cancel.py"
     open_doc(client, uri, SOURCE)
@@ -266,7 +278,7 @@ def test_malformed_json_rpc_does_not_kill_the_server(tiny_model_path: Path) -> N
 async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_model_path):
     from pytest_lsp.client import make_test_lsp_client
 
-    from tests.lsp_helpers import SERVER, wait_for_state
+    from lsp_complete.testing.lsp_client import SERVER, wait_for_state
 
     c = make_test_lsp_client()
     await c.start_io(*SERVER, "--model", str(tiny_model_path))
@@ -299,7 +311,7 @@ async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_mo
 async def test_settings_come_from_workspace_configuration(tiny_model_path):
     from pytest_lsp.client import make_test_lsp_client
 
-    from tests.lsp_helpers import SERVER, wait_for_state
+    from lsp_complete.testing.lsp_client import SERVER, wait_for_state
 
     c = make_test_lsp_client()
     c.set_configuration({"maxTokens": 2, "multiline": "never"}, section="lspComplete")

@@ -1,12 +1,35 @@
-"""The engine interface: what the scheduler asks of any backend (in-process or remote)."""
+"""The engine interface: what the pipeline, scheduler and server ask of any backend.
+
+Owns the `Engine` protocol (every method callers use), the request, result, counters and
+cancel flag that cross it, the one `EngineError` hierarchy, and the small helpers the backends
+share. Nothing here loads llama.cpp: the settings and the remote engines import this module.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
+
+# Token healing on a remote server: how the healed characters are forced (`remoteHealing`).
+HEALING_MODES = ("auto", "grammar", "regex", "off")
+
+
+class EngineError(Exception):
+    """The model could not be loaded or used; the message says what to do."""
+
+
+class RemoteEngineError(EngineError):
+    """The remote server could not give an answer; the message says what to do.
+
+    `Completer.run` turns it into an empty suggestion and keeps the message in
+    `Completer.last_error`, so that the server tells the user once instead of failing requests.
+    """
 
 
 class CancelToken:
@@ -89,20 +112,56 @@ class EngineCounters:
 
 
 class Engine(Protocol):
+    """One model behind one KV cache (or a server's), shared by all open files.
+
+    `key` is the document URI: each file has its own cached prompt, evicted least recently
+    used first. Everything but `describe` runs on the scheduler's worker thread.
+    """
+
     counters: EngineCounters
 
     def tokenize(self, text: str, special: bool = False) -> list[int]: ...
+
+    def detokenize(self, tokens: list[int]) -> str: ...  # special tokens give no text
 
     def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult: ...
 
     def warm(
         self, key: str, segments: list[list[int]], cancel: CancelToken, extend_only: bool = False
-    ) -> int: ...
+    ) -> int:
+        """Encode a prompt ahead of time (prefill only); returns the tokens encoded. With
+        `extend_only`, a prompt that would discard cached tokens is not encoded."""
+        ...
+
+    def cached_tokens(self, key: str) -> list[int]:
+        """The tokens cached for a file (for status and tests)."""
+        ...
+
+    def cached_prefix(self, key: str, tokens: list[int]) -> int | None:
+        """How many leading `tokens` are cached for a file; None when the engine cannot tell
+        (a server's cache), and then callers take the prompt as cached."""
+        ...
 
     def forget(self, key: str) -> None: ...
 
-    def persist(self, key: str | None = None) -> int: ...
+    def persist(self, key: str | None = None) -> int:
+        """Write cached prompts (all, or one file's) to disk; returns how many were saved."""
+        ...
 
-    def describe(self) -> dict[str, object]: ...
+    def describe(self) -> dict[str, object]: ...  # for the status request
 
     def close(self) -> None: ...
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    # numpy compares 2k tokens in microseconds; a Python loop would cost ~100 µs per keystroke.
+    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int32) != np.asarray(b[:n], dtype=np.int32))
+    return int(diff[0]) if diff.size else n
+
+
+def default_threads() -> int:
+    # Generation is memory-bound: more threads than physical cores only adds contention.
+    return max(1, min(8, (os.cpu_count() or 2)))

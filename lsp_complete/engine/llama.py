@@ -22,65 +22,17 @@ import numpy as np
 from lsp_complete.engine.base import (
     CancelToken,
     EngineCounters,
+    EngineError,
     GenerationRequest,
     GenerationResult,
+    common_prefix_length,
+    default_threads,
 )
-from lsp_complete.engine.kvstore import KVStore
+from lsp_complete.engine.kvstore import KVStore, model_identity
+from lsp_complete.engine.llama_backend import init_backend, token_piece, vocab_tokenize
+from lsp_complete.engine.stream_rules import TextRules
 
 log = logging.getLogger(__name__)
-llama_log = logging.getLogger("llama.cpp")
-
-_backend_lock = threading.Lock()
-_backend_ready = False
-# ggml levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
-# Its warnings are about model files we validate ourselves: keep them at INFO.
-_LOG_LEVELS = {2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR}
-
-
-# What llama.cpp reports as errors when our abort callback stops a decode: that is a
-# cancellation working as intended, not a failure.
-_ABORT_NOISE = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
-
-
-@llama_cpp.llama_log_callback
-def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    # llama.cpp prints a lot at load time; keep it out of stderr unless asked for.
-    message = text.decode("utf-8", errors="replace").rstrip()
-    if message:
-        if any(noise in message for noise in _ABORT_NOISE):
-            level = 1
-        llama_log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", message)
-
-
-def _init_backend() -> None:
-    global _backend_ready
-    with _backend_lock:
-        if not _backend_ready:
-            llama_cpp.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
-
-
-class EngineError(Exception):
-    """The model could not be loaded or used; the message says what to do."""
-
-
-def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:
-    """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us)."""
-    data = text.encode("utf-8")
-    capacity = len(data) + 8
-    buf = (llama_cpp.llama_token * capacity)()
-    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
-    if n < 0:  # the buffer was too small: -n is the size needed
-        capacity = -n
-        buf = (llama_cpp.llama_token * capacity)()
-        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
-    return list(buf[:n])
-
-
-def default_threads() -> int:
-    # Generation is memory-bound: more threads than physical cores only adds contention.
-    return max(1, min(8, (os.cpu_count() or 2)))
 
 
 @dataclass
@@ -90,15 +42,6 @@ class _Sequence:
     tokens: list[int] = field(default_factory=list)
     dirty: bool = False  # holds KV that the disk store does not have yet
     aside: bool = False  # a file's second sequence, where idle work builds its next prompt
-
-
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    # numpy compares 2k tokens in microseconds; a Python loop would cost ~100 µs per keystroke.
-    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int32) != np.asarray(b[:n], dtype=np.int32))
-    return int(diff[0]) if diff.size else n
 
 
 class LlamaEngine:
@@ -117,7 +60,7 @@ class LlamaEngine:
         kv_store: KVStore | None = None,
         model_id: str = "",
     ) -> None:
-        _init_backend()
+        init_backend()
         self.model_path = Path(model_path)
         self.n_threads = n_threads or default_threads()
         self.n_gpu_layers = n_gpu_layers
@@ -125,6 +68,12 @@ class LlamaEngine:
         self.slots = max(1, slots)
         self.kv_store = kv_store
         self.model_id = model_id or f"{self.model_path.name}:{self.model_path.stat().st_size}"
+        # Disk entries are bound to this exact file and to what shapes a sequence's state: an
+        # entry saved under other settings, another llama.cpp or another model is a miss.
+        self._kv_model = model_identity(
+            self.model_path, self.model_id, n_ctx=n_ctx, n_seq=2 * self.slots,
+            llama_cpp=getattr(llama_cpp, "__version__", "?"),
+        )
         self.counters = EngineCounters()
         # Tests of scheduling make the tiny model as slow as a real one on a laptop, so that
         # requests really overlap; the model still runs for real. Never set in normal use.
@@ -233,9 +182,7 @@ class LlamaEngine:
 
     def token_text(self, token: int) -> str:
         """Text of a token including special ones (for templates and diagnostics)."""
-        buf = ctypes.create_string_buffer(256)
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
-        return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
+        return token_piece(self._vocab, token, True).decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ sequences
 
@@ -326,10 +273,13 @@ class LlamaEngine:
     def _restore(self, seq: _Sequence) -> None:
         if self.kv_store is None:
             return
-        entry = self.kv_store.load(self.model_id, seq.key)
+        entry = self.kv_store.load(self._kv_model, seq.key)
         if entry is None:
             return
         tokens, data = entry
+        if tokens and not 0 <= min(tokens) <= max(tokens) < self.n_vocab:
+            self.kv_store.discard(self._kv_model, seq.key)  # intact, but not this vocabulary's
+            return
         self._make_room(seq, len(tokens))
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         read = llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(data), seq.seq_id)
@@ -338,7 +288,7 @@ class LlamaEngine:
             # Never trust a cache entry that does not restore exactly what it claims.
             log.warning("discarding unusable KV cache entry for %s", seq.key)
             llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
-            self.kv_store.discard(self.model_id, seq.key)
+            self.kv_store.discard(self._kv_model, seq.key)
             return
         seq.tokens = list(tokens)
         self.counters.restored_from_disk += 1
@@ -351,7 +301,7 @@ class LlamaEngine:
         written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.seq_id)
         if written == 0:
             return False
-        self.kv_store.save(self.model_id, seq.key, seq.tokens, bytes(buf)[:written])
+        self.kv_store.save(self._kv_model, seq.key, seq.tokens, bytes(buf)[:written])
         seq.dirty = False
         return True
 
@@ -512,8 +462,7 @@ class LlamaEngine:
                   result: GenerationResult) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         heal = request.heal.encode("utf-8")
-        text = ""
-        lines_done = 0
+        rules = TextRules(request)
         for step in range(request.max_tokens):
             if cancel.cancelled:
                 result.stop_reason = "cancelled"
@@ -536,40 +485,17 @@ class LlamaEngine:
             heal = heal[len(piece):] if heal.startswith(piece) else b""
             result.generated_tokens += 1
             self.counters.tokens_generated += 1
-            text += decoder.decode(piece)
-            if request.on_text is not None:
-                request.on_text(text)
-            produced = text[len(request.heal):] if len(text) >= len(request.heal) else ""
-            stop_at = _first_stop(produced, request.stop)
-            if stop_at is not None:
-                text = text[: len(request.heal) + stop_at]
-                result.stop_reason = "stop"
+            reason = rules.feed(decoder.decode(piece))
+            if reason is not None:
+                result.stop_reason = reason
                 break
-            if request.abandon is not None and request.abandon(produced):
-                text = text[: len(request.heal)]
-                result.stop_reason = "abandoned"
-                break
-            if "\n" in produced:
-                if request.single_line:
-                    text = text[: len(request.heal) + produced.index("\n")]
-                    result.stop_reason = "newline"
-                    break
-                new_lines = produced.count("\n")
-                if new_lines > lines_done:
-                    lines_done = new_lines
-                    if request.line_check is not None and request.line_check(produced):
-                        result.stop_reason = "stop"
-                        break
-                    if request.deadline is not None and time.monotonic() > request.deadline:
-                        result.stop_reason = "budget"
-                        break
             if step == request.max_tokens - 1:
                 result.stop_reason = "max_tokens"
                 break
             if not self._decode(seq, [token], True, cancel, abortable=False):
                 result.stop_reason = "cancelled"
                 break
-        result.text = text
+        result.text = rules.text
 
     def forget(self, key: str) -> None:
         with self._lock:
@@ -621,7 +547,3 @@ class LlamaEngine:
                 llama_cpp.llama_model_free(self._model)
                 self._model = None
 
-
-def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
-    positions = [i for s in stops if s and (i := text.find(s)) >= 0]
-    return min(positions) if positions else None

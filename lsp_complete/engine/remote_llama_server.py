@@ -12,18 +12,10 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from lsp_complete.engine.base import CancelToken, GenerationRequest
-from lsp_complete.engine.llama import common_prefix_length
-from lsp_complete.engine.remote import (
-    Cancelled,
-    RemoteEngine,
-    RemoteEngineError,
-    RemoteOptions,
-    SlotMap,
-    StreamChunk,
-    gbnf_prefix_grammar,
-    server_stops,
-)
+from lsp_complete.engine.base import CancelToken, GenerationRequest, common_prefix_length
+from lsp_complete.engine.healing import gbnf_prefix_grammar, server_stops
+from lsp_complete.engine.http import Cancelled
+from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, SlotMap, StreamChunk
 from lsp_complete.engine.tokenizer import ServerTokenizer, Tokenizer
 
 _FINISH = {"eos": "eog", "limit": "max_tokens", "word": "stop"}
@@ -180,5 +172,3 @@ class LlamaServerEngine(RemoteEngine):
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-
-__all__ = ["LlamaServerEngine", "RemoteEngineError"]

@@ -22,15 +22,8 @@ import re
 from typing import Any
 
 from lsp_complete.engine.base import CancelToken, GenerationRequest, GenerationResult
-from lsp_complete.engine.remote import (
-    RemoteEngine,
-    RemoteEngineError,
-    RemoteOptions,
-    StreamChunk,
-    gbnf_prefix_grammar,
-    regex_prefix,
-    server_stops,
-)
+from lsp_complete.engine.healing import gbnf_prefix_grammar, regex_prefix, server_stops
+from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, StreamChunk
 from lsp_complete.engine.tokenizer import CharTokenizer, ServerTokenizer, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -171,5 +164,3 @@ def _stops_after(request: GenerationRequest, prefix: str) -> list[str]:
     return server_stops(GenerationRequest(key=request.key, segments=[], heal="",
                                           stop=request.stop, single_line=request.single_line))
 
-
-__all__ = ["OpenAIEngine", "RemoteEngineError"]

@@ -4,8 +4,8 @@ Token ids decide three things on our side: the prompt's token budget, which char
 healing removes (the last token of the typed text), and, for llama-server, the exact prompt we
 send (a token array, so the server's prefix cache sees the same stable segments we built).
 
-- `GgufTokenizer`: the model's vocabulary read from a local GGUF (vocab only, no weights):
-  exact, offline, microseconds per call.
+- `GgufTokenizer` (in `llama_backend`, as it loads llama.cpp): the model's vocabulary read from
+  a local GGUF (vocab only, no weights): exact, offline, microseconds per call.
 - `ServerTokenizer`: the server's own `/tokenize` and `/detokenize` (llama-server, vLLM).
 - `CharTokenizer`: one "token" per character, for text-prompt servers that expose no tokenizer:
   budgets become approximate and healing removes one character, which is still sound.
@@ -13,15 +13,9 @@ send (a token array, so the server's prefix cache sees the same stable segments 
 
 from __future__ import annotations
 
-import ctypes
 from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
-
-import llama_cpp
-
-from lsp_complete.engine.llama import EngineError, _init_backend, vocab_tokenize
 
 
 class Tokenizer(Protocol):
@@ -35,48 +29,6 @@ class Tokenizer(Protocol):
     def render(self, tokens: list[int]) -> str: ...  # special tokens render as their text
 
     def close(self) -> None: ...
-
-
-class GgufTokenizer:
-    """The vocabulary of a local GGUF file, loaded without its weights."""
-
-    def __init__(self, path: str | Path) -> None:
-        _init_backend()
-        self.path = Path(path)
-        self.name = f"local vocabulary ({self.path.name})"
-        params = llama_cpp.llama_model_default_params()
-        params.vocab_only = True
-        params.n_gpu_layers = 0
-        self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
-        if not self._model:
-            raise EngineError(f"llama.cpp could not read the vocabulary of {self.path}")
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self.n_vocab: int | None = llama_cpp.llama_vocab_n_tokens(self._vocab)
-        self._pieces: dict[tuple[int, bool], bytes] = {}
-
-    def tokenize(self, text: str, special: bool = False) -> list[int]:
-        return vocab_tokenize(self._vocab, text, special)
-
-    def _piece(self, token: int, special: bool) -> bytes:
-        key = (token, special)
-        piece = self._pieces.get(key)
-        if piece is None:
-            buf = ctypes.create_string_buffer(256)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, special)
-            piece = self._pieces[key] = buf.raw[: max(n, 0)]
-        return piece
-
-    def detokenize(self, tokens: list[int]) -> str:
-        # Same rule as LlamaEngine.detokenize: control tokens contribute no text.
-        return b"".join(self._piece(t, False) for t in tokens).decode("utf-8", errors="replace")
-
-    def render(self, tokens: list[int]) -> str:
-        return b"".join(self._piece(t, True) for t in tokens).decode("utf-8", errors="replace")
-
-    def close(self) -> None:
-        if getattr(self, "_model", None):
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
 
 
 # (path, body) -> parsed JSON answer; raises RemoteEngineError when the server cannot answer.

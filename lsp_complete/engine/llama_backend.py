@@ -1,0 +1,108 @@
+"""The llama.cpp library as the in-process engine and the GGUF tokenizer share it: starting the
+backend once (with its log routed to Python logging), tokenizing with a vocabulary, reading a
+token's text, and `GgufTokenizer` (a model's vocabulary without its weights).
+
+Importing this module loads the native library: only the modules that run llama.cpp do.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from pathlib import Path
+
+import llama_cpp
+
+from lsp_complete.engine.base import EngineError
+
+llama_log = logging.getLogger("llama.cpp")
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+# ggml levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
+# Its warnings are about model files we validate ourselves: keep them at INFO.
+_LOG_LEVELS = {2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR}
+# What llama.cpp reports as errors when our abort callback stops a decode: that is a
+# cancellation working as intended, not a failure.
+_ABORT_NOISE = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
+
+
+@llama_cpp.llama_log_callback
+def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    # llama.cpp prints a lot at load time; keep it out of stderr unless asked for.
+    message = text.decode("utf-8", errors="replace").rstrip()
+    if message:
+        if any(noise in message for noise in _ABORT_NOISE):
+            level = 1
+        llama_log.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+
+def init_backend() -> None:
+    """Start llama.cpp once per process, its log routed to the "llama.cpp" logger."""
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:
+    """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us)."""
+    data = text.encode("utf-8")
+    capacity = len(data) + 8
+    buf = (llama_cpp.llama_token * capacity)()
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
+    if n < 0:  # the buffer was too small: -n is the size needed
+        capacity = -n
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)
+    return list(buf[:n])
+
+
+def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, special: bool) -> bytes:
+    """A token's bytes; with `special`, control tokens give their text instead of nothing."""
+    buf = ctypes.create_string_buffer(256)
+    n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, special)
+    return buf.raw[: max(n, 0)]
+
+
+class GgufTokenizer:
+    """The vocabulary of a local GGUF file, loaded without its weights (a `Tokenizer`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        init_backend()
+        self.path = Path(path)
+        self.name = f"local vocabulary ({self.path.name})"
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        params.n_gpu_layers = 0
+        self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self._model:
+            raise EngineError(f"llama.cpp could not read the vocabulary of {self.path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab: int | None = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._pieces: dict[tuple[int, bool], bytes] = {}
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        return vocab_tokenize(self._vocab, text, special)
+
+    def _piece(self, token: int, special: bool) -> bytes:
+        key = (token, special)
+        piece = self._pieces.get(key)
+        if piece is None:
+            piece = self._pieces[key] = token_piece(self._vocab, token, special)
+        return piece
+
+    def detokenize(self, tokens: list[int]) -> str:
+        # Same rule as LlamaEngine.detokenize: control tokens contribute no text.
+        return b"".join(self._piece(t, False) for t in tokens).decode("utf-8", errors="replace")
+
+    def render(self, tokens: list[int]) -> str:
+        return b"".join(self._piece(t, True) for t in tokens).decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None

@@ -1,0 +1,187 @@
+"""Requests for a suggestion: typing-ahead, joining the computation already running for what
+the user typed, debounce, then one job on the worker; and the edit the client is given, its
+range and accept command built once for the inline item and the menu item alike."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.pipeline import Completion, prepare
+from lsp_complete.server.files import DocState, InFlight
+from lsp_complete.server.protocol import ACCEPT_COMMAND
+
+if TYPE_CHECKING:
+    from lsp_complete.server.completion_server import CompletionServer
+
+_WORD = re.compile(r"[A-Za-z0-9_$]+$")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A suggestion as the client inserts it: it replaces the partly typed word (the spec's
+    preferred form), so `insert` is that word followed by the model's text."""
+
+    insert: str
+    typed: str  # the partly typed word
+    range: types.Range
+    command: types.Command  # tells the server it was accepted
+
+
+def inline_item(suggestion: Suggestion) -> types.InlineCompletionItem:
+    return types.InlineCompletionItem(
+        insert_text=suggestion.insert, range=suggestion.range, command=suggestion.command
+    )
+
+
+def menu_item(suggestion: Suggestion) -> types.CompletionItem:
+    insert = suggestion.insert
+    return types.CompletionItem(
+        label=insert.split("\n", 1)[0][:60] or "…",
+        kind=types.CompletionItemKind.Snippet,
+        detail="lsp-complete (AI)",
+        documentation=insert,
+        insert_text_format=types.InsertTextFormat.PlainText,
+        text_edit=types.TextEdit(range=suggestion.range, new_text=insert),
+        filter_text=suggestion.typed,
+        sort_text="0",
+        preselect=True,
+        command=suggestion.command,
+    )
+
+
+class Suggester:
+    def __init__(self, ls: CompletionServer) -> None:
+        self._ls = ls
+
+    async def suggestion(self, uri: str, position: types.Position) -> Suggestion | None:
+        """The suggestion at `position`, or None."""
+        ls = self._ls
+        found = await self.suggest(uri, position)
+        doc = ls.files.documents.get(uri)
+        if found is None or doc is None:
+            return None
+        text, cursor = found
+        word = _WORD.search(doc.text[doc.line_start(cursor) : cursor])
+        start = cursor - len(word.group(0)) if word else cursor
+        suggestion_id = ls.telemetry.shown(uri, text)
+        start_line, start_char = doc.position_at(start, ls.encoding)
+        typed = doc.text[start:cursor]
+        return Suggestion(
+            insert=typed + text,
+            typed=typed,
+            range=types.Range(
+                start=types.Position(line=start_line, character=start_char), end=position
+            ),
+            command=types.Command(
+                title="accept", command=ACCEPT_COMMAND,
+                arguments=[{"uri": uri, "id": suggestion_id}],
+            ),
+        )
+
+    async def suggest(self, uri: str, position: types.Position) -> tuple[str, int] | None:
+        """The text to insert at `position` and the cursor offset, or None."""
+        ls = self._ls
+        started = time.perf_counter()
+        doc = ls.files.documents.get(uri)
+        state = ls.files.states.get(uri)
+        if doc is None or state is None:
+            return None
+        version = doc.version
+        if state.disabled_reason or not ls.settings.language_enabled(doc.language_id):
+            return None
+        if position.line < 0 or position.character < 0 or position.line >= doc.line_count:
+            return None
+        cursor = doc.offset_at(position.line, position.character, ls.encoding)
+        state.generation += 1
+        state.last_cursor = cursor
+        before, after = doc.text[:cursor], doc.text[cursor:]
+        telemetry = ls.telemetry
+        hit = ls.typeahead.lookup(uri, before, after)
+        if hit is not None:
+            ls.scheduler.drop(uri)  # an older keystroke's computation is now pointless
+            telemetry.counters["typeahead"] += 1
+            telemetry.record(uri, version, started, "typeahead")
+            return hit, cursor
+        completer = ls.model.completer
+        if completer is None or ls.model.state != "ready":
+            telemetry.record(uri, version, started, "not-ready")
+            return None
+        if await _join_inflight(state, before, after):
+            if doc.version != version:
+                telemetry.record(uri, version, started, "superseded")
+                return None
+            hit = ls.typeahead.lookup(uri, before, after)
+            if hit is not None:
+                telemetry.counters["joined"] += 1
+                telemetry.record(uri, version, started, "typeahead")
+                return hit, cursor
+        if ls.settings.debounce_ms:
+            generation = state.generation
+            await asyncio.sleep(ls.settings.debounce_ms / 1000)
+            if state.generation != generation:
+                telemetry.record(uri, version, started, "superseded")
+                return None
+        prepared = prepare(doc, cursor, state.anchor, ls.settings)
+        state.anchor = prepared.ctx.anchor
+        inflight = InFlight(before=before, after=after)
+
+        def run(cancel: CancelToken) -> Completion:
+            def progress(text: str) -> None:
+                inflight.partial = text
+
+            completion = completer.run(prepared, cancel, progress)
+            if completion.text and not cancel.cancelled:
+                # Remembered here, on the worker, so that every keystroke waiting on this
+                # job (see _join_inflight) finds it the moment the job ends.
+                ls.typeahead.remember(uri, before, after, completion.text)
+            return completion
+
+        job = inflight.job = ls.scheduler.submit(uri, run)
+        state.inflight = inflight
+        try:
+            completion: Completion | None = await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:  # $/cancelRequest
+            ls.scheduler.cancel(job)
+            telemetry.record(uri, version, started, "cancelled")
+            raise
+        if completer.last_error:  # a remote engine failed: say so once, until it recovers
+            ls.tell_failure("engine-error", f"lsp-complete: {completer.last_error}")
+        elif completion is not None:
+            ls.tell_failure("engine-error", None)
+        if completion is None or job.cancel.cancelled or doc.version != version:
+            # Superseded, or the text changed while computing: the answer would be stale.
+            telemetry.counters["superseded"] += 1
+            telemetry.record(uri, version, started, "superseded")
+            return None
+        source = "model" if completion.text else "empty"
+        telemetry.record(uri, version, started, source, completion)
+        ls.files.schedule_reanchor(uri)
+        if not completion.text:
+            telemetry.counters["empty"] += 1
+            return None
+        return completion.text, cursor
+
+
+async def _join_inflight(state: DocState, before: str, after: str) -> bool:
+    """If the model is already writing exactly what the user just typed, wait for it
+    instead of superseding it: a fast typist would otherwise cancel every suggestion
+    before it is finished. Returns whether it waited."""
+    inflight = state.inflight
+    if inflight is None or inflight.job is None or inflight.job.future.done():
+        return False
+    if inflight.after != after or not before.startswith(inflight.before):
+        return False
+    typed = before[len(inflight.before) :]
+    if not typed or not inflight.partial.startswith(typed):
+        return False
+    with contextlib.suppress(Exception):
+        await asyncio.wrap_future(inflight.job.future)
+    return True

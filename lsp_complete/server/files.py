@@ -1,0 +1,217 @@
+"""The open documents, their per-file state, and the idle work done on them: encoding a newly
+opened file's head, re-anchoring its prompt at the cursor line after a suggestion or a cursor
+move, and saving its KV cache a while after the last suggestion.
+
+Idle work is queued on the scheduler as background jobs; each checks that the file is still
+in the state it was planned for (`generation`) before it touches the file's cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.pipeline import fresh_anchor, prepare, prepare_head
+from lsp_complete.scheduler import Job
+
+if TYPE_CHECKING:
+    from lsp_complete.server.completion_server import CompletionServer
+
+IDLE_PERSIST_S = 5.0
+
+
+@dataclass
+class InFlight:
+    """The model computation running for a file, and what it has written so far."""
+
+    before: str  # document text before / after the cursor it was asked for
+    after: str
+    job: Job | None = None
+    partial: str = ""
+
+
+@dataclass
+class DocState:
+    anchor: int | None = None
+    last_cursor: int | None = None
+    generation: int = 0  # bumped by every request and edit: stale idle work checks it
+    disabled_reason: str = ""
+    inflight: InFlight | None = None
+
+
+class OpenFiles:
+    def __init__(self, ls: CompletionServer) -> None:
+        self._ls = ls
+        self.documents: dict[str, Document] = {}
+        self.states: dict[str, DocState] = {}
+
+    # ------------------------------------------------------------------ text sync
+
+    def open(self, item: types.TextDocumentItem) -> None:
+        doc = Document(item.uri, item.language_id, item.version, item.text)
+        self.documents[item.uri] = doc
+        state = self.states[item.uri] = DocState()
+        state.disabled_reason = self._refusal(doc)
+        if state.disabled_reason:
+            self._ls.tell(
+                f"lsp-complete: no completions for {_short(item.uri)}: {state.disabled_reason}",
+                types.MessageType.Warning,
+            )
+            return
+        self.schedule_warmup(item.uri)
+
+    def _refusal(self, doc: Document) -> str:
+        size = doc.byte_offset(len(doc.text))
+        max_bytes = self._ls.settings.max_file_bytes
+        if size > max_bytes:
+            return f"file is {size // 1024} KiB, over the {max_bytes // 1024} KiB limit"
+        if Document.is_binary(doc.text):
+            return "file looks binary"
+        return ""
+
+    def change(self, params: types.DidChangeTextDocumentParams) -> None:
+        doc = self.documents.get(params.text_document.uri)
+        if doc is None:
+            self._ls.tell(
+                f"lsp-complete: change for a document that was never opened: "
+                f"{_short(params.text_document.uri)}",
+                types.MessageType.Warning,
+                once_key="change-unopened",
+            )
+            return
+        state = self.states[doc.uri]
+        state.generation += 1
+        recheck = bool(state.disabled_reason)
+        encoding = self._ls.encoding
+        for change in params.content_changes:
+            if isinstance(change, types.TextDocumentContentChangePartial):
+                r = change.range
+                rng = (r.start.line, r.start.character, r.end.line, r.end.character)
+                start = doc.apply_change(change.text, rng, encoding)
+                # A keystroke must not rescan the file: only big pastes are checked again.
+                recheck = recheck or len(change.text) > 4096 or "\x00" in change.text
+            else:
+                start = doc.apply_change(change.text, None, encoding)
+                recheck = True
+            if state.anchor is not None and start < state.anchor:
+                state.anchor = None  # the text before the anchor changed: re-anchor
+        doc.version = params.text_document.version
+        if recheck:
+            state.disabled_reason = self._refusal(doc)
+
+    def close(self, uri: str) -> None:
+        ls = self._ls
+        self.documents.pop(uri, None)
+        self.states.pop(uri, None)
+        ls.typeahead.forget(uri)
+        completer = ls.model.completer
+        if completer is not None:
+            def persist_and_free(_cancel: CancelToken) -> None:
+                if ls.settings.persist_cache:
+                    completer.engine.persist(uri)
+                if uri not in self.documents:  # not opened again meanwhile: free its cells
+                    completer.engine.forget(uri)
+
+            ls.scheduler.submit_background(uri, persist_and_free)
+
+    # ------------------------------------------------------------------ idle work
+
+    def warm_all(self) -> None:
+        """A model was loaded: warm every open file for it."""
+        for uri in list(self.documents):
+            self.schedule_warmup(uri)
+
+    def schedule_warmup(self, uri: str) -> None:
+        """Encode the head of a newly opened file while the worker is idle."""
+        doc, completer = self.documents.get(uri), self._ls.model.completer
+        if doc is None or completer is None or self.states[uri].disabled_reason:
+            return
+        ctx = prepare_head(doc)
+        self._ls.scheduler.submit_background(
+            uri, lambda cancel: completer.warm_head(uri, ctx, cancel)
+        )
+
+    def schedule_reanchor(self, uri: str) -> None:
+        """In idle time, move the anchor to the cursor line and encode that prompt, so the next
+        keystroke appends to a fresh, short middle."""
+        ls = self._ls
+        loop = asyncio.get_running_loop()
+        state = self.states.get(uri)
+        if state is None:
+            return
+        generation = state.generation
+
+        def fire() -> None:
+            # Also when the anchor is already there: the file may have started with the cold
+            # prompt, and this encodes the full context (a no-op when it is cached already).
+            if state.last_cursor is not None:
+                self.prepare_at(uri, state, state.last_cursor, generation)
+
+        def persist() -> None:
+            # Still idle a while later: save the file's KV sequence, so a crash or a kill
+            # loses nothing (close and shutdown save too).
+            completer = ls.model.completer
+            if completer is None or not self._current(uri, state, generation):
+                return
+            if ls.settings.persist_cache:
+                ls.scheduler.submit_background(
+                    f"\0persist:{uri}", lambda _c: completer.engine.persist(uri)
+                )
+
+        loop.call_later(ls.settings.idle_reanchor_ms / 1000, fire)
+        loop.call_later(IDLE_PERSIST_S, persist)
+
+    def _current(self, uri: str, state: DocState, generation: int) -> bool:
+        """Idle work is still wanted: the same edit state of the same open document (not a
+        later edit, and not the file closed and opened again, whose cache it must not touch)."""
+        return self.states.get(uri) is state and state.generation == generation
+
+    def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int) -> None:
+        """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
+        the next keystroke there only encodes what it typed."""
+        ls = self._ls
+        doc, completer = self.documents.get(uri), ls.model.completer
+        if doc is None or completer is None or not self._current(uri, state, generation):
+            return
+        if cursor > len(doc.text):
+            return
+        prepared = prepare(doc, cursor, None, ls.settings)
+
+        def warm(cancel: CancelToken) -> None:
+            if not self._current(uri, state, generation):
+                return
+            completer.warm_for(prepared, cancel)
+            if not cancel.cancelled and self._current(uri, state, generation):
+                state.anchor = prepared.ctx.anchor
+
+        ls.scheduler.submit_background(uri, warm)
+
+    def cursor_moved(self, uri: str, line: int, character: int) -> None:
+        """The client says the cursor moved (lsp-complete/didMoveCursor). Unless the file's
+        prompt is anchored at that line already, prepare the prompt anchored there while the
+        user gets ready to type: the first keystroke of a new spot then costs what any other
+        keystroke does, and its middle starts short."""
+        ls = self._ls
+        doc, state = self.documents.get(uri), self.states.get(uri)
+        if doc is None or state is None or not ls.model.ready or state.disabled_reason:
+            return
+        if not ls.settings.language_enabled(doc.language_id):
+            return
+        if not (0 <= line < doc.line_count and character >= 0):
+            return
+        cursor = doc.offset_at(line, character, ls.encoding)
+        if fresh_anchor(doc, cursor) == state.anchor:
+            return  # typing on the line the prompt is anchored at: nothing new to prepare
+        ls.telemetry.counters["cursorMoves"] += 1
+        state.generation += 1  # idle work planned for the old spot is moot
+        state.last_cursor = cursor
+        self.prepare_at(uri, state, cursor, state.generation)
+
+
+def _short(uri: str) -> str:
+    return uri.rsplit("/", 1)[-1]

@@ -1,0 +1,124 @@
+"""One small function per LSP feature: each reads its params and delegates to a part of the
+server; the work happens elsewhere. The event loop owns the documents and never runs
+inference: suggestions are prepared on it and computed on the scheduler's worker thread."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types
+
+from lsp_complete.server.completion import inline_item, menu_item
+from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.server.protocol import ACCEPT_COMMAND, CURSOR_METHOD, SECTION, STATUS_METHOD
+from lsp_complete.server.status import RECENT_LIMIT, server_status
+
+log = logging.getLogger(__name__)
+
+
+def create_server(model: str | None = None) -> CompletionServer:
+    server = CompletionServer(model)
+
+    @server.feature(types.INITIALIZE)
+    async def initialize(ls: CompletionServer, params: types.InitializeParams) -> None:
+        await ls.apply_settings(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CompletionServer, _params: types.InitializedParams) -> None:
+        # Settings the editor keeps (VS Code's settings.json...) before the model loads.
+        await ls.pull_configuration()
+        await ls.load_model()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CompletionServer, _params: Any) -> None:
+        ls.model.persist_caches()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CompletionServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.files.open(params.text_document)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CompletionServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.files.change(params)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CompletionServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.files.close(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
+    async def inline_completion(
+        ls: CompletionServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList:
+        found = await ls.suggester.suggestion(params.text_document.uri, params.position)
+        return types.InlineCompletionList(items=[inline_item(found)] if found else [])
+
+    @server.feature(
+        types.TEXT_DOCUMENT_COMPLETION,
+        types.CompletionOptions(trigger_characters=[".", "(", " "], resolve_provider=False),
+    )
+    async def completion(
+        ls: CompletionServer, params: types.CompletionParams
+    ) -> types.CompletionList:
+        if ls.client_has_inline_completion:
+            # The client shows inline suggestions: running the model for its completion
+            # menu as well would double the work of every keystroke.
+            return types.CompletionList(is_incomplete=False, items=[])
+        found = await ls.suggester.suggestion(params.text_document.uri, params.position)
+        # Incomplete: the client must ask again as the user types (the answer changes).
+        return types.CompletionList(is_incomplete=True, items=[menu_item(found)] if found else [])
+
+    @server.command(ACCEPT_COMMAND)
+    def accepted(ls: CompletionServer, args: Any) -> None:
+        ls.telemetry.accepted(str(_arg(args, "id") or ""))
+
+    @server.feature(CURSOR_METHOD)
+    def did_move_cursor(ls: CompletionServer, params: Any) -> None:
+        uri = _arg(_arg(params, "textDocument"), "uri")
+        position = _arg(params, "position")
+        line, character = _arg(position, "line"), _arg(position, "character")
+        if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+            log.warning("ignoring malformed %s: %r", CURSOR_METHOD, params)
+            return
+        ls.files.cursor_moved(uri, line, character)
+
+    @server.feature(STATUS_METHOD)
+    def status(ls: CompletionServer, params: Any) -> dict[str, Any]:
+        recent = _arg(params, "recent")
+        return server_status(ls, recent if isinstance(recent, int) else RECENT_LIMIT)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: CompletionServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        options = params.settings
+        if isinstance(options, dict) and SECTION in options:
+            options = options[SECTION]
+        if options is None:  # "something changed, ask me": pull the section
+            await ls.pull_configuration()
+            return
+        await ls.apply_settings(options)
+
+    return server
+
+
+def run_server(tcp_port: int | None = None, model: str | None = None) -> int:
+    server = create_server(model)
+    try:
+        if tcp_port is not None:
+            server.start_tcp("127.0.0.1", tcp_port)
+        else:
+            server.start_io()
+    finally:
+        server.scheduler.stop()
+    return 0
+
+
+def _arg(args: Any, name: str) -> Any:
+    """A named value from command arguments or custom params: a dict, a pygls Object
+    (a namedtuple), or a list holding one of those."""
+    is_record = hasattr(args, "_asdict")
+    first = args[0] if isinstance(args, list | tuple) and args and not is_record else args
+    if isinstance(first, dict):
+        return first.get(name)
+    return getattr(first, name, None)

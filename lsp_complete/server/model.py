@@ -1,0 +1,99 @@
+"""The model's lifecycle: loading the completer off the event loop, replacing it on a reload
+(the old one is freed on the worker that owns it), its state for the status, the progress
+the client shows meanwhile, and saving its KV caches at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from lsp_complete.config import Settings
+from lsp_complete.pipeline import Completer, load_completer
+
+if TYPE_CHECKING:
+    from lsp_complete.server.completion_server import CompletionServer
+
+log = logging.getLogger(__name__)
+
+
+class ModelHost:
+    """The completer in use (None until the first load), and how its loading went."""
+
+    def __init__(self, ls: CompletionServer) -> None:
+        self._ls = ls
+        self.completer: Completer | None = None
+        self.state = "loading"  # loading | ready | error
+        self.error = ""
+        self.info: dict[str, Any] = {}
+
+    @property
+    def ready(self) -> bool:
+        return self.completer is not None and self.state == "ready"
+
+    async def load(self) -> bool:
+        """Load the model the settings name (seconds, on the worker); True once it is ready."""
+        ls = self._ls
+        token = str(uuid.uuid4())
+        progress = await self._progress_begin(token, "lsp-complete: loading model")
+        self.state = "loading"
+        settings = ls.settings
+        loop = asyncio.get_running_loop()
+        try:
+            completer, info, warnings = await loop.run_in_executor(
+                None, lambda: ls.scheduler.call("\0load", lambda _c: load_completer(settings))
+            )
+        except Exception as exc:
+            self.state = "error"
+            self.error = str(exc)
+            ls.tell(f"lsp-complete: {exc}", once_key=f"model:{settings.model}")
+            self._progress_end(progress, token, "failed")
+            return False
+        old, self.completer = self.completer, completer
+        if old is not None:  # a reload: free the previous model on the worker that owns it
+            ls.scheduler.submit_background("\0unload", lambda _c: old.engine.close())
+        self.info = info
+        self.state = "ready"
+        for warning in warnings:
+            ls.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
+        ls.log_to_client(f"lsp-complete: model {info.get('name')} ready ({info.get('path')})")
+        self._progress_end(progress, token, "ready")
+        return True
+
+    def use_settings(self, settings: Settings) -> None:
+        """Settings that need no new engine apply to the loaded one from its next request."""
+        if self.completer is not None:
+            self.completer.settings = settings
+
+    def persist_caches(self) -> None:
+        """Save every file's KV cache (shutdown): waits for the worker, at most 30 s."""
+        completer = self.completer
+        if completer is not None and self._ls.settings.persist_cache:
+            try:
+                self._ls.scheduler.call(
+                    "\0persist", lambda _c: completer.engine.persist(), timeout=30
+                )
+            except Exception as exc:
+                log.warning("could not persist KV caches: %s", exc)
+
+    async def _progress_begin(self, token: str, title: str) -> bool:
+        ls = self._ls
+        caps = ls.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            return False
+        try:
+            await ls.work_done_progress.create_async(token)
+            ls.work_done_progress.begin(
+                token, types.WorkDoneProgressBegin(title=title, cancellable=False)
+            )
+            return True
+        except Exception as exc:
+            log.debug("no progress reporting: %s", exc)
+            return False
+
+    def _progress_end(self, active: bool, token: str, message: str) -> None:
+        if active:
+            self._ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))

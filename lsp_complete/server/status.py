@@ -1,0 +1,144 @@
+"""Telemetry: what became of each request, the counters (suggestions shown and accepted...),
+and the `lsp-complete/status` answer that reports them with every part's state."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsp_complete import __version__
+from lsp_complete.pipeline import Completion
+
+if TYPE_CHECKING:
+    from lsp_complete.server.completion_server import CompletionServer
+
+RECENT_LIMIT = 2000
+_SUGGESTIONS_KEPT = 256  # suggestions whose acceptance is still counted
+
+
+@dataclass
+class RequestRecord:
+    uri: str
+    version: int
+    latency_ms: float
+    source: str  # model | typeahead | superseded | empty | not-ready | cancelled
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    encoded_tokens: int = 0
+    generated_tokens: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "version": self.version,
+            "latencyMs": round(self.latency_ms, 2),
+            "source": self.source,
+            "promptTokens": self.prompt_tokens,
+            "reusedTokens": self.reused_tokens,
+            "encodedTokens": self.encoded_tokens,
+            "generatedTokens": self.generated_tokens,
+        }
+
+
+class Telemetry:
+    """The recent requests and the counters the status reports."""
+
+    def __init__(self) -> None:
+        self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
+        self.counters = {
+            "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
+            "cursorMoves": 0,
+        }
+        self._suggestions: dict[str, dict[str, Any]] = {}
+
+    def record(self, uri: str, version: int, started: float, source: str,
+               completion: Completion | None = None) -> None:
+        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000, source)
+        if completion is not None:
+            record.prompt_tokens = completion.prompt_tokens
+            record.reused_tokens = completion.result.reused_tokens
+            record.encoded_tokens = completion.result.encoded_tokens
+            record.generated_tokens = completion.result.generated_tokens
+        self.recent.append(record)
+
+    def shown(self, uri: str, text: str) -> str:
+        """Count a suggestion shown; returns the id its accept command carries back."""
+        suggestion_id = uuid.uuid4().hex[:12]
+        self._suggestions[suggestion_id] = {"uri": uri, "text": text}
+        if len(self._suggestions) > _SUGGESTIONS_KEPT:
+            self._suggestions.pop(next(iter(self._suggestions)))
+        self.counters["shown"] += 1
+        return suggestion_id
+
+    def accepted(self, suggestion_id: str) -> None:
+        if self._suggestions.pop(suggestion_id, None) is not None:
+            self.counters["accepted"] += 1
+
+    def latency(self) -> dict[str, Any]:
+        """Percentiles of the requests that gave a suggestion."""
+        latencies = sorted(r.latency_ms for r in self.recent if r.source in ("model", "typeahead"))
+        return {
+            "p50": _percentile(latencies, 50),
+            "p95": _percentile(latencies, 95),
+            "count": len(latencies),
+        }
+
+    def recent_json(self, count: int) -> list[dict[str, Any]]:
+        return [r.as_json() for r in list(self.recent)[-count:]] if count > 0 else []
+
+
+def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str, Any]:
+    """The `lsp-complete/status` answer."""
+    model = ls.model
+    engine = model.completer.engine if model.completer else None
+    described = engine.describe() if engine else None
+    return {
+        "version": __version__,
+        "model": {
+            **model.info,
+            "state": model.state,
+            "error": model.error,
+            "device": described.get("device") if described else None,
+        },
+        "engine": described,
+        "engineCounters": vars(engine.counters) if engine else None,
+        "scheduler": {"idle": ls.scheduler.idle, **vars(ls.scheduler.counters)},
+        "counters": ls.telemetry.counters,
+        "typeahead": dict(ls.typeahead.stats),
+        "latency": ls.telemetry.latency(),
+        "memory": {"rssMiB": _rss_mib()},
+        # Lists, not objects keyed by URI: clients map objects to records with field names.
+        "documents": [
+            {
+                "uri": uri,
+                "version": doc.version,
+                "language": doc.language_id,
+                "cachedTokens": len(engine.cached_tokens(uri)) if engine else 0,
+                "disabled": ls.files.states[uri].disabled_reason,
+            }
+            for uri, doc in ls.files.documents.items()
+        ],
+        "positionEncoding": ls.encoding,
+        "recent": ls.telemetry.recent_json(recent),
+    }
+
+
+def _percentile(values: list[float], pct: float) -> float | None:
+    if not values:
+        return None
+    index = min(len(values) - 1, max(0, round(pct / 100 * (len(values) - 1))))
+    return round(values[index], 2)
+
+
+def _rss_mib() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,101 @@
+"""Settings: flat camelCase keys on the wire, parsed into groups; ranges checked."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lsp_complete.config import (
+    CacheSettings,
+    CompletionSettings,
+    DocumentSettings,
+    EngineSettings,
+    Settings,
+    _check,
+    parse_settings,
+)
+
+# Every key the server takes, as editors send it: the wire format must not change.
+WIRE_KEYS = {
+    "model", "threads", "contextSize", "slots", "gpuLayers", "maxTokens", "maxPromptTokens",
+    "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
+    "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
+    "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
+}
+# What needs a new engine when it changes (the model is loaded again).
+RELOAD_KEYS = {
+    "model", "threads", "contextSize", "gpuLayers", "slots", "engine", "engineUrl",
+    "apiKeyEnv", "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots",
+    "remoteHealing",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def test_the_wire_keys_are_the_settings_fields_and_each_is_in_one_group() -> None:
+    names = [f.name for f in dataclasses.fields(Settings)]
+    assert {_camel(n) for n in names} == WIRE_KEYS
+    groups = (EngineSettings, CompletionSettings, DocumentSettings, CacheSettings)
+    grouped = [f.name for g in groups for f in dataclasses.fields(g)]
+    assert sorted(grouped) == sorted(names)  # each field in exactly one group
+    assert {_camel(f.name) for f in dataclasses.fields(EngineSettings)} == RELOAD_KEYS
+
+
+def test_every_default_passes_its_own_check() -> None:
+    defaults = Settings()
+    for spec in dataclasses.fields(Settings):
+        if spec.name != "model":
+            assert _check(spec, getattr(defaults, spec.name)) is None, spec.name
+
+
+_FIELD_OF = {_camel(f.name): f.name for f in dataclasses.fields(Settings)}
+_OTHER_VALUE = {"model": "other.gguf", "engine": "openai", "multiline": "never",
+                "remoteHealing": "off", "enabled": {"python": False}}
+
+
+@pytest.mark.parametrize("key", sorted(WIRE_KEYS))
+def test_a_change_needs_a_new_engine_exactly_for_the_engine_group(key: str) -> None:
+    base = Settings()
+    old = getattr(base, _FIELD_OF[key])
+    if key in _OTHER_VALUE:
+        value = _OTHER_VALUE[key]
+    elif isinstance(old, bool):
+        value = not old
+    else:
+        value = old + 1 if isinstance(old, int) else old + "x"
+    new, problems = parse_settings({key: value}, base)
+    assert problems == []
+    assert getattr(new, _FIELD_OF[key]) != old
+    assert (new.engine_settings != base.engine_settings) == (key in RELOAD_KEYS)
+
+
+def test_out_of_range_numbers_are_refused_and_the_previous_value_kept() -> None:
+    base, _ = parse_settings({"slots": 8, "maxTokens": 32})
+    new, problems = parse_settings(
+        {"slots": 100_000, "maxTokens": -1, "contextSize": 1 << 40, "threads": 2}, base
+    )
+    assert (new.slots, new.max_tokens, new.context_size) == (8, 32, Settings().context_size)
+    assert new.threads == 2  # the valid one still applies
+    assert len(problems) == 3
+    assert any("'slots'" in p and "0 to 128" in p and "100000" in p for p in problems)
+    assert any("'maxTokens'" in p for p in problems)
+
+
+@pytest.mark.parametrize("value", ["lots", 1.5, True, None])
+def test_wrong_types_are_refused(value: object) -> None:
+    new, problems = parse_settings({"maxTokens": value})
+    assert new.max_tokens == Settings().max_tokens
+    assert len(problems) == 1 and "maxTokens" in problems[0]
+
+
+def test_settings_are_read_flat_and_cannot_change_in_place() -> None:
+    settings, problems = parse_settings({"max_tokens": 12, "engineUrl": "http://h:1"})
+    assert problems == []
+    assert (settings.max_tokens, settings.engine_url) == (12, "http://h:1")
+    assert settings.engine_settings.engine_url == "http://h:1"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.max_tokens = 1  # type: ignore[misc]
