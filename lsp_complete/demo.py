@@ -1,8 +1,13 @@
-"""`lsp-complete demo`: start the server, type into a file over real LSP, show the ghost text."""
+"""`lsp-complete demo`: start the server, type into a file over real LSP, show the ghost text.
+
+The LSP messages are `lsp_complete.testing.lsp_client`'s; this module owns the typing and the
+display.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -13,8 +18,9 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_complete.bench.lsp_driver import suggestion_from_answer
 from lsp_complete.oneshot import language_id_for_path
+from lsp_complete.testing import lsp_client
+from lsp_complete.testing.lsp_client import server_command, suggestion_from_answer, utf16_len
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
@@ -26,28 +32,6 @@ def sample_span(text: str, lines: int, marker: str = "    def cheapest") -> tupl
     if start is None:
         start = max(0, len(all_lines) // 2 - lines // 2)
     return start, min(len(all_lines), start + lines)
-
-
-def server_command(model: str | None) -> list[str]:
-    command = [sys.executable, "-m", "lsp_complete", "serve"]
-    return command + (["--model", model] if model else [])
-
-
-async def _wait_ready(client: LanguageClient, timeout: float = 600) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = await client.protocol.send_request_async("lsp-complete/status", {})
-        model = _get(status, "model") or {}
-        state = _get(model, "state")
-        if state in ("ready", "error") or time.monotonic() > deadline:
-            return model
-        await asyncio.sleep(0.2)
-
-
-def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(key)
-    return getattr(obj, key, None)
 
 
 async def _demo(model: str | None, file: Path | None, lines: int, out: Any) -> int:
@@ -79,41 +63,29 @@ async def _demo(model: str | None, file: Path | None, lines: int, out: Any) -> i
         pass
 
     print(f"starting `lsp-complete {' '.join(server_command(model)[3:])}` ...", file=out)
-    await client.start_io(*server_command(model))
+    await lsp_client.launch(client, model)
     try:
-        await client.initialize_async(
-            types.InitializeParams(
-                capabilities=types.ClientCapabilities(),
-                process_id=None,
-                initialization_options={"multiline": "never", "maxTokens": 32},
-            )
+        await lsp_client.initialize(
+            client,
+            lsp_client.initialize_params(
+                {"multiline": "never", "maxTokens": 32}, lsp_client.client_capabilities()
+            ),
         )
-        client.initialized(types.InitializedParams())
         started = time.monotonic()
-        model_info = await _wait_ready(client)
-        if _get(model_info, "state") != "ready":
-            print(f"the model did not load: {_get(model_info, 'error')}", file=sys.stderr)
+        model_info = await lsp_client.wait_for_model(client, ("ready", "error"), 600, poll_s=0.2)
+        if model_info.get("state") != "ready":
+            print(f"the model did not load: {model_info.get('error')}", file=sys.stderr)
             return 1
         print(
-            f"model {_get(model_info, 'name')} ready in {time.monotonic() - started:.1f} s "
-            f"({_get(model_info, 'device')}); typing {len(typed_lines)} lines of {name}\n",
+            f"model {model_info.get('name')} ready in {time.monotonic() - started:.1f} s "
+            f"({model_info.get('device')}); typing {len(typed_lines)} lines of {name}\n",
             file=out,
         )
-        language = language_id_for_path(Path(name))
-        client.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id=language, version=1, text=text
-                )
-            )
-        )
+        lsp_client.open_doc(client, uri, text, language_id_for_path(Path(name)))
         latencies, shown, exact = await _type_lines(client, uri, span[0], typed_lines, out, tty)
     finally:
-        try:
-            await asyncio.wait_for(client.shutdown_async(None), 30)
-            client.exit(None)
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            await lsp_client.shutdown(client, 30)
         await client.stop()
     if latencies:
         ordered = sorted(latencies)
@@ -138,21 +110,13 @@ async def _type_lines(
         if offset > 0:  # press Enter at the end of the previous line
             version += 1
             prev = typed_lines[offset - 1]
-            _insert(client, uri, version, first_line + offset - 1, _u16(prev), "\n")
+            lsp_client.insert(client, uri, version, first_line + offset - 1, utf16_len(prev), "\n")
         for col, char in enumerate(full_line):
             version += 1
-            _insert(client, uri, version, line, _u16(full_line[:col]), char)
+            lsp_client.insert(client, uri, version, line, utf16_len(full_line[:col]), char)
             typed = full_line[: col + 1]
             t0 = time.perf_counter()
-            answer = await client.text_document_inline_completion_async(
-                types.InlineCompletionParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=_u16(typed)),
-                    context=types.InlineCompletionContext(
-                        trigger_kind=types.InlineCompletionTriggerKind.Automatic
-                    ),
-                )
-            )
+            answer = await lsp_client.inline(client, uri, line, utf16_len(typed))
             ms = (time.perf_counter() - t0) * 1000
             latencies.append(ms)
             ghost = _ghost(answer, typed)
@@ -168,25 +132,6 @@ async def _type_lines(
         if tty:
             print(file=out)
     return latencies, shown, exact
-
-
-def _u16(text: str) -> int:
-    """Length in UTF-16 code units, LSP's default position unit."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _insert(client: LanguageClient, uri: str, version: int, line: int, char: int, text: str):
-    position = types.Position(line=line, character=char)
-    client.text_document_did_change(
-        types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[
-                types.TextDocumentContentChangePartial(
-                    range=types.Range(start=position, end=position), text=text
-                )
-            ],
-        )
-    )
 
 
 def _ghost(answer: Any, typed: str) -> str:

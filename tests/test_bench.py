@@ -21,8 +21,8 @@ from lsp_complete.bench.llama_server import (
     infill_request,
     suggestion_from_content,
 )
-from lsp_complete.bench.lsp_driver import position_at, suggestion_from_answer
 from lsp_complete.bench.records import Sample
+from lsp_complete.testing.lsp_client import position_at, suggestion_from_answer
 
 SOURCE = "\n".join(
     ["import os", "", ""]

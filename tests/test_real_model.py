@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lsp_complete.demo import sample_span
-from tests.lsp_helpers import inline, insert, open_doc, start_server, suggestion_of
+from lsp_complete.testing.lsp_client import inline, insert, open_doc, suggestion_of
+from tests.lsp_helpers import start_server
 
 pytestmark = pytest.mark.slow
 

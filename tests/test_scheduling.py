@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from tests.lsp_helpers import (
+from lsp_complete.testing.lsp_client import (
     inline,
     inline_params,
     insert,
     open_doc,
-    start_server,
     status,
     suggestion_of,
 )
+from tests.lsp_helpers import start_server
 
 SOURCE = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        \n"
 LINE = 5

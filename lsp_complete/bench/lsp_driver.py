@@ -4,7 +4,8 @@ Every keystroke is an incremental `didChange` (one character at the cursor) foll
 automatic `inlineCompletion` request at the new cursor.  Per-request token counts come from the
 server's `lsp-complete/status` (its `recent` list, matched by uri and version).  Versions are
 chosen by the client, so each episode uses its own version range and never collides with an
-earlier episode on the same file.
+earlier episode on the same file.  The LSP messages are `lsp_complete.testing.lsp_client`'s; this
+module owns the process (its stderr, startup time, peak memory) and the bench's records.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,66 +22,10 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
 from lsp_complete.bench.records import Completion, read_hwm_mb
+from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 300.0
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def position_at(text: str, offset: int) -> types.Position:
-    """LSP position (UTF-16 columns, the protocol default) of a code-point offset."""
-    line = text.count("\n", 0, offset)
-    line_start = text.rfind("\n", 0, offset) + 1
-    return types.Position(line=line, character=utf16_len(text[line_start:offset]))
-
-
-def plain(obj: Any) -> Any:
-    """pygls turns results of custom methods into namedtuples; make them dicts and lists."""
-    if hasattr(obj, "_asdict"):
-        return {key: plain(value) for key, value in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {key: plain(value) for key, value in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [plain(value) for value in obj]
-    return obj
-
-
-def suggestion_from_answer(answer: Any, line_prefix: str) -> str:
-    """The text the first item adds at the cursor.
-
-    An item whose range starts before the cursor replaces the already typed part of the line
-    with its insertText (the spec's preferred form): strip that part again.
-    """
-    items = answer.items if isinstance(answer, types.InlineCompletionList) else answer or []
-    if not items:
-        return ""
-    item = items[0]
-    text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
-    if item.range is None:
-        return text
-    start = _code_points_from_utf16(line_prefix, item.range.start.character)
-    typed = line_prefix[start:]
-    return text[len(typed) :] if text.startswith(typed) else text
-
-
-def move_cursor(client: LanguageClient, uri: str, position: types.Position) -> None:
-    """What lsp-complete's editor plugins send when the cursor comes to rest."""
-    client.protocol.notify("lsp-complete/didMoveCursor", {
-        "textDocument": {"uri": uri},
-        "position": {"line": position.line, "character": position.character},
-    })
-
-
-def _code_points_from_utf16(line: str, units: int) -> int:
-    count = 0
-    for index, char in enumerate(line):
-        if count >= units:
-            return index
-        count += 2 if ord(char) > 0xFFFF else 1
-    return len(line)
 
 
 class ServerSession:
@@ -110,24 +54,15 @@ class ServerSession:
     async def start(self) -> float:
         """Start, initialize and wait for the model; returns the milliseconds that took."""
         begin = time.perf_counter()
-        cmd = [sys.executable, "-m", "lsp_complete", "serve", "--model", self.model_path]
-        await self.client.start_io(*cmd, env=self.env)
+        await lsp_client.launch(self.client, self.model_path, env=self.env)
         self._stderr_task = asyncio.create_task(self._drain_stderr())
-        await self.client.initialize_async(
-            types.InitializeParams(
-                process_id=os.getpid(),
-                capabilities=types.ClientCapabilities(
-                    general=types.GeneralClientCapabilities(
-                        position_encodings=[types.PositionEncodingKind.Utf16]
-                    ),
-                    text_document=types.TextDocumentClientCapabilities(
-                        inline_completion=types.InlineCompletionClientCapabilities()
-                    ),
-                ),
-                initialization_options=self.init_options,
-            )
+        capabilities = lsp_client.client_capabilities(
+            encodings=[types.PositionEncodingKind.Utf16], inline_completion=True
         )
-        self.client.initialized(types.InitializedParams())
+        await lsp_client.initialize(
+            self.client,
+            lsp_client.initialize_params(self.init_options, capabilities, process_id=os.getpid()),
+        )
         await self._wait_ready()
         self.startup_ms = (time.perf_counter() - begin) * 1000
         return self.startup_ms
@@ -147,58 +82,30 @@ class ServerSession:
                 sink.close()
 
     async def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            model = (await self.status()).get("model") or {}
-            state = model.get("state")
-            if state == "ready":
-                return
-            if state == "error":
-                raise RuntimeError(f"lsp-complete could not load the model: {model.get('error')}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"model state stayed {state!r}")
-            await asyncio.sleep(0.05)
+        model = await lsp_client.wait_for_model(self.client, ("ready", "error"), READY_TIMEOUT_S)
+        state = model.get("state")
+        if state == "error":
+            raise RuntimeError(f"lsp-complete could not load the model: {model.get('error')}")
+        if state != "ready":
+            raise TimeoutError(f"model state stayed {state!r}")
 
     async def status(self) -> dict[str, Any]:
-        result = await self.client.protocol.send_request_async("lsp-complete/status", {})
-        return plain(result) or {}
+        return await lsp_client.status(self.client)
 
     def open(self, uri: str, language_id: str, text: str, version: int) -> None:
-        self.client.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id=language_id, version=version, text=text
-                )
-            )
-        )
+        lsp_client.open_doc(self.client, uri, text, language_id, version)
 
     def insert(self, uri: str, version: int, position: types.Position, text: str) -> None:
-        self.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(start=position, end=position), text=text
-                    )
-                ],
-            )
-        )
+        lsp_client.insert(self.client, uri, version, position.line, position.character, text)
 
     def replace_all(self, uri: str, version: int, text: str) -> None:
-        self.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-            )
-        )
+        lsp_client.replace_all(self.client, uri, version, text)
 
     def move_cursor(self, uri: str, position: types.Position) -> None:
-        move_cursor(self.client, uri, position)
+        lsp_client.move_cursor(self.client, uri, position.line, position.character)
 
     def close(self, uri: str) -> None:
-        self.client.text_document_did_close(
-            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-        )
+        lsp_client.close_doc(self.client, uri)
 
     async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]:
         """Request a suggestion at `offset` of `text`.
@@ -206,23 +113,18 @@ class ServerSession:
         Returns (suggestion, client latency ms, error): a server error answers one request, it
         is recorded in the samples rather than ending the run.
         """
-        params = types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=position_at(text, offset),
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
-            ),
-        )
+        position = lsp_client.position_at(text, offset)
         start = time.perf_counter()
         try:
             answer = await asyncio.wait_for(
-                self.client.text_document_inline_completion_async(params), REQUEST_TIMEOUT_S
+                lsp_client.inline(self.client, uri, position.line, position.character),
+                REQUEST_TIMEOUT_S,
             )
         except JsonRpcException as exc:
             return "", (time.perf_counter() - start) * 1000, str(exc)
         latency = (time.perf_counter() - start) * 1000
-        line_prefix = text[text.rfind("\n", 0, offset) + 1 : offset]
-        return suggestion_from_answer(answer, line_prefix), latency, None
+        line_prefix = lsp_client.line_before(text, offset)
+        return lsp_client.suggestion_from_answer(answer, line_prefix), latency, None
 
     def peak_rss_mb(self) -> float | None:
         return read_hwm_mb(self.pid) if self.pid else None
@@ -230,8 +132,7 @@ class ServerSession:
     async def stop(self) -> None:
         """shutdown + exit, waiting for the process (it persists KV caches on shutdown)."""
         try:
-            await asyncio.wait_for(self.client.shutdown_async(None), 60)
-            self.client.exit(None)
+            await lsp_client.shutdown(self.client, 60)
             await asyncio.wait_for(self.client.stop(), 30)
         except (TimeoutError, RuntimeError, ConnectionError):
             server = self.client._server

@@ -26,6 +26,7 @@ from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.records import Completion, Sample, StatelessEngine
 from lsp_complete.bench.workload import Episode, OpenCase, line_exact
+from lsp_complete.testing.lsp_client import position_at
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
 WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
@@ -246,7 +247,7 @@ async def _start_episode(
     version = _episode_version(index)
     session.open(uri, ep.language_id, ep.initial_text, version)
     if rest_ms > 0:
-        session.move_cursor(uri, lsp_driver.position_at(ep.initial_text, ep.start_offset))
+        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
         await asyncio.sleep(rest_ms / 1000)
     return uri, version
 
@@ -263,7 +264,7 @@ async def replay_lsp(
         answers: list[tuple[str, float, str | None, int]] = []
         text = ep.initial_text
         for k, ks in enumerate(ep.keystrokes):
-            before = lsp_driver.position_at(text, ks.offset - 1)
+            before = position_at(text, ks.offset - 1)
             text = ep.text_after(k + 1)
             version += 1
             session.insert(uri, version, before, ks.char)
@@ -299,7 +300,7 @@ async def paced_lsp(
         start = loop.time()
         for k, ks in enumerate(ep.keystrokes):
             await asyncio.sleep(max(0.0, start + k * pace_ms / 1000 - loop.time()))
-            before = lsp_driver.position_at(text, ks.offset - 1)
+            before = position_at(text, ks.offset - 1)
             text = ep.text_after(k + 1)
             version += 1
             session.insert(uri, version, before, ks.char)
@@ -367,7 +368,7 @@ async def open_lsp(runner: ServerRunner, case: OpenCase) -> list[Sample]:
     try:
         samples.append(await _open_once(session, case, uri, "cold-open", 1))
         typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
-        session.insert(uri, 2, lsp_driver.position_at(case.text, case.offset), case.next_char)
+        session.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
         suggestion, latency, error = await session.inline(uri, typed, case.offset + 1)
         samples.append(
             await _with_status(session, uri, 2, "warm-keystroke", suggestion, latency, error)

@@ -41,17 +41,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from lsp_helpers import (
-    alive,
-    descendants,
-    inline,
-    move_cursor,
-    open_doc,
-    signal_alive,
-    start_server,
-    suggestion_of,
-    wait_idle,
-)
+from lsp_helpers import alive, descendants, signal_alive, start_server
+
+from lsp_complete.testing.lsp_client import inline, move_cursor, open_doc, suggestion_of, wait_idle
 
 pytestmark = pytest.mark.e2e
 
