@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lsp_complete.engine.base import CancelToken, EngineError, GenerationRequest
-from lsp_complete.engine.kvstore import KVStore
+from lsp_complete.engine.kvstore import KVStore, entry_key
 from lsp_complete.engine.llama import LlamaEngine
 
 PREFIX = "<|fim_prefix|>"
@@ -145,7 +145,7 @@ def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, f
     eng = make_engine(tiny_model_path, kv_store=store, model_id="tiny")
     model = eng._kv_model  # entries are bound to the engine's full identity, not just "tiny"
     store.save(model, "file:///c.py", [1, 2, 3], b"not a llama.cpp state")
-    store._path(model, "file:///d.py").write_bytes(b"garbage")
+    store._cache.set(entry_key(model, "file:///d.py"), b"garbage")  # bytes, not an entry
     try:
         for key in ("file:///c.py", "file:///d.py"):
             request = fim_request(eng, key, BEFORE, TYPED[:9], SUFFIX_TEXT, max_tokens=8)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lsp_complete.engine.kvstore import KVStore
 from lsp_complete.testing.lsp_client import (
     inline,
     move_cursor,
@@ -51,12 +52,14 @@ async def test_restart_restores_the_cache_from_disk(tiny_model_path: Path, tmp_p
 async def test_a_corrupt_cache_is_discarded_not_trusted(tiny_model_path: Path, tmp_path: Path):
     cold_text, _ = await ask(tiny_model_path, tmp_path / "cache")
     # Flip a byte in the middle of every stored entry (the llama.cpp state).
-    entries = list((tmp_path / "cache" / "kv").glob("*.kv"))
-    assert entries, "shutdown wrote the KV cache"
-    for path in entries:
-        data = bytearray(path.read_bytes())
+    store = KVStore(tmp_path / "cache" / "kv")
+    keys = list(store._cache)
+    assert keys, "shutdown wrote the KV cache"
+    for key in keys:
+        data = bytearray(store._cache.get(key))
         data[len(data) // 2] ^= 0xFF
-        path.write_bytes(bytes(data))
+        store._cache.set(key, bytes(data))
+    store.close()
     text, st = await ask(tiny_model_path, tmp_path / "cache")
     assert st["engineCounters"]["restored_from_disk"] == 0
     assert text == cold_text

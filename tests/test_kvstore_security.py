@@ -1,28 +1,29 @@
 """The KV store on disk (issue 14, defects 3 and 4): nothing read from disk runs or is trusted.
 
-Entries never go through pickle, are bound to the model identity and the file URI inside their
-checksum, live in a 0700 folder as 0600 files, and a folder that cannot be used turns
-persistence off (one message) without deleting anything.
+Entries are stored by diskcache but never go through pickle, are bound to the model identity and
+the file URI inside their checksum, live in a 0700 folder as 0600 files, and a folder that cannot
+be used turns persistence off (one message) without deleting anything.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
+import contextlib
 import os
 import pickle
-import shutil
+import sqlite3
 import stat
 from pathlib import Path
 
+import diskcache
 import pytest
 
 from lsp_complete.engine import kvstore
-from lsp_complete.engine.kvstore import KVStore, decode_entry, encode_entry
+from lsp_complete.engine.kvstore import KVStore, decode_entry, encode_entry, entry_key
 
 URI = "file:///work/a.py"
 TOKENS = [1, 2, 3, 500]
 STATE = b"llama.cpp sequence state" * 4
+BIG_STATE = bytes(range(256)) * 256  # 64 KiB: over diskcache's 32 KiB, stored in a value file
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
@@ -40,33 +41,99 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+def _key(model_id: str, uri: str = URI) -> str:
+    return entry_key(model_id, uri)
+
+
+def _value_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.val"))
+
+
+def _db_handles(folder: Path) -> int:
+    """This process's open files inside `folder` (the SQLite database and its -wal, -shm)."""
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("needs /proc")
+    inside = str(folder.resolve()) + os.sep
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith(inside)
+    return count
+
+
+@pytest.fixture
+def no_unpickling(monkeypatch: pytest.MonkeyPatch):
+    """Every way of unpickling fails the test (diskcache calls pickle.load at call time)."""
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("something was unpickled")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+
+
 # --------------------------------------------------------------------------- no code from disk
 
 
-def test_the_store_imports_nothing_that_unpickles() -> None:
-    tree = ast.parse(inspect.getsource(kvstore))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import | ast.ImportFrom)
-                for alias in (node.names if isinstance(node, ast.Import)
-                              else [ast.alias(node.module or "")])}
-    assert not imported & {"pickle", "diskcache", "shelve", "marshal", "dill", "joblib"}
+def _plant_pickles(directory: Path, marker: Path, key: str) -> None:
+    """What the old diskcache-based store would have run: pickle-mode rows, with plain
+    diskcache, under the store's own key: one in the database, one in a value file."""
+    with diskcache.Cache(str(directory)) as planted:
+        planted.set(key, _Planted(marker))
+    with diskcache.Cache(str(directory), disk_min_file_size=0) as planted:
+        planted.set(key + "-file", _Planted(marker))
+        planted.set(("a", "pickled", "key"), b"bytes under a pickled key")
 
 
-def test_a_planted_pickle_entry_never_runs(tmp_path: Path) -> None:
+def test_a_planted_pickle_entry_never_runs(tmp_path: Path, no_unpickling) -> None:
     marker = tmp_path / "pwned"
     directory = tmp_path / "kv"
-    # What the diskcache-based store read: a pickle-mode row under the entry's key.
-    diskcache = pytest.importorskip("diskcache")
-    with diskcache.Cache(str(directory)) as planted:
-        planted.set(f"model\n{URI}", _Planted(marker))
+    key = _key("model")
+    _plant_pickles(directory, marker, key)
     store = KVStore(directory)
+    assert store.unavailable is None
     assert store.load("model", URI) is None
-    # And a pickle written where this store keeps the entry itself.
-    entry = store._path("model", URI)
-    entry.write_bytes(pickle.dumps(_Planted(marker)))
+    assert key not in store._cache, "a refused row is deleted"
+    # The same in a value file, and a pickle stored as bytes where the entry belongs.
+    with diskcache.Cache(str(directory), disk_min_file_size=0) as planted:
+        planted.set(key, _Planted(marker))
+    files = _value_files(directory)
     assert store.load("model", URI) is None
+    assert key not in store._cache and len(_value_files(directory)) == len(files) - 1
+    store._cache.set(key, pickle.dumps(_Planted(marker)))
+    assert store.load("model", URI) is None
+    assert key not in store._cache
     assert not marker.exists(), "data from the cache folder ran as code"
-    assert not entry.exists(), "a bad entry is deleted"
+
+
+def test_no_load_path_unpickles(tmp_path: Path, no_unpickling) -> None:
+    """Every diskcache path that reads a row goes through SafeDisk, which refuses pickles."""
+    marker = tmp_path / "pwned"
+    directory = tmp_path / "kv"
+    store = KVStore(directory)
+    store.save("model", URI, TOKENS, STATE)
+    store.save("model", "file:///big.py", TOKENS, BIG_STATE)
+    assert store.load("model", URI) == (TOKENS, STATE)
+    assert store.load("model", "file:///big.py") == (TOKENS, BIG_STATE)
+    _plant_pickles(directory, marker, _key("other"))
+    cache = store._cache
+    for key in (_key("other"), _key("other") + "-file"):
+        with pytest.raises(kvstore.UnsafeEntry):
+            cache.get(key)
+        with pytest.raises(kvstore.UnsafeEntry):
+            cache.read(key)
+        with pytest.raises(kvstore.UnsafeEntry):  # last: pop deletes the row before reading it
+            cache.pop(key)
+    with pytest.raises(kvstore.UnsafeEntry):  # iterating decodes keys: a pickled one is refused
+        list(cache)
+    with pytest.raises(TypeError):  # and nothing but bytes under a str key is ever stored
+        cache.set(_key("x"), {"a": "dict"})
+    with pytest.raises(TypeError):
+        cache.set(("a", "tuple"), b"bytes")
+    store.save("model", URI, TOKENS, STATE)  # the store still works around the planted rows
+    assert store.load("model", URI) == (TOKENS, STATE)
+    assert not marker.exists()
 
 
 # --------------------------------------------------------------------------- binding
@@ -81,10 +148,9 @@ def test_an_entry_round_trips(tmp_path: Path) -> None:
 def test_an_entry_swapped_to_another_model_is_not_restored(tmp_path: Path) -> None:
     store = KVStore(tmp_path / "kv")
     store.save("model-a", URI, TOKENS, STATE)
-    swapped = store._path("model-b", URI)
-    shutil.copy(store._path("model-a", URI), swapped)
+    store._cache.set(_key("model-b"), store._cache.get(_key("model-a")))
     assert store.load("model-b", URI) is None
-    assert not swapped.exists()
+    assert _key("model-b") not in store._cache
     assert store.load("model-a", URI) == (TOKENS, STATE)  # the genuine entry is untouched
 
 
@@ -92,7 +158,7 @@ def test_an_entry_of_one_file_is_not_restored_for_another(tmp_path: Path) -> Non
     store = KVStore(tmp_path / "kv")
     store.save("model-a", URI, TOKENS, STATE)
     other = "file:///work/b.py"
-    shutil.copy(store._path("model-a", URI), store._path("model-a", other))
+    store._cache.set(_key("model-a", other), store._cache.get(_key("model-a")))
     assert store.load("model-a", other) is None
     assert store.load("model-a", URI) == (TOKENS, STATE)
 
@@ -129,11 +195,25 @@ def test_folder_is_0700_and_entries_0600_whatever_the_umask(tmp_path: Path) -> N
     try:
         store = KVStore(tmp_path / "kv")
         store.save("model-a", URI, TOKENS, STATE)
+        store.save("model-a", "file:///big.py", TOKENS, BIG_STATE)
     finally:
         os.umask(previous)
     assert store.unavailable is None
-    assert _mode(tmp_path / "kv") == 0o700
-    assert [_mode(p) for p in (tmp_path / "kv").iterdir()] == [0o600]
+    inside = list((tmp_path / "kv").rglob("*"))
+    files = [p for p in inside if p.is_file()]
+    assert {p.name for p in files} >= {"cache.db", "cache.db-wal", "cache.db-shm"}
+    assert len(_value_files(tmp_path / "kv")) == 1
+    assert {_mode(p) for p in files} == {0o600}, [(p.name, oct(_mode(p))) for p in files]
+    assert {_mode(p) for p in [tmp_path / "kv", *inside] if p.is_dir()} == {0o700}
+
+
+def test_an_older_versions_database_files_are_tightened(tmp_path: Path) -> None:
+    folder = tmp_path / "kv"
+    diskcache.Cache(str(folder)).close()  # what the diskcache-based store left: 0755, 0644
+    os.chmod(folder / "cache.db", 0o644)
+    store = KVStore(folder)
+    assert store.unavailable is None
+    assert _mode(folder) == 0o700 and _mode(folder / "cache.db") == 0o600
 
 
 def test_an_own_folder_readable_by_others_is_tightened(tmp_path: Path) -> None:
@@ -195,44 +275,107 @@ def test_a_folder_that_cannot_be_created_turns_persistence_off(tmp_path: Path) -
 def test_an_error_opening_the_store_never_deletes_the_folder(tmp_path: Path) -> None:
     folder = tmp_path / "kv"
     folder.mkdir(mode=0o700)
-    (folder / "cache.db").write_bytes(b"not an sqlite database at all" * 100)
+    garbage = b"not an sqlite database at all" * 100
+    (folder / "cache.db").write_bytes(garbage)
     (folder / "keep.txt").write_text("the user's")
     store = KVStore(folder)
+    assert store.unavailable is None
     assert (folder / "keep.txt").read_text() == "the user's"
+    aside = list(folder.glob("cache.db.corrupt-*"))
+    assert [p.read_bytes() for p in aside] == [garbage], "moved aside, not deleted"
     assert (folder / "cache.db").exists()
     store.save("model-a", URI, TOKENS, STATE)  # and the store still works
     assert store.load("model-a", URI) == (TOKENS, STATE)
 
 
+def test_a_database_with_foreign_settings_is_moved_aside(tmp_path: Path) -> None:
+    """diskcache runs its sqlite_* settings as PRAGMA statements: only its own are accepted."""
+    folder = tmp_path / "kv"
+    first = KVStore(folder)
+    first.save("model-a", URI, TOKENS, STATE)
+    first.close()
+    with sqlite3.connect(folder / "cache.db") as con:
+        con.execute("INSERT INTO Settings VALUES ('sqlite_writable_schema', 1)")
+    con.close()
+    store = KVStore(folder)
+    assert store.unavailable is None
+    assert len(list(folder.glob("cache.db.corrupt-*"))) == 1
+    assert store.load("model-a", URI) is None  # a fresh database: the old entry is not read
+
+
 def test_a_link_or_foreign_file_in_place_of_an_entry_is_not_followed(tmp_path: Path) -> None:
     store = KVStore(tmp_path / "kv")
     elsewhere = tmp_path / "elsewhere.kv"
-    elsewhere.write_bytes(encode_entry("model-a", URI, TOKENS, STATE))
-    store._path("model-a", URI).symlink_to(elsewhere)
+    elsewhere.write_bytes(encode_entry("model-a", URI, TOKENS, BIG_STATE))
+    store.save("model-a", URI, TOKENS, BIG_STATE)
+    [value] = _value_files(tmp_path / "kv")
+    value.unlink()
+    value.symlink_to(elsewhere)
     assert store.load("model-a", URI) is None
-    assert not store._path("model-a", URI).is_symlink()
+    assert not value.is_symlink() and _key("model-a") not in store._cache
     assert elsewhere.exists()
     if ROOT:
-        shutil.copy(elsewhere, store._path("model-a", URI))
-        os.chown(store._path("model-a", URI), 65534, 65534)
+        store.save("model-a", URI, TOKENS, BIG_STATE)
+        [value] = _value_files(tmp_path / "kv")
+        os.chown(value, 65534, 65534)
         assert store.load("model-a", URI) is None
+
+
+@pytest.mark.parametrize("where", ["absolute", "dot-dot", "linked-folder"])
+def test_a_row_naming_a_file_outside_the_folder_neither_reads_nor_deletes_it(
+    tmp_path: Path, where: str
+) -> None:
+    """diskcache deletes a row's file on eviction or delete: a planted name must not reach
+    the user's files."""
+    folder = tmp_path / "kv"
+    store = KVStore(folder)
+    victim = tmp_path / "victim" / "aa" / "bb" / ("c" * 28 + ".val")
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(encode_entry("model-a", URI, TOKENS, BIG_STATE))
+    name = {"absolute": str(victim), "dot-dot": os.path.relpath(victim, folder),
+            "linked-folder": "aa/bb/" + victim.name}[where]
+    if where == "linked-folder":
+        (folder / "aa").symlink_to(victim.parent.parent, target_is_directory=True)
+    store.save("model-a", URI, TOKENS, BIG_STATE)
+    store._cache._sql("UPDATE Cache SET filename = ? WHERE key = ?", (name, _key("model-a")))
+    assert store.load("model-a", URI) is None
+    assert _key("model-a") not in store._cache
+    assert victim.exists(), "a file outside the cache folder was deleted"
 
 
 # --------------------------------------------------------------------------- size limit
 
 
 def test_the_least_recently_used_entries_go_first_over_the_size_limit(tmp_path: Path) -> None:
-    size = len(encode_entry("m", "file:///0.py", TOKENS, STATE))
-    store = KVStore(tmp_path / "kv", size_limit=2 * size + size // 2)
+    size = len(encode_entry("m", "file:///0.py", TOKENS, BIG_STATE))
+    limit = 2 * size + size // 2  # the database's own pages (tens of KiB) fit in the half
+    store = KVStore(tmp_path / "kv", size_limit=limit)
     for i in range(2):
-        store.save("m", f"file:///{i}.py", TOKENS, STATE)
-        os.utime(store._path("m", f"file:///{i}.py"), ns=(i + 1, i + 1))
+        store.save("m", f"file:///{i}.py", TOKENS, BIG_STATE)
+        store._cache._sql(  # used in this order, whatever the clock's resolution
+            "UPDATE Cache SET access_time = ? WHERE key = ?", (i + 1, _key("m", f"file:///{i}.py"))
+        )
     assert store.load("m", "file:///0.py") is not None  # used: now the most recent
-    store.save("m", "file:///2.py", TOKENS, STATE)
+    store.save("m", "file:///2.py", TOKENS, BIG_STATE)
     assert store.load("m", "file:///1.py") is None
     assert store.load("m", "file:///0.py") is not None
     assert store.load("m", "file:///2.py") is not None
-    assert store.volume() == 2 * size
+    assert len(_value_files(tmp_path / "kv")) == 2
+    assert 2 * size < store.volume() <= limit
+
+
+def test_close_releases_the_database_and_a_later_call_reopens_it(tmp_path: Path) -> None:
+    """Issue 14, defect 10: each settings reload made a store and leaked its SQLite handle."""
+    folder = tmp_path / "kv"
+    for _ in range(5):
+        store = KVStore(folder)
+        store.save("model-a", URI, TOKENS, STATE)
+        assert _db_handles(folder) > 0
+        store.close()
+        assert _db_handles(folder) == 0
+    assert store.load("model-a", URI) == (TOKENS, STATE)
+    store.close()
+    assert _db_handles(folder) == 0
 
 
 # --------------------------------------------------------------------------- in the engine
@@ -265,3 +408,4 @@ def test_the_engine_does_not_restore_another_model_files_entry(tmp_path: Path) -
         assert again.counters.restored_from_disk == 1
     finally:
         again.close()
+    assert _db_handles(tmp_path / "kv") == 0, "closing the engine closes its store"

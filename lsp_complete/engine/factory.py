@@ -45,15 +45,20 @@ def load_engine(settings: Settings) -> LoadedEngine:
             warnings.append(store.unavailable)
     stat = resolved.path.stat()
     model_id = resolved.spec.sha256 or f"{resolved.path}:{stat.st_size}:{stat.st_mtime_ns}"
-    engine = LlamaEngine(
-        resolved.path,
-        n_ctx=settings.context_size,
-        n_threads=settings.threads,
-        n_gpu_layers=settings.gpu_layers,
-        slots=settings.slots,
-        kv_store=store,
-        model_id=model_id,
-    )
+    try:
+        engine = LlamaEngine(
+            resolved.path,
+            n_ctx=settings.context_size,
+            n_threads=settings.threads,
+            n_gpu_layers=settings.gpu_layers,
+            slots=settings.slots,
+            kv_store=store,
+            model_id=model_id,
+        )
+    except BaseException:
+        if store is not None:  # a failed (re)load must not leak the store's SQLite handle
+            store.close()
+        raise
     info = {"name": resolved.spec.name, "path": str(resolved.path)}
     return LoadedEngine(engine, resolved.spec, info, warnings)
 

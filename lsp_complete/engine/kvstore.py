@@ -1,8 +1,9 @@
 """Per-file KV sequences on disk, so a reopened file or a restarted server is warm.
 
 This module owns the on-disk format of an entry and the safety of the folder that holds them.
-An entry is one plain file per (model, file URI): a framed byte string that is parsed, never
-unpickled, and trusted only when everything about it adds up:
+Storage and least-recently-used bookkeeping are diskcache's; what goes in and comes out is
+ours. An entry is one bytes value per (model, file URI), a framed byte string that is parsed,
+never unpickled, and trusted only when everything about it adds up:
 
     magic (8 bytes) | format version (u16) | header length (u32) | blake2b-256 (32 bytes)
     header: JSON {"model", "uri", "tokens", "state"}
@@ -10,9 +11,12 @@ unpickled, and trusted only when everything about it adds up:
 
 The checksum covers the fixed fields, the header and the payload; the header names the model
 identity (see `model_identity`) and the URI the entry was saved for, so an entry copied to
-another model's or another file's name is a miss. A miss that was caused by a bad entry
-deletes it. The folder is 0700 and entries 0600; a folder owned by someone else, writable by
-others, or not writable at all disables persistence (one message), never the model.
+another model's or another file's key is a miss. `SafeDisk` stores only bytes under str keys
+and refuses, without unpickling, any row that is not plain bytes (a planted pickle) or whose
+value file is not a regular file of ours inside the folder. A miss caused by a bad entry
+deletes it. The folder is 0700, its files 0600; a folder owned by someone else, writable by
+others, or not writable at all disables persistence (one message), never the model. A
+database file that is not a sound diskcache database of ours is moved aside, never deleted.
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ import hmac
 import json
 import logging
 import os
-import secrets
+import re
+import sqlite3
 import stat
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
+import diskcache
 import numpy as np
+from diskcache.core import DBNAME, METADATA, MODE_BINARY, MODE_RAW, UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +48,18 @@ _FIXED = struct.Struct("<8sHI")  # magic, format version, header length
 _DIGEST_SIZE = 32
 _PREFIX_SIZE = _FIXED.size + _DIGEST_SIZE
 _MAX_HEADER = 64 * 1024
-_SUFFIX = ".kv"
-_STALE_TEMP_S = 3600  # a temporary file this old was left by a process that died mid-write
+_TIMEOUT_S = 5.0  # another server holding the database: skip this save rather than stall
+# Every diskcache setting given explicitly, so none is taken from the database file (its
+# sqlite_* settings are run as PRAGMA statements). cull_limit 0: `_trim` evicts instead.
+_SETTINGS: dict[str, Any] = {
+    **diskcache.DEFAULT_SETTINGS,
+    "eviction_policy": "least-recently-used",
+    "cull_limit": 0,
+    "statistics": 0,
+    "tag_index": 0,
+}
+_KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(METADATA)
+_VALUE_NAME = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")  # Disk.filename()'s
 # Opening never follows a link nor blocks on a FIFO; the checks below refuse anything else.
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -56,102 +74,178 @@ def model_identity(model_path: Path, model_id: str, **layout: object) -> str:
     return "|".join(parts)
 
 
+def entry_key(model_id: str, file_key: str) -> str:
+    """The diskcache key of an entry: a digest, so the database does not list the URIs."""
+    return hashlib.blake2b(f"{model_id}\0{file_key}".encode(), digest_size=20).hexdigest()
+
+
+class UnsafeEntry(Exception):
+    """A row that is not plain bytes of ours (a pickle, a link, a file elsewhere): a miss."""
+
+
 class KVStore:
     """Entries in `directory`; at most `size_limit` bytes, least recently used evicted first.
 
     `unavailable` is None, or the one message saying why persistence is off (the folder cannot
-    be used); then load and save do nothing.
+    be used); then load and save do nothing. diskcache keeps one SQLite connection per thread:
+    `close` closes the calling thread's (the engine's worker), and a later call reopens it.
     """
 
     def __init__(self, directory: str | Path, size_limit: int = 1 << 30) -> None:
         self.directory = Path(directory)
         self.size_limit = size_limit
-        self.unavailable = _prepare_folder(self.directory)
         self._warned = False
-
-    def _path(self, model_id: str, file_key: str) -> Path:
-        name = hashlib.blake2b(f"{model_id}\0{file_key}".encode(), digest_size=20).hexdigest()
-        return self.directory / (name + _SUFFIX)
+        self._cache: diskcache.Cache | None = None
+        self.unavailable = _prepare_folder(self.directory)
+        if self.unavailable is None:
+            self._cache, self.unavailable = _open_cache(self.directory, size_limit)
 
     def save(self, model_id: str, file_key: str, tokens: list[int], state: bytes) -> None:
-        if self.unavailable is not None or not tokens or not state:
+        if self._cache is None or not tokens or not state:
             return
         blob = encode_entry(model_id, file_key, tokens, state)
         if len(blob) > self.size_limit:
             return
-        path = self._path(model_id, file_key)
-        temp = self.directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        key = entry_key(model_id, file_key)
         try:
-            _write_private(temp, blob)
-            os.replace(temp, path)  # readers see the old entry or the new one, never half
-        except OSError as exc:  # disk full, folder gone read-only: persistence is an optimisation
-            with contextlib.suppress(OSError):
-                temp.unlink()
-            self._warn_once(f"could not save a KV cache entry in {self.directory}: {exc}")
-            return
-        self._trim()
+            self._cache.set(key, blob)
+            self._trim(keep=key)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            # Disk full, folder gone read-only, database busy: persistence is an optimisation.
+            self._warn_once(f"could not save a KV cache entry in {self.directory}: {exc!r}")
 
     def load(self, model_id: str, file_key: str) -> tuple[list[int], bytes] | None:
-        if self.unavailable is not None:
+        if self._cache is None:
             return None
-        path = self._path(model_id, file_key)
+        key = entry_key(model_id, file_key)
         try:
-            blob = _read_private(path, self.size_limit)
-        except FileNotFoundError:
+            blob = self._cache.get(key)  # least-recently-used policy: marks the entry used
+        except UnsafeEntry as exc:
+            log.warning("discarding unsafe KV cache entry for %s: %s", file_key, exc)
+            self._delete(key)
             return None
-        except OSError as exc:
-            self._warn_once(f"could not read a KV cache entry in {self.directory}: {exc}")
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._warn_once(f"could not read a KV cache entry in {self.directory}: {exc!r}")
             return None
-        parsed = None if blob is None else decode_entry(blob, model_id, file_key)
+        if blob is None:
+            return None
+        parsed = decode_entry(blob, model_id, file_key)
         if parsed is None:
             log.warning("discarding corrupt or foreign KV cache entry for %s", file_key)
-            self._remove(path)
-            return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # recently used: evicted last
+            self._delete(key)
         return parsed
 
     def discard(self, model_id: str, file_key: str) -> None:
-        if self.unavailable is None:
-            self._remove(self._path(model_id, file_key))
+        self._delete(entry_key(model_id, file_key))
 
     def volume(self) -> int:
-        return sum(size for _, size, _ in self._entries())
+        """Bytes on disk: the database and the value files (diskcache's estimate)."""
+        return 0 if self._cache is None else self._cache.volume()
 
     def close(self) -> None:
-        """Nothing is held open between calls; kept so that owners can close any store."""
+        """Close this thread's SQLite connection (each settings reload makes a new store)."""
+        if self._cache is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._cache.close()
 
-    def _remove(self, path: Path) -> None:
-        with contextlib.suppress(OSError):
-            path.unlink()
+    def _delete(self, key: str) -> None:
+        if self._cache is None:
+            return
+        try:
+            self._cache.delete(key)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._warn_once(f"could not delete a KV cache entry in {self.directory}: {exc!r}")
 
-    def _entries(self) -> list[tuple[int, int, Path]]:
-        """(mtime, size, path) of every entry file, oldest first."""
-        found: list[tuple[int, int, Path]] = []
-        with contextlib.suppress(OSError), os.scandir(self.directory) as it:
-            for item in it:
-                with contextlib.suppress(OSError):
-                    st = item.stat(follow_symlinks=False)
-                    if item.name.endswith(_SUFFIX) and stat.S_ISREG(st.st_mode):
-                        found.append((st.st_mtime_ns, st.st_size, Path(item.path)))
-                    elif item.name.endswith(".tmp") and time.time() - st.st_mtime > _STALE_TEMP_S:
-                        self._remove(Path(item.path))
-        return sorted(found)
+    def _trim(self, keep: str) -> None:
+        """Evict least-recently-used rows until the store fits, never the entry just saved.
 
-    def _trim(self) -> None:
-        entries = self._entries()
-        total = sum(size for _, size, _ in entries)
-        for _, size, path in entries:
-            if total <= self.size_limit:
-                break
-            self._remove(path)
-            total -= size
+        diskcache's own culling removes a fixed number of rows per set, the new one included
+        when there are few; this removes exactly as many as needed, by its access_time.
+        """
+        cache = self._cache
+        assert cache is not None
+        while cache.volume() > self.size_limit:
+            with cache.transact():
+                row = cache._sql(
+                    "SELECT rowid, filename FROM Cache WHERE NOT (key = ? AND raw = 1)"
+                    " ORDER BY access_time LIMIT 1",
+                    (keep,),
+                ).fetchone()
+                if row is None:
+                    return
+                cache._sql("DELETE FROM Cache WHERE rowid = ?", (row[0],))
+            if row[1] is not None:
+                cache.disk.remove(row[1])
 
     def _warn_once(self, message: str) -> None:
         # Every keystroke could hit the same broken disk: one line in the log is enough.
         if not self._warned:
             self._warned = True
             log.warning("%s (further KV cache errors are not logged)", message)
+
+
+class SafeDisk(diskcache.Disk):
+    """diskcache's serialisation, narrowed to bytes values under str keys and never unpickling.
+
+    Values under `min_file_size` live in the database, larger ones in 0600 files under two
+    0700 levels of folders. Every row read back is checked before anything is done with it.
+    """
+
+    max_bytes = 1 << 40  # a value file larger than this is refused unread (the store's limit)
+
+    def put(self, key: Any) -> tuple[Any, bool]:
+        if type(key) is not str:
+            raise TypeError(f"KV cache keys are str, not {type(key).__name__}")
+        return key, True
+
+    def get(self, key: Any, raw: bool) -> str:
+        if not raw or type(key) is not str:
+            raise UnsafeEntry("a key that is not a plain string")
+        return key
+
+    def store(self, value: Any, read: bool, key: Any = UNKNOWN) -> tuple[int, int, str | None, Any]:
+        if read or type(value) is not bytes:
+            raise TypeError(f"KV cache values are bytes, not {type(value).__name__}")
+        if len(value) < self.min_file_size:
+            return 0, MODE_RAW, None, sqlite3.Binary(value)
+        filename, full_path = self.filename(key, value)
+        _write_private(Path(full_path), value)
+        return len(value), MODE_BINARY, filename, None
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> bytes:
+        if read:
+            raise UnsafeEntry("a value asked for as a file handle")
+        if mode == MODE_RAW and type(value) is bytes:
+            return value
+        if mode != MODE_BINARY or value is not None:
+            raise UnsafeEntry(f"a row stored in mode {mode!r}, not as plain bytes")
+        path = self._value_path(filename)
+        if path is None:
+            raise UnsafeEntry(f"a value file outside the cache folder: {filename!r}")
+        return _read_private(path, self.max_bytes)
+
+    def remove(self, file_path: str) -> None:
+        """Remove a value file and its empty folders; a name that is not one of ours (a row
+        pointing elsewhere) is left alone, never deleted."""
+        path = self._value_path(file_path)
+        if path is None:
+            return
+        with contextlib.suppress(OSError):
+            path.unlink()  # a link is removed itself, its target is not touched
+        for folder in (path.parent, path.parent.parent):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+    def _value_path(self, filename: object) -> Path | None:
+        """The value file's path when `filename` is one `Disk.filename` makes, inside real
+        (not linked) folders of the cache folder; else None."""
+        if not isinstance(filename, str) or not _VALUE_NAME.fullmatch(filename):
+            return None
+        root = Path(self._directory)
+        path = root / filename
+        if os.path.realpath(path.parent) != os.path.join(os.path.realpath(root), filename[:5]):
+            return None
+        return path
 
 
 # --------------------------------------------------------------------------- entry format
@@ -188,7 +282,7 @@ def decode_entry(blob: bytes, model_id: str, file_key: str) -> tuple[list[int], 
     if not isinstance(header, dict):
         return None
     if header.get("model") != model_id or header.get("uri") != file_key:
-        return None  # another model's or another file's entry under this name
+        return None  # another model's or another file's entry under this key
     count, state_len = header.get("tokens"), header.get("state")
     if not _count(count) or not _count(state_len) or state_len == 0:
         return None
@@ -203,14 +297,16 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-# --------------------------------------------------------------------------- files and folder
+# --------------------------------------------------------------------------- folder and database
+
+_OFF = "KV cache persistence is off: {}"
+_AFTER = "completions still work, files just start cold after a restart"
 
 
 def _prepare_folder(directory: Path) -> str | None:
     """Create the folder (0700) or check the existing one; the reason it cannot be used, else
     None. Nothing here deletes anything: a folder we cannot use is left as it is."""
-    off = f"KV cache persistence is off: {directory}"
-    after = "completions still work, files just start cold after a restart"
+    off, after = _OFF.format(directory), _AFTER
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
@@ -235,8 +331,98 @@ def _prepare_folder(directory: Path) -> str | None:
     return None
 
 
+def _open_cache(directory: Path, size_limit: int) -> tuple[diskcache.Cache | None, str | None]:
+    """(the cache, None), or (None, why persistence is off). A database that is damaged or not
+    diskcache's is moved aside and a new one started; nothing is deleted."""
+    off, after = _OFF.format(directory), _AFTER
+    db = directory / DBNAME
+    problem = _check_database(db)
+    if problem is not None and not _move_aside(db, problem):
+        return None, f"{off} its database {problem} and cannot be moved aside; {after}"
+    try:
+        return _connect(directory, size_limit), None
+    except (sqlite3.Error, OSError, diskcache.Timeout) as exc:  # locked, I/O error, full disk
+        return None, f"{off} its database cannot be opened ({exc!r}); {after}"
+
+
+def _connect(directory: Path, size_limit: int) -> diskcache.Cache:
+    # Created 0600 before SQLite sees it: SQLite gives -wal and -shm the database file's mode.
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(directory / DBNAME, _WRITE_FLAGS, 0o600))
+    cache = diskcache.Cache(
+        str(directory), timeout=_TIMEOUT_S, disk=SafeDisk, **{**_SETTINGS, "size_limit": size_limit}
+    )
+    cache.disk.max_bytes = size_limit
+    for suffix in ("", "-wal", "-shm"):  # an older version's files were 0644
+        _tighten(directory / (DBNAME + suffix))
+    return cache
+
+
+def _check_database(db: Path) -> str | None:
+    """Why `db` is not a sound diskcache database of ours (to move aside), or None (also when
+    there is none yet, or when another process holds it: then it is not the file's fault)."""
+    try:
+        st = os.lstat(db)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return "belongs to another user"
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=_TIMEOUT_S)) as con:
+            if con.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+                return "is damaged"
+            try:
+                settings = dict(con.execute("SELECT key, value FROM Settings").fetchall())
+            except sqlite3.OperationalError:
+                settings = {}  # no Settings table yet: diskcache creates it
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            return None
+        return f"cannot be read ({exc})"
+    except sqlite3.DatabaseError as exc:
+        return f"is not a database ({exc})"
+    # Its sqlite_* settings would be run as PRAGMA statements: only diskcache's own names, and
+    # the counters it does arithmetic with must be numbers.
+    if set(settings) - _KNOWN_SETTINGS:
+        return "has settings diskcache does not write"
+    if not all(type(settings.get(key, 0)) is int for key in METADATA):
+        return "has settings diskcache does not write"
+    return None
+
+
+def _move_aside(db: Path, problem: str) -> bool:
+    """Rename the database (and its -wal, -shm) to cache.db.corrupt-<time>; True when done."""
+    aside = db.with_name(f"{db.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{db}{suffix}", f"{aside}{suffix}")
+    except OSError as exc:
+        log.warning("KV cache database %s %s and cannot be moved aside: %s", db, problem, exc)
+        return False
+    log.warning("KV cache database %s %s: moved aside to %s; starting an empty one",
+                db, problem, aside.name)
+    return True
+
+
+# --------------------------------------------------------------------------- value files
+
+
 def _write_private(path: Path, blob: bytes) -> None:
-    fd = os.open(path, _WRITE_FLAGS, 0o600)
+    for attempt in range(3):
+        for folder in (path.parent.parent, path.parent):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, 0o700)
+        try:
+            fd = os.open(path, _WRITE_FLAGS, 0o600)
+            break
+        except FileNotFoundError:  # another process removed the emptied folder meanwhile
+            if attempt == 2:
+                raise
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o600)  # the umask can only remove bits; be explicit anyway
@@ -247,25 +433,41 @@ def _write_private(path: Path, blob: bytes) -> None:
         os.close(fd)
 
 
-def _read_private(path: Path, limit: int) -> bytes | None:
-    """The file's bytes; None when it is not a regular file of ours within the size limit."""
+def _read_private(path: Path, limit: int) -> bytes:
+    """The value file's bytes. UnsafeEntry when it is not a regular file of ours within the
+    size limit; FileNotFoundError (a miss to diskcache) when it is gone."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link where an entry belongs: not an entry
-            return None
+        if exc.errno == errno.ELOOP:
+            raise UnsafeEntry("a symbolic link in place of a value file") from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
+            raise UnsafeEntry("a value file that is not a regular file within the size limit")
         if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-            return None
+            raise UnsafeEntry("a value file that belongs to another user")
         chunks: list[bytes] = []
         left = st.st_size
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _tighten(path: Path) -> None:
+    """chmod 0600 a file of ours, without following a link."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)
+    except OSError:
+        pass
     finally:
         os.close(fd)
