@@ -336,6 +336,12 @@ def syntax_for(language_id: str | None) -> Syntax:
     return info.syntax if info is not None else DEFAULT_SYNTAX
 
 
+def language_of_path(path: str) -> str:
+    """The languageId of a file by its extension ("plaintext" when unknown)."""
+    info = _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
+    return info.name if info is not None else "plaintext"
+
+
 def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:
     """The spec for an LSP languageId, falling back to the file extension of ``uri``.
 

@@ -22,6 +22,7 @@ WIRE_KEYS = {
     "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
     "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
     "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
+    "speculation",
 }
 # What needs a new engine when it changes (the model is loaded again).
 RELOAD_KEYS = {
@@ -54,7 +55,7 @@ def test_every_default_passes_its_own_check() -> None:
 
 _FIELD_OF = {_camel(f.name): f.name for f in dataclasses.fields(Settings)}
 _OTHER_VALUE = {"model": "other.gguf", "engine": "openai", "multiline": "never",
-                "remoteHealing": "off", "enabled": {"python": False}}
+                "remoteHealing": "off", "enabled": {"python": False}, "speculation": "off"}
 
 
 @pytest.mark.parametrize("key", sorted(WIRE_KEYS))
@@ -99,3 +100,11 @@ def test_settings_are_read_flat_and_cannot_change_in_place() -> None:
     assert settings.engine_settings.engine_url == "http://h:1"
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.max_tokens = 1  # type: ignore[misc]
+
+
+def test_gpu_layers_minus_one_means_every_layer() -> None:
+    # The VS Code extension and the JetBrains template send -1 ("offload all layers").
+    settings, problems = parse_settings({"gpuLayers": -1})
+    assert problems == [] and settings.gpu_layers == -1
+    _, problems = parse_settings({"gpuLayers": -2})
+    assert len(problems) == 1 and "gpuLayers" in problems[0]

@@ -14,20 +14,12 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-LANGUAGE_BY_EXT = {
-    ".py": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".ts": "typescript",
-    ".go": "go",
-    ".rs": "rust",
-    ".c": "c",
-    ".h": "c",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".java": "java",
-}
+from lsp_complete.languages import language_of_path
+
+# The file kinds the replay picks from the machine; languages.py names their languages.
+REPLAY_EXTENSIONS = (".py", ".js", ".mjs", ".cjs", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp",
+                     ".java")
+LANGUAGE_BY_EXT = {ext: language_of_path("x" + ext) for ext in REPLAY_EXTENSIONS}
 
 # Stdlib modules written by people, of varied style and size (the replay's Python sources).
 PY_STDLIB_FILES = (
@@ -100,7 +92,7 @@ class SourceFile:
 
 
 def language_of(path: str) -> str:
-    return LANGUAGE_BY_EXT.get(Path(path).suffix.lower(), "plaintext")
+    return language_of_path(path)
 
 
 def read_source(path: str) -> SourceFile:
