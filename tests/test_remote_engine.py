@@ -44,7 +44,7 @@ from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.pipeline import load_completer, prepare
-from lsp_complete.testing.lsp_client import inline, open_doc, status, suggestion_of
+from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import SOURCE, start_server
 
 LINE, COL = 11, len("    for line in read_li")
@@ -86,6 +86,15 @@ def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> N
         assert not pattern.fullmatch("z" + heal)
         # Healed spaces that end the indentation must be followed by code, not more spaces.
         assert bool(pattern.fullmatch(heal + "  x")) is (not code or bool(heal.strip(" ")))
+        # The grammar says the same as the regex: code after the heal only when asked.
+        assert ("[^ " in grammar) is (code and not heal.strip(" "))
+
+
+def test_healed_spaces_need_code_after_them_in_the_grammar_only_when_asked() -> None:
+    # As the regex and the local engine: heal_code False allows anything after the spaces.
+    assert gbnf_prefix_grammar("  ", code=False) == 'root ::= "  " .*'
+    assert gbnf_prefix_grammar("  ", code=True) == 'root ::= "  " [^ \\t\\r\\n] .*'
+    assert gbnf_prefix_grammar("\x01", code=False) == 'root ::= "\\x01" .*'
 
 
 def test_stops_that_could_match_inside_the_healed_text_stay_client_side() -> None:
@@ -135,6 +144,8 @@ class FakeLlamaServer:
 
     `mode`: "normal" streams `pieces` then a final event; "slow" streams a piece every 20 ms
     until the client goes away (at most 10 s); "silent" reads the request and never answers.
+    `raw[path]`, when set, writes the whole answer to a POST to `path` (a streamed one, for
+    the completion endpoints) itself, bytes on the socket: for answers that break the rules.
     """
 
     def __init__(self, total_slots: int = 2) -> None:
@@ -146,6 +157,7 @@ class FakeLlamaServer:
         self.version = "0.12.0"
         self.disconnected_at: float | None = None
         self.connections = 0
+        self.raw: dict[str, Any] = {}
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -182,7 +194,14 @@ class FakeLlamaServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"null")
                 fake.requests.append(("POST", self.path, body))
-                if self.path == "/tokenize":  # llama-server's body or vLLM's
+                raw = fake.raw.get(self.path)
+                if raw is not None and (self.path != "/completion" or body.get("stream")):
+                    self.close_connection = True
+                    try:
+                        raw(self)
+                    except (BrokenPipeError, ConnectionResetError):
+                        fake.disconnected_at = time.monotonic()
+                elif self.path == "/tokenize":  # llama-server's body or vLLM's
                     text = body["content"] if "content" in body else body["prompt"]
                     self._json({"tokens": [ord(c) for c in text]})
                 elif self.path == "/detokenize":
@@ -246,7 +265,9 @@ class FakeLlamaServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # Poll for shutdown often: every fixture's teardown waits for one poll.
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                        daemon=True)
         self._thread.start()
 
     def posts(self, path: str) -> list[Any]:
@@ -462,6 +483,301 @@ def test_healing_off_sends_the_healed_text_and_http_errors_say_why(fake) -> None
     assert generic.tokenize("ab") == [97, 98]  # no tokenizer endpoint known: characters
     with pytest.raises(RemoteEngineError, match="rejected the request"):
         generic.complete(request(), CancelToken())
+
+
+# ------------------------------------------------------ answers that are too big, cut or malformed
+
+
+def engine_for(kind: str, fake: FakeLlamaServer, **options: Any) -> Any:
+    if kind == "openai":
+        fake.owned_by = "someone"  # a generic server: text prompts, no tokenizer calls
+        return OpenAIEngine(RemoteOptions(url=fake.url, **options))
+    return LlamaServerEngine(RemoteOptions(url=fake.url, **options))
+
+
+def completion_path(kind: str) -> str:
+    return "/v1/completions" if kind == "openai" else "/completion"
+
+
+def token_event(kind: str, text: str) -> dict[str, Any]:
+    if kind == "openai":
+        return {"choices": [{"text": text, "finish_reason": None}]}
+    return {"content": text, "tokens": [7], "stop": False}
+
+
+def final_event(kind: str) -> dict[str, Any]:
+    if kind == "openai":
+        return {"choices": [{"text": "", "finish_reason": "stop"}]}
+    return {"content": "", "stop": True, "stop_type": "eos"}
+
+
+def sse(data: Any) -> bytes:
+    return b"data: " + (data if isinstance(data, bytes) else json.dumps(data).encode()) + b"\n\n"
+
+
+def head(handler: Any, framing: str = "chunked", content_type: str = "text/event-stream",
+         extra: str = "") -> None:
+    """Write a 200 head; framing: chunked | close (no length: the body ends when we close)."""
+    framing_header = ("Transfer-Encoding: chunked\r\n" if framing == "chunked"
+                      else "Connection: close\r\n")
+    handler.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{framing_header}"
+                        f"{extra}\r\n".encode())
+
+
+def chunk(handler: Any, payload: bytes) -> None:
+    handler.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+    handler.wfile.flush()
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+def test_a_huge_event_is_an_error_at_once_in_bounded_memory(fake, kind, framing) -> None:
+    import tracemalloc
+
+    block = b"x" * 65536
+    started: dict[str, float] = {}
+
+    def ten_megabytes_in_one_event(handler: Any) -> None:  # a well-formed answer, but huge
+        head(handler, framing)
+        started["at"] = time.monotonic()
+        write = (lambda data: chunk(handler, data)) if framing == "chunked" else handler.wfile.write
+        write(b'data: {"content": "')
+        for _ in range(160):  # 10 MiB of one JSON string, no line end
+            write(block)
+        write(b'"}\n\n' + sse(final_event(kind)))
+        if framing == "chunked":
+            handler.wfile.write(b"0\r\n\r\n")
+
+    fake.raw[completion_path(kind)] = ten_megabytes_in_one_event
+    engine = engine_for(kind, fake)
+    engine._ensure_ready()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        # The line cap or the body cap, whichever the framing reaches first.
+        with pytest.raises(RemoteEngineError, match="unusable answer: .*longer than the 1.0 MiB"):
+            engine.complete(request(single_line=False), CancelToken())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    elapsed = time.monotonic() - started["at"]
+    assert elapsed < 1.0, f"the engine read the huge event for {elapsed:.1f} s"
+    assert peak < 4 << 20, f"reading it took {peak / 2**20:.1f} MiB"
+    assert engine.describe()["state"] == "error"
+    deadline = time.monotonic() + 2
+    while fake.disconnected_at is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.disconnected_at is not None, "the connection was not closed"
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+def test_endless_small_events_stop_at_the_stream_cap(fake, kind) -> None:
+    # Events with no text never reach max_tokens: the byte cap ends them.
+    event = sse({"content": "", "tokens": [], "stop": False} if kind == "llama-server"
+                else {"choices": [], "usage": None})
+
+    def endless(handler: Any) -> None:
+        head(handler)
+        for _ in range(100_000):  # ~20 MB, then a proper end
+            chunk(handler, event * 4)
+        chunk(handler, sse(final_event(kind)))
+        handler.wfile.write(b"0\r\n\r\n")
+
+    fake.raw[completion_path(kind)] = endless
+    engine = engine_for(kind, fake)
+    started = time.monotonic()
+    with pytest.raises(RemoteEngineError, match="an answer longer than the 1.0 MiB allowed"):
+        engine.complete(request(single_line=False), CancelToken())
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize("how", ["closed without a length", "chunked, no end event",
+                                 "json without an end", "closed mid-chunk"])
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+def test_a_stream_cut_short_is_an_error_not_a_suggestion(fake, kind, how) -> None:
+    def cut_short(handler: Any) -> None:
+        events = [sse(token_event(kind, piece)) for piece in ("hello", " world")]
+        if how == "closed without a length":
+            head(handler, "close")
+            handler.wfile.write(b"".join(events))
+        elif how == "chunked, no end event":
+            head(handler)
+            for event in events:
+                chunk(handler, event)
+            handler.wfile.write(b"0\r\n\r\n")
+        elif how == "json without an end":  # a non-streamed answer without stop / finish
+            head(handler, "close", "application/json")
+            handler.wfile.write(json.dumps(token_event(kind, "hello world")).encode())
+        else:
+            head(handler)
+            chunk(handler, events[0])
+            handler.wfile.write(b"200\r\n" + events[1])  # announces 512 bytes, then hangs up
+
+    fake.raw[completion_path(kind)] = cut_short
+    engine = engine_for(kind, fake)
+    seen: list[str] = []
+    expected = "closed the connection mid-answer" if how == "closed mid-chunk" else (
+        "ended before its final event" if kind == "llama-server" else
+        r"ended before `data: \[DONE\]` or a `finish_reason`")
+    with pytest.raises(RemoteEngineError, match=expected):
+        engine.complete(request(single_line=False, on_text=seen.append), CancelToken())
+    assert seen, "the text streamed before the cut (shown as progress only)"
+    # The same stream with its end marker is a suggestion: the end marker alone decides.
+    if how == "closed mid-chunk":
+        time.sleep(0.3)  # a broken connection counts as unreachable: past the first backoff
+    fake.raw.clear()
+    fake.pieces = ["hello", " world"]
+    assert engine.complete(request(single_line=False), CancelToken()).text == "hello world"
+
+
+async def test_a_stream_cut_short_is_not_kept_for_typing_ahead(fake, tiny_model_path) -> None:
+    fake.pieces = ["nes(path):"]  # the normal stream: text, finish_reason, usage, [DONE]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        async def type_ahead(uri: str) -> tuple[str, int]:
+            open_doc(client, uri, SOURCE)
+            text, _ = suggestion_of(await inline(client, uri, LINE, COL))
+            insert(client, uri, 2, LINE, COL, "n")  # the suggestion's first character
+            await inline(client, uri, LINE, COL + 1)
+            return text, (await status(client))["counters"]["typeahead"]
+
+        # A complete answer is shown, and typing its first character is answered from it.
+        text, typed_ahead = await type_ahead("file:///work/a.py")
+        assert text.endswith("nes(path):") and typed_ahead == 1
+        asked = len(fake.posts("/v1/completions"))
+
+        def closed_early(handler: Any) -> None:
+            head(handler, "close")
+            handler.wfile.write(sse(token_event("openai", "nes(path):")))
+
+        fake.raw["/v1/completions"] = closed_early
+        text, typed_ahead = await type_ahead("file:///work/b.py")
+        assert text == "" and typed_ahead == 1  # nothing shown, nothing kept to type ahead
+        assert len(fake.posts("/v1/completions")) == asked + 2  # both keystrokes asked it
+        st = await status(client)
+        assert "ended before" in st["engine"]["lastError"] and st["engine"]["state"] == "error"
+    finally:
+        await client.shutdown_session()
+
+
+def _raw_http(answer: bytes) -> Any:
+    return lambda handler: handler.wfile.write(answer)
+
+
+def _raw_sse(*lines: bytes) -> Any:
+    def write(handler: Any) -> None:
+        head(handler)
+        for line in lines:
+            chunk(handler, line)
+        handler.wfile.write(b"0\r\n\r\n")
+    return write
+
+
+_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+MALFORMED = {
+    # HTTP framing
+    "status": (_raw_http(b"HTTP/1.1 2x0 OK\r\n\r\n"), "not HTTP"),
+    "chunk size": (_raw_http(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+                   "malformed chunk size"),
+    "negative chunk": (_raw_http(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n"),
+                       "malformed chunk size"),
+    "negative length": (_raw_http(b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n"),
+                        "malformed Content-Length"),
+    "huge length": (_raw_http(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000000000000000\r\n"
+                              b"\r\n"), "longer than the 1.0 MiB allowed"),
+    "endless header": (_raw_http(b"HTTP/1.1 200 OK\r\nX: " + b"y" * 200_000), "longer than 65536"),
+    # SSE and JSON
+    "bad json": (_raw_sse(sse(b'{"content": "x"')), "an SSE event that is not valid JSON"),
+    "bad utf-8": (_raw_sse(sse(b'{"content": "\xff\xfe"}')), "an SSE event that is not UTF-8"),
+    "deep json": (_raw_sse(sse(_DEEP)), "not valid JSON"),
+    "not an object": (_raw_sse(sse([1, 2])), "not a JSON object"),
+    "json answer": (lambda h: (head(h, "close", "application/json"), h.wfile.write(b"[")),
+                    "an answer that is not valid JSON"),
+}
+MALFORMED_LLAMA = {
+    "content type": (_raw_sse(sse({"content": 5, "stop": False})), "`content` is not a string"),
+    "no content": (_raw_sse(sse({"stop": False})), "an event without `content`"),
+    "stop type": (_raw_sse(sse({"content": "x", "stop": "yes"})), "`stop` is not true or false"),
+    "tokens type": (_raw_sse(sse({"content": "x", "tokens": 3})), "`tokens` is not a list"),
+    "surrogate": (_raw_sse(sse(b'{"content": "\\ud800"}')), "`content` is not valid Unicode"),
+}
+MALFORMED_OPENAI = {
+    "choices type": (_raw_sse(sse({"choices": "x"})), "`choices` is not a list"),
+    "no text": (_raw_sse(sse({"choices": [{"finish_reason": None}]})), "choice has no `text`"),
+    "text type": (_raw_sse(sse({"choices": [{"text": ["x"]}]})), "`text` is not a string"),
+    "finish type": (_raw_sse(sse({"choices": [{"text": "", "finish_reason": 1}]})),
+                    "`finish_reason` is not a string"),
+    "neither": (_raw_sse(sse({"id": "x"})), "neither `choices` nor `usage`"),
+}
+_CASES = ([("llama-server", n) for n in [*MALFORMED, *MALFORMED_LLAMA]]
+          + [("openai", n) for n in [*MALFORMED, *MALFORMED_OPENAI]])
+
+
+@pytest.mark.parametrize(("kind", "case"), _CASES)
+def test_malformed_answers_are_clear_errors(fake, kind: str, case: str) -> None:
+    writer, message = {**MALFORMED, **MALFORMED_LLAMA, **MALFORMED_OPENAI}[case]
+    fake.raw[completion_path(kind)] = writer
+    engine = engine_for(kind, fake)
+    with pytest.raises(RemoteEngineError, match=message) as caught:
+        engine.complete(request(single_line=False), CancelToken())
+    assert str(caught.value).startswith(f"the {engine.backend} server at {fake.url} sent an "
+                                        "unusable answer: ")
+    assert engine.describe()["state"] == "error"
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (b'{"tokens": "abc"}', "has no `tokens` list"),
+    (b'{"tokens": [1, "2"]}', "tokens that are not ids"),
+    (b"{}", "has no `tokens` list"),
+    (b'{"tokens": [1', "unusable answer: an answer that is not valid JSON"),
+    (b'{"tokens": "\xff"}', "unusable answer: an answer that is not UTF-8"),
+])
+def test_malformed_tokenizer_answers_are_clear_errors(fake, answer: bytes, message: str) -> None:
+    def tokenize(handler: Any) -> None:
+        head(handler, "close", "application/json")
+        handler.wfile.write(answer)
+
+    fake.raw["/tokenize"] = tokenize
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    with pytest.raises(RemoteEngineError, match=message):
+        engine.tokenize("ab")
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+def test_a_server_that_ignores_n_predict_is_capped_at_max_tokens(fake, kind) -> None:
+    fake.pieces = ["x"] * 100  # the fake ignores n_predict / max_tokens
+    engine = engine_for(kind, fake)
+    result = engine.complete(request(single_line=False, max_tokens=16), CancelToken())
+    assert result.text == "x" * 16 and result.stop_reason == "max_tokens"
+    assert result.generated_tokens == 16
+    # One token's worth of text is bounded too: a single event of 100,000 characters.
+    fake.pieces = ["y" * 100_000]
+    result = engine.complete(request(single_line=False, max_tokens=4), CancelToken())
+    assert result.text == "y" * (4 * 128) and result.stop_reason == "max_tokens"
+    # A closing event may carry the last text (llama-cpp-python holds back what could start
+    # a stop string until then): it is not "more than asked".
+    def flush_at_the_end(handler: Any) -> None:
+        head(handler)
+        for _ in range(16):
+            chunk(handler, sse(token_event(kind, "x")))
+        last = ({"choices": [{"text": "!", "finish_reason": "length"}]} if kind == "openai"
+                else {"content": "!", "stop": True, "stop_type": "limit"})
+        chunk(handler, sse(last) + sse(b"[DONE]"))
+        handler.wfile.write(b"0\r\n\r\n")
+
+    fake.raw[completion_path(kind)] = flush_at_the_end
+    result = engine.complete(request(single_line=False, max_tokens=16), CancelToken())
+    assert result.text == "x" * 16 + "!" and result.stop_reason == "max_tokens"
+    fake.raw.clear()
+    # A server that honours the limit keeps its own stop reason and its connection.
+    fake.pieces = ["x"] * 16
+    opened = engine.http.connections_opened
+    for _ in range(2):
+        result = engine.complete(request(single_line=False, max_tokens=16), CancelToken())
+        assert result.text == "x" * 16
+    assert engine.http.connections_opened == opened + 1
 
 
 # --------------------------------------------------------------------------- a real server

@@ -29,7 +29,7 @@ def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
     `code`, healed spaces must be followed by code, as in the local engine)."""
     out = []
     for ch in heal:
-        code = ord(ch)
+        point = ord(ch)  # not `code`: that is the parameter, read after the loop
         if ch in '"\\':
             out.append("\\" + ch)
         elif ch == "\n":
@@ -38,8 +38,8 @@ def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append("\\t")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02X}")
+        elif point < 0x20 or point == 0x7F:
+            out.append(f"\\x{point:02X}")
         else:
             out.append(ch)
     if code and not heal.strip(" "):

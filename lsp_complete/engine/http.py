@@ -5,6 +5,11 @@ close its stream within tens of milliseconds, and the cancel flag is set from an
 Every blocking step here (connect, waiting for headers, waiting for the next SSE line) waits in
 short slices and looks at the flag in between, so a request stops at once in any phase, and a
 dead or silent server costs at most the request budget, never a hang.
+
+Nothing a server sends is trusted to be small or well formed: the head, one line, one SSE event
+and the whole body have caps (`MAX_HEAD_BYTES`, `max_line`, `max_body`); past one, reading stops
+and the connection closes. A malformed answer (status line, lengths, chunk sizes, JSON, UTF-8)
+or one over a cap raises `ProtocolError`, a `RemoteEngineError`, never a bare ValueError.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import errno
 import json
 import logging
 import os
+import re
 import select
 import socket
 import ssl
@@ -27,6 +33,12 @@ from lsp_complete.engine.base import CancelToken, RemoteEngineError
 log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often a blocked read looks at the cancel flag and the deadline
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers; also one chunk-size or trailer line
+# One answer that is not a completion stream (/tokenize of a long prompt is the largest).
+MAX_JSON_BYTES = 32 * 1024 * 1024
+
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_DIGITS = re.compile(r"[0-9]{1,30}")  # longer ones are over any cap anyway
 
 
 class Cancelled(Exception):
@@ -35,6 +47,11 @@ class Cancelled(Exception):
 
 class DeadlineExceeded(Exception):
     """The request budget ran out while waiting on the server."""
+
+
+class ProtocolError(RemoteEngineError):
+    """The server's answer broke HTTP, SSE or JSON rules, or went past a size cap. The message
+    says what was wrong, without the server's bytes (it is shown to the user, once per cause)."""
 
 
 class HttpStatusError(Exception):
@@ -55,7 +72,8 @@ class HttpResponse:
     """One HTTP/1.1 response read from a socket in short, cancellable waits."""
 
     def __init__(self, client: HttpClient, sock: socket.socket, cancel: CancelToken | None,
-                 deadline: float) -> None:
+                 deadline: float, max_body: int = MAX_JSON_BYTES,
+                 max_line: int | None = None) -> None:
         self._client = client
         self._sock: socket.socket | None = sock
         self._cancel = cancel
@@ -66,6 +84,10 @@ class HttpResponse:
         self.status = 0
         self.headers: dict[str, str] = {}
         self._body: Iterator[bytes] | None = None
+        self.max_body = max_body  # bytes of body, after de-chunking
+        self.max_line = max_body if max_line is None else max_line  # one line of the body
+        self.body_bytes = 0
+        self.done_marker = False  # an SSE `data: [DONE]` was read
 
     # ---- low level
 
@@ -87,7 +109,12 @@ class HttpResponse:
             return True
 
     def _read_line(self) -> bytes:
-        while (end := self._buf.find(b"\n")) < 0:
+        """One line of the head or of chunk framing (never of the body: see iter_lines)."""
+        searched = 0
+        while (end := self._buf.find(b"\n", searched)) < 0:
+            searched = len(self._buf)
+            if searched > MAX_HEAD_BYTES:
+                raise ProtocolError(f"a header or chunk line longer than {MAX_HEAD_BYTES} bytes")
             if not self._fill():
                 raise ConnectionError("the server closed the connection mid-answer")
         line = bytes(self._buf[: end + 1])
@@ -106,10 +133,16 @@ class HttpResponse:
     def read_head(self) -> None:
         status_line = self._read_line()
         parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
-            raise ConnectionError(f"not an HTTP answer: {status_line[:60]!r}")
+        if (len(parts) < 2 or not parts[0].startswith(b"HTTP/") or len(parts[1]) != 3
+                or not parts[1].isdigit()):
+            log.debug("not an HTTP status line: %r", status_line[:80])
+            raise ProtocolError("an answer that is not HTTP (no status line)")
         self.status = int(parts[1])
+        size = len(status_line)
         while line := self._read_line():
+            size += len(line)
+            if size > MAX_HEAD_BYTES:
+                raise ProtocolError(f"headers longer than {MAX_HEAD_BYTES} bytes")
             name, _, value = line.decode("latin-1").partition(":")
             self.headers[name.strip().lower()] = value.strip()
 
@@ -119,23 +152,41 @@ class HttpResponse:
             self._body = self._read_body()
         return self._body
 
+    def _count(self, size: int) -> None:
+        """Account for `size` more body bytes; past the cap, stop (the caller closes)."""
+        self.body_bytes += size
+        if self.body_bytes > self.max_body:
+            raise ProtocolError(f"an answer longer than the {_size(self.max_body)} allowed")
+
     def _read_body(self) -> Iterator[bytes]:
-        """The body (chunked, sized, or until the server closes)."""
+        """The body (chunked, sized, or until the server closes), within `max_body`."""
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             while True:
-                size = int(self._read_line().split(b";")[0].strip() or b"0", 16)
+                size_field = self._read_line().split(b";")[0].strip()
+                if not _CHUNK_SIZE.fullmatch(size_field):
+                    raise ProtocolError("a chunked answer with a malformed chunk size")
+                size = int(size_field, 16)
                 if size == 0:
-                    while self._read_line():  # trailers
-                        pass
+                    trailers = 0
+                    while line := self._read_line():
+                        trailers += len(line)
+                        if trailers > MAX_HEAD_BYTES:
+                            raise ProtocolError(f"trailers longer than {MAX_HEAD_BYTES} bytes")
                     break
+                self._count(size)  # before reading it: a huge chunk fails at once
                 remaining = size
                 while remaining:
                     data = self._read_upto(remaining)
                     remaining -= len(data)
                     yield data
-                self._read_line()
+                if self._read_line():
+                    raise ProtocolError("a chunk longer than its announced size")
         elif "content-length" in self.headers:
-            remaining = int(self.headers["content-length"])
+            length = self.headers["content-length"]
+            if not _DIGITS.fullmatch(length):
+                raise ProtocolError("an answer with a malformed Content-Length")
+            remaining = int(length)
+            self._count(remaining)
             while remaining:
                 data = self._read_upto(remaining)
                 remaining -= len(data)
@@ -144,6 +195,7 @@ class HttpResponse:
             while self._buf or self._fill():
                 data = bytes(self._buf)
                 self._buf.clear()
+                self._count(len(data))
                 yield data
             self.headers["connection"] = "close"
         self.complete = True
@@ -152,7 +204,8 @@ class HttpResponse:
         """Read what is left of a finished stream (the chunked terminator, usually), so the
         connection can be reused; a server that keeps it open gets it closed instead."""
         self._deadline = min(self._deadline, time.monotonic() + timeout_s)
-        with contextlib.suppress(OSError, ConnectionError, DeadlineExceeded, Cancelled):
+        with contextlib.suppress(OSError, ConnectionError, DeadlineExceeded, Cancelled,
+                                 ProtocolError):
             for _ in self.iter_body():
                 pass
 
@@ -160,14 +213,24 @@ class HttpResponse:
         return b"".join(self.iter_body())
 
     def iter_lines(self) -> Iterator[bytes]:
-        pending = b""
+        """The body's lines, none longer than `max_line` (a longer one is never buffered)."""
+        pending = bytearray()
         for data in self.iter_body():
             pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line.rstrip(b"\r")
+            if b"\n" in data:  # only the new bytes can hold a line end: no quadratic re-scan
+                *lines, rest = pending.split(b"\n")
+                pending = bytearray(rest)
+                for line in lines:
+                    if len(line) > self.max_line:
+                        raise ProtocolError(self._long_line())
+                    yield bytes(line.rstrip(b"\r"))
+            if len(pending) > self.max_line:
+                raise ProtocolError(self._long_line())
         if pending:
-            yield pending.rstrip(b"\r")
+            yield bytes(pending.rstrip(b"\r"))
+
+    def _long_line(self) -> str:
+        return f"one line (SSE event) longer than the {_size(self.max_line)} allowed"
 
     def close(self) -> None:
         """Give a fully read connection back for reuse; otherwise close it, which is how a
@@ -254,8 +317,10 @@ class HttpClient:
         raise last
 
     def open(self, method: str, path: str, body: Any = None, *, cancel: CancelToken | None,
-             deadline: float, stream: bool = False) -> HttpResponse:
-        """Send a request and read the response head. The caller reads the body and closes."""
+             deadline: float, stream: bool = False, max_body: int = MAX_JSON_BYTES,
+             max_line: int | None = None) -> HttpResponse:
+        """Send a request and read the response head. The caller reads the body (at most
+        `max_body` bytes, lines of at most `max_line`) and closes."""
         payload = b"" if body is None else json.dumps(body).encode("utf-8")
         lines = [
             f"{method} {self.base_path}{path} HTTP/1.1",
@@ -278,7 +343,7 @@ class HttpClient:
             fresh = sock is None
             if fresh:
                 sock = self._connect(cancel, deadline)
-            response = HttpResponse(self, sock, cancel, deadline)
+            response = HttpResponse(self, sock, cancel, deadline, max_body, max_line)
             try:
                 sock.settimeout(max(0.1, self.connect_timeout_s))
                 sock.sendall(request)
@@ -295,8 +360,19 @@ class HttpClient:
         raise AssertionError("unreachable")
 
 
+def parse_json(data: bytes, what: str) -> Any:
+    """JSON from a server; anything unparsable (syntax, UTF-8, nesting) is a ProtocolError."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
+        log.debug("bad JSON in %s (%s): %r", what, exc, data[:80])
+        reason = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+        raise ProtocolError(f"{what} that is {reason}") from None
+
+
 def iter_sse(response: HttpResponse) -> Iterator[dict[str, Any]]:
-    """JSON payloads of `data:` lines, until `[DONE]` or the end of the body."""
+    """JSON objects of `data:` lines, until `[DONE]` (then `response.done_marker` is set) or the
+    end of the body. A data line that is not a JSON object is a ProtocolError."""
     for raw in response.iter_lines():
         if not raw or raw.startswith(b":"):
             continue  # separators, comments, pings
@@ -307,32 +383,35 @@ def iter_sse(response: HttpResponse) -> Iterator[dict[str, Any]]:
         if field != b"data":
             continue
         if value == b"[DONE]":
+            response.done_marker = True
             return
-        try:
-            event = json.loads(value)
-        except json.JSONDecodeError:
-            log.debug("ignoring a non-JSON SSE line: %r", raw[:80])
-            continue
-        if isinstance(event, dict):
-            if "error" in event and not event.get("choices") and "content" not in event:
-                raise RemoteEngineError(f"the server reported an error: {event['error']}")
-            yield event
+        event = parse_json(value, "an SSE event")
+        if not isinstance(event, dict):
+            raise ProtocolError("an SSE event that is not a JSON object")
+        if "error" in event and not event.get("choices") and "content" not in event:
+            raise RemoteEngineError(f"the server reported an error: {event['error']}")
+        yield event
 
 
 def events(response: HttpResponse) -> Iterator[dict[str, Any]]:
     """SSE events, or the one JSON answer of a server that does not stream."""
     if response.headers.get("content-type", "").startswith("application/json"):
-        data = json.loads(response.read_all() or b"{}")
-        if isinstance(data, dict):
-            yield data
+        data = parse_json(response.read_all(), "an answer")
+        if not isinstance(data, dict):
+            raise ProtocolError("an answer that is not a JSON object")
+        yield data
         return
     yield from iter_sse(response)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def _error_text(body: bytes) -> str:
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         return body[:200].decode("utf-8", errors="replace").strip()
     if isinstance(data, dict):
         error = data.get("error", data.get("detail", data))

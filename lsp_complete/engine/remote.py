@@ -5,11 +5,15 @@ Backends (one file each): `remote_llama_server.LlamaServerEngine` (llama.cpp's l
 `/completion`, token prompts, one slot per file) and `remote_openai.OpenAIEngine`
 (`/v1/completions`: vLLM, llama-cpp-python's server, llama-server's OpenAI endpoint, others).
 The HTTP/SSE client is `http.py`; healing constraints and server-side stops are `healing.py`.
+
+A server's answer is bounded here whatever it sends: bytes (`MAX_EVENT_BYTES` and the stream
+cap derived from it), tokens (`max_tokens`, enforced on our side too) and characters
+(`MAX_CHARS_PER_TOKEN`). A stream that ends without its end marker, or that breaks any rule of
+HTTP, SSE or the backend's JSON, is an error, never a suggestion.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import OrderedDict
@@ -29,7 +33,9 @@ from lsp_complete.engine.http import (
     HttpClient,
     HttpResponse,
     HttpStatusError,
+    ProtocolError,
     events,
+    parse_json,
 )
 from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.engine.tokenizer import Tokenizer
@@ -38,6 +44,13 @@ log = logging.getLogger(__name__)
 
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 4.0  # a restarted server is used again within this long
+
+# Caps on one completion stream. An event is ~300 bytes (timings included); llama-server's last
+# one repeats the prompt as text, hence the allowance per prompt token.
+MAX_EVENT_BYTES = 1 << 20  # one SSE line, besides the prompt allowance
+STREAM_BYTES_PER_PROMPT_TOKEN = 16
+STREAM_BYTES_PER_TOKEN = 1024  # the whole stream: one event line + this per token allowed
+MAX_CHARS_PER_TOKEN = 128  # longer than any token of a code model's vocabulary
 
 
 @dataclass
@@ -64,10 +77,9 @@ class SlotMap:
             self._slots.move_to_end(key)
             return self._slots[key]
         used = set(self._slots.values())
-        free = [s for s in range(self.total) if s not in used]
-        if free:
-            slot = free[0]
-        else:
+        # The first free slot, looking at no more than len(used) + 1 numbers.
+        slot = next((s for s in range(self.total) if s not in used), None)
+        if slot is None:
             _, slot = self._slots.popitem(last=False)
             self.evictions += 1
         self._slots[key] = slot
@@ -108,6 +120,19 @@ def _account(result: GenerationResult, chunk: StreamChunk) -> None:
         result.generated_tokens = max(result.generated_tokens, chunk.generated)
 
 
+def event_text(value: Any, field: str) -> str:
+    """A text field of an event: a string of valid Unicode (absent or null is ""), else the
+    answer is unusable."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProtocolError(f"an event whose `{field}` is not a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, sent as a \ud800 escape
+        raise ProtocolError(f"an event whose `{field}` is not valid Unicode") from None
+    return value
+
 
 class RemoteEngine:
     """Connection state, backoff and the streaming loop; backends supply requests and parsing.
@@ -117,6 +142,7 @@ class RemoteEngine:
     """
 
     backend = "remote"
+    end_marker = "its end marker"  # what ends a complete stream, for the error message
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
         self.options = options
@@ -223,6 +249,9 @@ class RemoteEngine:
             if exc.status == 503:
                 return f"{where} is not ready (HTTP 503: {exc}); retrying", "unreachable"
             return f"{where} rejected the request: {exc}", "error"
+        if isinstance(exc, ProtocolError):
+            return (f"{where} sent an unusable answer: {exc}; no suggestions from it until it "
+                    "answers properly", "error")
         if isinstance(exc, DeadlineExceeded):
             budget = int(self.options.request_timeout_s * 1000)
             return (f"{where} did not answer within the {budget} ms request budget "
@@ -245,10 +274,11 @@ class RemoteEngine:
                 response.close()
             if response.status != 200:
                 raise HttpStatusError(response.status, data)
+            answer = parse_json(data, "an answer") if data else None
             self._connected()
-            return json.loads(data) if data else None
+            return answer
         except (OSError, ConnectionError, DeadlineExceeded, HttpStatusError,
-                json.JSONDecodeError) as exc:
+                ProtocolError) as exc:
             raise self._failed(*self._describe_failure(exc, path)) from None
 
     def post_json(self, path: str, body: dict[str, Any]) -> Any:
@@ -263,13 +293,13 @@ class RemoteEngine:
                 data = response.read_all()
             finally:
                 response.close()
+            if response.status != 200:
+                return None
+            return parse_json(data, "an answer")
         except (OSError, ConnectionError, DeadlineExceeded) as exc:
             raise self._failed(*self._describe_failure(exc, path)) from None
-        if response.status != 200:
-            return None
-        try:
-            return json.loads(data)
-        except json.JSONDecodeError:
+        except ProtocolError as exc:  # optional: an unusable answer is no answer
+            log.debug("%s at %s: unusable answer to %s: %s", self.backend, self.url, path, exc)
             return None
 
     # ---- generation
@@ -298,34 +328,54 @@ class RemoteEngine:
         self._ensure_ready()
         path, body, prefix = self._completion_request(request)
         rules = TextRules(request, prefix)
+        # Whatever the server does with n_predict / max_tokens, no more than this is ours.
+        max_chars = len(request.heal) + request.max_tokens * MAX_CHARS_PER_TOKEN
+        max_line = MAX_EVENT_BYTES + STREAM_BYTES_PER_PROMPT_TOKEN * len(prompt)
+        max_body = max_line + STREAM_BYTES_PER_TOKEN * request.max_tokens
         started = time.perf_counter()
         first: float | None = None
         response: HttpResponse | None = None
         try:
             response = self.http.open("POST", path, body, cancel=cancel,
-                                      deadline=self._deadline(), stream=True)
+                                      deadline=self._deadline(), stream=True,
+                                      max_body=max_body, max_line=max_line)
             if response.status != 200:
                 raise HttpStatusError(response.status, response.read_all())
             self._connected()
             self.counters.calls += 1  # as the local engine counts: calls that reached the model
             self._remember(request.key, prompt)
-            result.stop_reason = "eog"  # a stream that just ends has nothing more to say
+            result.stop_reason = "eog"  # after `[DONE]` without a finish reason
+            finished = False
             for event in events(response):
                 if cancel.cancelled:  # events already buffered are stale too
                     raise Cancelled()
                 chunk = self._parse(event)
+                if (chunk.text and not chunk.finish
+                        and result.generated_tokens >= request.max_tokens):
+                    # The server ignored our limit. (A closing event may still carry text:
+                    # llama-cpp-python holds back what could start a stop string until then.)
+                    result.stop_reason = "max_tokens"
+                    break
                 if first is None and (chunk.text or chunk.tokens):
                     first = time.perf_counter()
                 _account(result, chunk)
                 if chunk.finish:
                     # Keep reading: the server ends the stream itself, and OpenAI-style
                     # servers send the usage figures in one more event after this one.
+                    finished = True
                     result.stop_reason = chunk.finish
-                reason = rules.feed(chunk.text) if chunk.text else None
+                text = chunk.text[: max(0, max_chars - len(rules.text))]
+                reason = rules.feed(text) if text else None
                 if reason is not None:
                     result.stop_reason = reason
                     break
+                if len(text) < len(chunk.text):
+                    result.stop_reason = "max_tokens"  # more characters than tokens can carry
+                    break
             else:
+                if not (finished or response.done_marker):
+                    # Cut short (a crash, a proxy timeout): what came is not the answer.
+                    raise ProtocolError(f"an answer that ended before {self.end_marker}")
                 response.drain()
         except Cancelled:
             result.stop_reason = "cancelled"
@@ -334,10 +384,10 @@ class RemoteEngine:
                 raise self._failed(*self._describe_failure(exc, path)) from None
             rules.keep_whole_lines()  # a slow server: keep the lines it managed
             result.stop_reason = "budget"
-        except (OSError, HttpStatusError, RemoteEngineError, json.JSONDecodeError) as exc:
+        except (OSError, HttpStatusError, RemoteEngineError) as exc:
             if cancel.cancelled:
                 result.stop_reason = "cancelled"
-            elif isinstance(exc, RemoteEngineError):
+            elif isinstance(exc, RemoteEngineError) and not isinstance(exc, ProtocolError):
                 raise self._failed(str(exc), "error") from None
             else:
                 raise self._failed(*self._describe_failure(exc, path)) from None

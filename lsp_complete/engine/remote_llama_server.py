@@ -14,11 +14,18 @@ from typing import Any
 
 from lsp_complete.engine.base import CancelToken, GenerationRequest, common_prefix_length
 from lsp_complete.engine.healing import gbnf_prefix_grammar, server_stops
-from lsp_complete.engine.http import Cancelled
-from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, SlotMap, StreamChunk
+from lsp_complete.engine.http import Cancelled, ProtocolError
+from lsp_complete.engine.remote import (
+    RemoteEngine,
+    RemoteOptions,
+    SlotMap,
+    StreamChunk,
+    event_text,
+)
 from lsp_complete.engine.tokenizer import ServerTokenizer, Tokenizer
 
 _FINISH = {"eos": "eog", "limit": "max_tokens", "word": "stop"}
+MAX_SLOTS = 4096  # what a server may claim to have (slots are looked up by number)
 
 
 def _greedy(request_body: dict[str, Any]) -> dict[str, Any]:
@@ -29,6 +36,7 @@ def _greedy(request_body: dict[str, Any]) -> dict[str, Any]:
 
 class LlamaServerEngine(RemoteEngine):
     backend = "llama-server"
+    end_marker = "its final event (`stop: true`)"
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
         super().__init__(options, tokenizer)
@@ -47,6 +55,7 @@ class LlamaServerEngine(RemoteEngine):
         if not isinstance(total, int) or total <= 0:
             slots = self.try_json("/slots")  # older servers; 501 when --slots is off
             total = len(slots) if isinstance(slots, list) else 0
+        total = min(total, MAX_SLOTS)
         if self.options.slots > 0:
             total = min(total, self.options.slots) if total else self.options.slots
         self.slots.resize(total)
@@ -110,16 +119,24 @@ class LlamaServerEngine(RemoteEngine):
         return "/completion", body, prefix
 
     def _parse(self, event: dict[str, Any]) -> StreamChunk:
-        chunk = StreamChunk(text=str(event.get("content") or ""))
+        stop = event.get("stop", False)
+        if not isinstance(stop, bool):
+            raise ProtocolError("an event whose `stop` is not true or false")
+        if "content" not in event and not stop:
+            raise ProtocolError("an event without `content`")
+        chunk = StreamChunk(text=event_text(event.get("content"), "content"))
         tokens = event.get("tokens")
-        chunk.tokens = len(tokens) if isinstance(tokens, list) else int(bool(chunk.text))
+        if tokens is not None and not isinstance(tokens, list):
+            raise ProtocolError("an event whose `tokens` is not a list")
+        # Text counts as a token at least: an empty `tokens` must not evade max_tokens.
+        chunk.tokens = max(len(tokens or ()), int(bool(chunk.text)))
         timings = event.get("timings")
         if isinstance(timings, dict):
             chunk.prompt_n = _int(timings.get("prompt_n"))
             chunk.cache_n = _int(timings.get("cache_n"))
         if chunk.cache_n is None:
             chunk.cache_n = _int(event.get("tokens_cached"))
-        if event.get("stop"):
+        if stop:
             # The final event repeats totals: its own count replaces ours, never adds to it.
             chunk.finish = _FINISH.get(str(event.get("stop_type", "")), "eog")
             chunk.tokens = 0

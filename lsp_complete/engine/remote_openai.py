@@ -23,7 +23,8 @@ from typing import Any
 
 from lsp_complete.engine.base import CancelToken, GenerationRequest, GenerationResult
 from lsp_complete.engine.healing import gbnf_prefix_grammar, regex_prefix, server_stops
-from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, StreamChunk
+from lsp_complete.engine.http import ProtocolError
+from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, StreamChunk, event_text
 from lsp_complete.engine.tokenizer import CharTokenizer, ServerTokenizer, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ _FINISH = {"length": "max_tokens", "stop": "eog"}
 
 class OpenAIEngine(RemoteEngine):
     backend = "openai"
+    end_marker = "`data: [DONE]` or a `finish_reason`"
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
         super().__init__(options, tokenizer)
@@ -56,7 +58,7 @@ class OpenAIEngine(RemoteEngine):
         if self.flavor == "vllm":
             version = self.try_json("/version")
             text = version.get("version", "") if isinstance(version, dict) else ""
-            self.server_version = tuple(int(n) for n in re.findall(r"\d+", str(text))[:3])
+            self.server_version = tuple(int(n) for n in re.findall(r"\d{1,9}", str(text))[:3])
         if self.options.healing == "auto":
             self.healing = _AUTO_HEALING.get(self.flavor, "off")
 
@@ -110,16 +112,24 @@ class OpenAIEngine(RemoteEngine):
     def _parse(self, event: dict[str, Any]) -> StreamChunk:
         chunk = StreamChunk()
         choices = event.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        usage = event.get("usage")  # null in every event but the last, when sent at all
+        if choices is None and not isinstance(usage, dict):
+            raise ProtocolError("an event with neither `choices` nor `usage`")
+        if choices is not None and not isinstance(choices, list):
+            raise ProtocolError("an event whose `choices` is not a list")
+        if choices:
             choice = choices[0]
-            chunk.text = str(choice.get("text") or "")
+            if not isinstance(choice, dict) or "text" not in choice:
+                raise ProtocolError("an event whose choice has no `text`")
+            chunk.text = event_text(choice["text"], "text")
             finish = choice.get("finish_reason")
+            if finish is not None and not isinstance(finish, str):
+                raise ProtocolError("an event whose `finish_reason` is not a string")
             # One event per generated token (bytes of a partial character give empty text);
             # the closing event carries none. The usage figures, when sent, replace the count.
             chunk.tokens = int(bool(chunk.text) or not finish)
             if finish:
                 chunk.finish = _FINISH.get(str(finish), "eog")
-        usage = event.get("usage")
         if isinstance(usage, dict):
             details = usage.get("prompt_tokens_details")
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
