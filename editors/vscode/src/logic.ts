@@ -11,6 +11,47 @@ export const CURSOR_METHOD = "lsp-complete/didMoveCursor";
 /** How long the cursor must rest before the server hears of it. */
 export const CURSOR_DEBOUNCE_MS = 150;
 
+/**
+ * The VS Code language ids the server knows (lsp_complete/languages.py, less plain text and
+ * Markdown): opening a file of one of them activates the extension (package.json
+ * activationEvents), so no model loads in a window without source files.
+ */
+export const SERVED_LANGUAGES = [
+  "c",
+  "cpp",
+  "csharp",
+  "cuda-cpp",
+  "elixir",
+  "go",
+  "haskell",
+  "java",
+  "javascript",
+  "javascriptreact",
+  "julia",
+  "kotlin",
+  "lua",
+  "objective-cpp",
+  "perl",
+  "php",
+  "python",
+  "r",
+  "ruby",
+  "rust",
+  "scala",
+  "shellscript",
+  "sql",
+  "swift",
+  "toml",
+  "typescript",
+  "typescriptreact",
+  "yaml",
+] as const;
+
+/** How to get the server (the same words in every README and message). */
+export const INSTALL_HINT =
+  "install it from a checkout of lsp-complete: pipx install '.[default-model]' " +
+  "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor";
+
 // ---------------------------------------------------------------------------------------------
 // Settings -> server command and initializationOptions
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +180,41 @@ export function isLanguageEnabled(
   if (!enabled || typeof enabled !== "object") return true;
   const value = enabled[languageId] ?? enabled["*"];
   return value !== false;
+}
+
+/**
+ * The `lspComplete.enabled` object with one language switched. The value is always written
+ * out (also `true`), so that switching a language back on updates the running server
+ * (workspace/didChangeConfiguration) instead of restarting it for a removed option.
+ */
+export function setLanguageEnabled(
+  enabled: Record<string, unknown> | null | undefined,
+  languageId: string,
+  on: boolean,
+): Record<string, boolean> {
+  const out: Record<string, boolean> = {};
+  for (const [lang, value] of Object.entries(enabled ?? {})) {
+    if (typeof value === "boolean") out[lang] = value;
+  }
+  out[languageId] = on;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snooze
+// ---------------------------------------------------------------------------------------------
+
+/** The snooze lengths the status menu offers, in minutes. */
+export const SNOOZE_MINUTES = [5, 15, 60] as const;
+
+/** Milliseconds of snooze left at `now`; 0 when not snoozed. */
+export function snoozeLeftMs(until: number | undefined, now: number): number {
+  return typeof until === "number" && until > now ? until - now : 0;
+}
+
+export function formatDuration(ms: number): string {
+  const minutes = Math.ceil(ms / 60000);
+  return minutes >= 60 && minutes % 60 === 0 ? `${minutes / 60} h` : `${minutes} min`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,9 +352,20 @@ export function toLspTriggerKind(vscodeKind: number): 1 | 2 {
 export type ModelState = "loading" | "ready" | "error";
 
 export interface ServerStatus {
-  model?: { name?: string; path?: string; state?: ModelState | string; device?: string };
+  model?: { name?: string; path?: string; state?: ModelState | string; device?: string | null };
   counters?: Record<string, unknown>;
+  latency?: { p50?: number | null; p95?: number | null; count?: number };
   recent?: Array<{ latencyMs?: number } & Record<string, unknown>>;
+}
+
+/** What besides the server's state the status bar item shows. */
+export interface StatusContext {
+  /** When the snooze ends (ms since the epoch); undefined: not snoozed. */
+  snoozedUntil?: number;
+  now?: number;
+  /** The active editor's language id, and whether suggestions are on for it. */
+  languageId?: string;
+  languageEnabled?: boolean;
 }
 
 export interface StatusView {
@@ -306,16 +393,42 @@ export function formatLatency(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** Model, device and latencies for the status bar item's tooltip. */
+export function statusTooltipLines(status: ServerStatus): string[] {
+  const m = status.model ?? {};
+  const lines = [`Model: ${m.name || "?"}${m.device ? ` on ${m.device}` : ""}`];
+  const latency = lastLatencyMs(status);
+  if (latency !== undefined) {
+    let line = `Last suggestion: ${formatLatency(latency)}`;
+    const p = status.latency;
+    if (p && typeof p.p50 === "number" && typeof p.p95 === "number" && (p.count ?? 0) > 0) {
+      line += ` (p50 ${formatLatency(p.p50)}, p95 ${formatLatency(p.p95)} over ${p.count})`;
+    }
+    lines.push(line);
+  }
+  return lines;
+}
+
 /**
  * The status bar text. `status` is the last answer (undefined before the first one);
- * `connection` says whether the client is starting, running, or failed/stopped.
+ * `connection` says whether the client is starting, running, failed/stopped, or has no
+ * server to start ("missing"); `context` adds the snooze and the active editor's language.
  */
 export function formatStatus(
   status: ServerStatus | undefined,
   enabled: boolean,
-  connection: "starting" | "running" | "stopped" = "running",
+  connection: "starting" | "running" | "stopped" | "missing" = "running",
+  context: StatusContext = {},
 ): StatusView {
   const name = status?.model?.name || "model";
+  const menu = "Click for snooze, per-language switch and status.";
+  if (connection === "missing") {
+    return {
+      text: "$(warning) lsp-complete: set up",
+      tooltip: "lsp-complete: the server is not installed. Click to set it up.",
+      severity: "warning",
+    };
+  }
   if (connection === "stopped") {
     return {
       text: "$(error) lsp-complete",
@@ -326,7 +439,20 @@ export function formatStatus(
   if (!enabled) {
     return {
       text: "$(circle-slash) lsp-complete: off",
-      tooltip: "lsp-complete: inline completions are off. Click to turn them on.",
+      tooltip: `lsp-complete: inline completions are off. ${menu}`,
+    };
+  }
+  const snoozed = snoozeLeftMs(context.snoozedUntil, context.now ?? Date.now());
+  if (snoozed > 0) {
+    return {
+      text: `$(clock) lsp-complete: snoozed ${formatDuration(snoozed)}`,
+      tooltip: `lsp-complete: snoozed for ${formatDuration(snoozed)} more. ${menu}`,
+    };
+  }
+  if (context.languageId && context.languageEnabled === false) {
+    return {
+      text: `$(circle-slash) lsp-complete: off for ${context.languageId}`,
+      tooltip: `lsp-complete: inline completions are off for ${context.languageId}. ${menu}`,
     };
   }
   if (connection === "starting" || !status) {
@@ -351,13 +477,75 @@ export function formatStatus(
   }
   const latency = lastLatencyMs(status);
   const device = status.model?.device ? ` on ${status.model.device}` : "";
-  const tooltipLines = [`lsp-complete: ${name}${device} is ready.`];
-  if (latency !== undefined) tooltipLines.push(`Last suggestion: ${formatLatency(latency)}.`);
-  tooltipLines.push("Click to turn inline completions off.");
+  const tooltipLines = [`lsp-complete: ${name}${device} is ready.`, ...statusTooltipLines(status), menu];
   return {
     text: latency !== undefined ? `$(sparkle) lsp-complete ${formatLatency(latency)}` : "$(sparkle) lsp-complete",
     tooltip: tooltipLines.join("\n"),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The status bar item's menu
+// ---------------------------------------------------------------------------------------------
+
+export type MenuAction =
+  | { kind: "snooze"; minutes: number }
+  | { kind: "resume" }
+  | { kind: "language"; languageId: string; on: boolean }
+  | { kind: "toggle" }
+  | { kind: "showStatus" }
+  | { kind: "restart" }
+  | { kind: "setup" };
+
+export interface MenuItem {
+  label: string;
+  description?: string;
+  action: MenuAction;
+}
+
+/** The quick pick the status bar item opens, for the current state. */
+export function menuItems(state: {
+  enabled: boolean;
+  snoozedUntil?: number;
+  now?: number;
+  languageId?: string;
+  languageEnabled?: boolean;
+  missing?: boolean;
+}): MenuItem[] {
+  const items: MenuItem[] = [];
+  if (state.missing) {
+    items.push({ label: "$(tools) Set up the server…", action: { kind: "setup" } });
+  }
+  const left = snoozeLeftMs(state.snoozedUntil, state.now ?? Date.now());
+  if (left > 0) {
+    items.push({
+      label: "$(play) Resume now",
+      description: `snoozed for ${formatDuration(left)} more`,
+      action: { kind: "resume" },
+    });
+  } else if (state.enabled) {
+    for (const minutes of SNOOZE_MINUTES) {
+      items.push({
+        label: `$(clock) Snooze for ${minutes === 60 ? "1 hour" : `${minutes} minutes`}`,
+        action: { kind: "snooze", minutes },
+      });
+    }
+  }
+  if (state.languageId) {
+    const on = state.languageEnabled !== false;
+    items.push({
+      label: `${on ? "$(circle-slash) Turn off" : "$(check) Turn on"} for ${state.languageId}`,
+      description: "lspComplete.enabled",
+      action: { kind: "language", languageId: state.languageId, on: !on },
+    });
+  }
+  items.push({
+    label: state.enabled ? "$(circle-slash) Turn off everywhere" : "$(check) Turn on everywhere",
+    action: { kind: "toggle" },
+  });
+  items.push({ label: "$(pulse) Show server status", action: { kind: "showStatus" } });
+  items.push({ label: "$(debug-restart) Restart server", action: { kind: "restart" } });
+  return items;
 }
 
 /** The long, human-readable report shown by `lspComplete.showStatus`. */
@@ -403,4 +591,142 @@ export interface CursorMoveParams {
 export function cursorMoveParams(uri: string, anchor: LspPosition, active: LspPosition): CursorMoveParams | undefined {
   if (anchor.line !== active.line || anchor.character !== active.character) return undefined;
   return { textDocument: { uri }, position: { line: active.line, character: active.character } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// `lsp-complete doctor`
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The doctor's command line for the server's: the server arguments up to "serve" replaced
+ * by `doctor --json`, with the model the extension asks for. Undefined when the arguments
+ * have no "serve" (a custom command the doctor cannot be derived from).
+ */
+export function doctorCommand(settings: Settings): { command: string; args: string[] } | undefined {
+  const { command, args } = serverCommand(settings);
+  const serve = args.indexOf("serve");
+  if (serve < 0) return undefined;
+  const out = [...args.slice(0, serve), "doctor", "--json"];
+  const model = toInitializationOptions(settings).model;
+  if (model) out.push("--model", model);
+  return { command, args: out };
+}
+
+export interface DoctorCheck {
+  name: string;
+  status: "ok" | "warn" | "fail" | "skip" | string;
+  summary: string;
+  fix?: string | null;
+}
+
+export interface DoctorReport {
+  version?: string;
+  ok?: boolean;
+  checks?: DoctorCheck[];
+}
+
+/** The doctor's --json report as lines for the output channel; undefined when it is not one. */
+export function formatDoctorReport(stdout: string): string | undefined {
+  let report: DoctorReport;
+  try {
+    report = JSON.parse(stdout) as DoctorReport;
+  } catch {
+    return undefined;
+  }
+  if (!report || !Array.isArray(report.checks)) return undefined;
+  const width = Math.max(...report.checks.map((c) => String(c.name).length));
+  const lines = [`lsp-complete doctor (server ${report.version ?? "?"}):`];
+  for (const c of report.checks) {
+    const label = c.status === "fail" ? "FAIL" : c.status;
+    lines.push(`  ${`[${label}]`.padEnd(7)}${String(c.name).padEnd(width)}  ${c.summary}`);
+    if (c.fix) lines.push(`  ${" ".repeat(7 + width)}  fix: ${c.fix}`);
+  }
+  lines.push(report.ok ? "  Everything the server needs is here." : "  Some checks failed: see the fixes above.");
+  return lines.join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guided setup: a private Python environment with the server
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Where an executable is: a path (with a separator) as it is, a bare name looked up in
+ * `pathEnv` (with Windows' PATHEXT extensions). `isFile` says whether a path is an executable
+ * file (injected, so that this stays testable).
+ */
+export function findExecutable(
+  command: string,
+  pathEnv: string | undefined,
+  platform: string,
+  isFile: (path: string) => boolean,
+  pathExt = ".EXE;.CMD;.BAT;.COM",
+): string | undefined {
+  const win = platform === "win32";
+  const sep = win ? ";" : ":";
+  const join = (dir: string, name: string) => (dir.endsWith("/") || dir.endsWith("\\") ? dir + name : `${dir}${win ? "\\" : "/"}${name}`);
+  const exts = win ? ["", ...pathExt.split(";").filter((e) => e !== "").map((e) => e.toLowerCase())] : [""];
+  const tryPath = (p: string) => exts.map((e) => p + e).find((candidate) => isFile(candidate));
+  if (command.includes("/") || (win && command.includes("\\"))) return tryPath(command);
+  for (const dir of (pathEnv ?? "").split(sep)) {
+    if (dir === "") continue;
+    const found = tryPath(join(dir, command));
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** The Python interpreters to try for the private environment, best first. */
+export function pythonCandidates(platform: string): { command: string; args: string[] }[] {
+  if (platform === "win32") {
+    return [
+      { command: "py", args: ["-3"] },
+      { command: "python", args: [] },
+    ];
+  }
+  return ["python3.13", "python3.12", "python3.11", "python3", "python"].map((command) => ({ command, args: [] }));
+}
+
+/** The argument that prints a Python's version as "MAJOR MINOR". */
+export const PYTHON_VERSION_ARGS = ["-c", "import sys; print(*sys.version_info[:2])"];
+export const MIN_PYTHON: [number, number] = [3, 11];
+
+export function parsePythonVersion(stdout: string): [number, number] | undefined {
+  const m = /^(\d+) (\d+)\s*$/.exec(stdout.trim());
+  return m ? [Number(m[1]), Number(m[2])] : undefined;
+}
+
+export function isRecentPython(version: [number, number] | undefined): boolean {
+  return !!version && (version[0] > MIN_PYTHON[0] || (version[0] === MIN_PYTHON[0] && version[1] >= MIN_PYTHON[1]));
+}
+
+/** The private environment's interpreter and server command. */
+export function venvLayout(dir: string, platform: string): { python: string; server: string } {
+  if (platform === "win32") {
+    return { python: `${dir}\\Scripts\\python.exe`, server: `${dir}\\Scripts\\lsp-complete.exe` };
+  }
+  return { python: `${dir}/bin/python`, server: `${dir}/bin/lsp-complete` };
+}
+
+/** pip's arguments to install the server with its default model from a checkout or a wheel. */
+export function pipInstallArgs(source: string): string[] {
+  return ["-m", "pip", "install", "--disable-pip-version-check", `${source}[default-model]`];
+}
+
+/** Whether a file the user picked can be installed: a checkout folder or a .whl file. */
+export function installSourceKind(path: string, isDirectory: boolean): "checkout" | "wheel" | undefined {
+  if (isDirectory) return "checkout";
+  return /\.whl$/i.test(path) ? "wheel" : undefined;
+}
+
+/** A short progress message for a line of pip's output (undefined: nothing to say). */
+export function pipProgressMessage(line: string): string | undefined {
+  const text = line.trim();
+  let m: RegExpExecArray | null;
+  if ((m = /^Building wheel for (\S+)/.exec(text))) {
+    return m[1].startsWith("llama") ? "building llama.cpp (a few minutes)…" : `building ${m[1]}…`;
+  }
+  if ((m = /^(?:Collecting|Downloading|Processing) (\S+)/.exec(text))) return `fetching ${m[1].split("/").pop()}…`;
+  if (text.startsWith("Installing collected packages")) return "installing…";
+  if (text.startsWith("Successfully installed")) return "installed";
+  return undefined;
 }

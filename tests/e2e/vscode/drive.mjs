@@ -1,6 +1,7 @@
 // Drives a real VS Code (code-server, already running) in headless Chromium with Playwright,
-// as a user would: open the file, type, see the ghost text, accept it with Tab, save, turn
-// suggestions off and on. It only observes and acts; tests/e2e/test_vscode_e2e.py decides what
+// as a user would: check the extension waits for a source file, open the file, type, see the
+// ghost text, accept it with Tab, save, turn suggestions off and on, snooze and resume from the
+// status bar menu, ask with Alt+\\, turn suggestions off and on for Python. It only observes and acts; tests/e2e/test_vscode_e2e.py decides what
 // is right. Every wait is bounded; the browser is always closed.
 //
 // Usage: node drive.mjs CONFIG.json   (writes config.resultPath: JSON observations)
@@ -90,11 +91,83 @@ async function statusItem(page) {
   });
 }
 
+/** Waits until the status bar item passes `test` (given the item); returns the item. */
+function statusUntil(page, what, test, timeoutMs = 10_000) {
+  return until(
+    `the status bar item to ${what}`,
+    async () => {
+      const s = await statusItem(page);
+      return s && test(s) ? s : null;
+    },
+    timeoutMs,
+  );
+}
+
+const sparkle = (s) => s.icons.includes("codicon-sparkle");
+
 async function notifications(page) {
   return page.evaluate(() =>
     [...document.querySelectorAll(".notification-toast .notification-list-item-message")].map((e) =>
       (e.textContent ?? "").trim(),
     ),
+  );
+}
+
+/** Click the extension's status bar item and pick `label` from its menu. */
+async function statusMenu(page, label) {
+  const s = await statusItem(page);
+  if (!s) throw new Error("no lsp-complete status bar item");
+  await page.locator(`[id="${s.id}"]`).click();
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10_000 });
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: label }).first();
+  await row.waitFor({ state: "visible", timeout: 10_000 });
+  await row.click();
+  await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: 10_000 });
+  // The extension gives the focus back to the editor, so that typing goes on there.
+  await until("the editor to have the focus again after the menu", () => editorFocused(page), 5_000);
+}
+
+const editorFocused = (page) => page.evaluate(() => !!document.activeElement?.closest(".monaco-editor"));
+
+/** Whatever the editor asks (a retyped character, the trigger key), watch for ghost text. */
+async function ghostWhileQuiet(page) {
+  // Keys must reach the editor, or seeing no ghost text proves nothing.
+  if (!(await editorFocused(page))) throw new Error("the editor does not have the focus");
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("Backspace");
+  await page.keyboard.type(config.typed.slice(-1), { delay: 60 });
+  let seen = { inline: "", below: [], any: false };
+  for (let i = 0; i < 12; i++) {
+    if (i % 4 === 1) await page.keyboard.press(config.triggerKey);
+    await sleep(250);
+    const g = await ghostText(page);
+    if (g.any) seen = g;
+  }
+  return seen;
+}
+
+/** Ask with the trigger key only (nothing typed) until the wanted ghost text shows. */
+async function ghostByTriggerKey(page, wanted) {
+  await page.keyboard.press("Escape");
+  let lastTrigger = 0;
+  let presses = 0;
+  return until(
+    "ghost text after pressing the trigger key",
+    async () => {
+      const g = await ghostText(page);
+      result.lastGhost = g;
+      if (g.any && wanted.includes(g.inline)) return { ...g, presses };
+      if (Date.now() - lastTrigger > 2000) {
+        await page.keyboard.press(config.triggerKey);
+        presses += 1;
+        lastTrigger = Date.now();
+      }
+      return null;
+    },
+    config.ghostTimeoutMs,
+    100,
+    () => result.lastGhost,
   );
 }
 
@@ -139,7 +212,27 @@ try {
     await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
   });
 
-  // onStartupFinished: the extension starts the server and the model loads; the status bar
+  // Activation on the served languages: with no source file open the extension is not
+  // running (no status bar item, no server, no model).
+  result.statusBeforeOpen = await step("no extension before a source file", async () => {
+    await page.locator(".statusbar-item").first().waitFor({ state: "visible" });
+    await sleep(config.idleCheckMs);
+    return await statusItem(page);
+  });
+
+  await step("open the file", async () => {
+    await page.keyboard.press("Control+p");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible" });
+    await input.fill(config.fileName);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: config.fileName }).first().waitFor();
+    await page.keyboard.press("Enter");
+    await page.locator(".tab.active", { hasText: config.fileName }).waitFor();
+    await page.locator(".monaco-editor .view-lines").first().waitFor();
+    await sleep(300);
+  });
+
+  // onLanguage:python: the extension starts the server and the model loads; the status bar
   // shows $(sparkle) once lsp-complete/status says "ready".
   result.statusReady = await step("status bar: model ready", () => {
     let errorSince = null;
@@ -172,18 +265,6 @@ try {
     await page.mouse.move(640, 300);
     await page.keyboard.press("Escape");
     return text;
-  });
-
-  await step("open the file", async () => {
-    await page.keyboard.press("Control+p");
-    const input = page.locator(".quick-input-widget input");
-    await input.waitFor({ state: "visible" });
-    await input.fill(config.fileName);
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: config.fileName }).first().waitFor();
-    await page.keyboard.press("Enter");
-    await page.locator(".tab.active", { hasText: config.fileName }).waitFor();
-    await page.locator(".monaco-editor .view-lines").first().waitFor();
-    await sleep(300);
   });
 
   await step("go to the line and open a new one", async () => {
@@ -280,60 +361,51 @@ try {
   await step("toggle off", async () => {
     await page.keyboard.press("Escape");
     await runCommand(page, "lsp-complete: Toggle inline completions");
-    result.statusOff = await until(
-      "the status bar item to say off",
-      async () => {
-        const s = await statusItem(page);
-        return s && s.text.endsWith(": off") ? s : null;
-      },
-      10_000,
-    );
+    result.statusOff = await statusUntil(page, "say off", (s) => s.text.endsWith(": off"));
   });
 
   // Off: whatever the editor asks, no ghost text. Backspace and retype the last character
   // (automatic requests), then ask explicitly, and watch for a few seconds.
-  result.ghostWhileOff = await step("no ghost text while off", async () => {
-    await page.keyboard.press("Escape");
-    await page.keyboard.press("Backspace");
-    await page.keyboard.type(config.typed.slice(-1), { delay: 60 });
-    let seen = { inline: "", below: [], any: false };
-    for (let i = 0; i < 12; i++) {
-      if (i % 4 === 1) await page.keyboard.press(config.triggerKey);
-      await sleep(250);
-      const g = await ghostText(page);
-      if (g.any) seen = g;
-    }
-    return seen;
-  });
+  result.ghostWhileOff = await step("no ghost text while off", () => ghostWhileQuiet(page));
 
   await step("toggle on: ghost text again", async () => {
     await runCommand(page, "lsp-complete: Toggle inline completions");
-    result.statusOnAgain = await until(
-      "the status bar item to show the model ready again",
-      async () => {
-        const s = await statusItem(page);
-        return s && s.icons.includes("codicon-sparkle") ? s : null;
-      },
-      10_000,
-    );
-    let lastTrigger = 0;
-    result.ghostOnAgain = await until(
-      "ghost text after turning suggestions on again",
-      async () => {
-        const g = await ghostText(page);
-        result.lastGhost = g;
-        if (g.any && wanted.includes(g.inline)) return g;
-        if (Date.now() - lastTrigger > 2000) {
-          await page.keyboard.press(config.triggerKey);
-          lastTrigger = Date.now();
-        }
-        return null;
-      },
-      config.ghostTimeoutMs,
-      100,
-      () => result.lastGhost,
+    result.statusOnAgain = await statusUntil(page, "show the model ready again", sparkle);
+    result.ghostOnAgain = await ghostByTriggerKey(page, wanted);
+  });
+
+  // Snooze from the status bar menu: no ghost text, whatever the editor asks.
+  await step("snooze for 5 minutes", async () => {
+    await page.keyboard.press("Escape");
+    await statusMenu(page, "Snooze for 5 minutes");
+    result.statusSnoozed = await statusUntil(page, "say snoozed", (s) =>
+      s.text.startsWith("lsp-complete: snoozed"),
     );
   });
+  result.ghostWhileSnoozed = await step("no ghost text while snoozed", () => ghostWhileQuiet(page));
+
+  // Resume, then Alt+\ alone (nothing typed): the extension's own keybinding asks.
+  await step("resume", async () => {
+    await statusMenu(page, "Resume now");
+    result.statusResumed = await statusUntil(page, "show the model ready after resuming", sparkle);
+  });
+  result.ghostByKey = await step("the trigger key asks", () => ghostByTriggerKey(page, wanted));
+
+  // Per-language switch from the status bar menu.
+  await step("turn off for python", async () => {
+    await page.keyboard.press("Escape");
+    await statusMenu(page, "Turn off for python");
+    result.statusLanguageOff = await statusUntil(page, "say off for python", (s) =>
+      s.text === "lsp-complete: off for python",
+    );
+    result.settingsLanguageOff = fs.readFileSync(config.userSettings, "utf8");
+  });
+  result.ghostWhileLanguageOff = await step("no ghost text while off for python", () => ghostWhileQuiet(page));
+  await step("turn on for python", async () => {
+    await statusMenu(page, "Turn on for python");
+    result.statusLanguageOn = await statusUntil(page, "show the model ready for python again", sparkle);
+  });
+  result.ghostLanguageOn = await step("ghost text for python again", () => ghostByTriggerKey(page, wanted));
   result.notifications.push(...(await notifications(page)));
 } catch (err) {
   result.error = String(err?.stack ?? err);

@@ -1,10 +1,10 @@
 -- lsp-complete for Neovim: inline ("ghost text") completions from the lsp-complete server.
 --
---   require("lsp_complete").setup({ ... })   -- see README.md / M.defaults below
+--   require("lsp_complete").setup({ ... })   -- see :help lsp-complete / M.defaults below
 --
 -- On Neovim 0.12+ the built-in `vim.lsp.inline_completion` draws the suggestions (unless
--- `use_builtin = false`); on 0.10 / 0.11 this module requests them itself while you type in
--- insert mode and draws them with extmarks.
+-- `use_builtin = false`); on 0.11 this module requests them itself while you type in insert
+-- mode and draws them with extmarks. The user commands live in plugin/lsp_complete.lua.
 
 local M = {}
 
@@ -13,6 +13,10 @@ local uv = vim.uv or vim.loop
 
 M.name = "lsp_complete"
 M.ns = api.nvim_create_namespace("lsp_complete")
+-- How to get the server: the same words in every README and message (the package is not on
+-- the package index).
+M.INSTALL_HINT = "install it from a checkout of lsp-complete: pipx install '.[default-model]' "
+  .. "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor"
 
 ---@class lsp_complete.Keys
 ---@field accept string|false       accept the whole suggestion (falls back to the key itself)
@@ -20,6 +24,8 @@ M.ns = api.nvim_create_namespace("lsp_complete")
 ---@field accept_line string|false  accept the rest of the current suggestion line
 ---@field dismiss string|false      hide the suggestion
 ---@field trigger string|false      ask for a suggestion now
+---@field next string|false         show the next alternative suggestion
+---@field prev string|false         show the previous alternative suggestion
 
 M.defaults = {
   -- The server command. `{ "python", "-m", "lsp_complete", "serve" }` works too.
@@ -50,12 +56,16 @@ M.defaults = {
   use_builtin = true,
   -- "inline" pushes the text after the cursor to the right; "overlay" draws over it.
   virt_text_pos = "inline",
+  -- Hide the ghost text while the completion menu is open; it comes back when the menu closes.
+  hide_during_completion = true,
   keys = {
     accept = "<Tab>",
     accept_word = "<C-Right>",
     accept_line = "<C-l>",
     dismiss = "<C-]>",
     trigger = "<M-\\>",
+    next = "<M-]>",
+    prev = "<M-[>",
   },
 }
 
@@ -146,7 +156,9 @@ end
 ---@field timer uv.uv_timer_t?
 ---@field seq integer                  request sequence number (newest wins)
 ---@field inflight { client_id: integer, id: integer, seq: integer }?
----@field suggestion lsp_complete.Suggestion?
+---@field suggestion lsp_complete.Suggestion?  the one shown (one of `items`)
+---@field items lsp_complete.Suggestion[]?      the alternatives of the last answer
+---@field invoked boolean?             `items` came from an explicit (Invoked) request
 ---@field extmark integer?
 ---@field last_key string?             changedtick:row:col last handled
 ---@field requests integer             requests sent (for tests)
@@ -201,6 +213,8 @@ local function reset(bufnr)
   cancel_inflight(st)
   clear_extmark(bufnr, st)
   st.suggestion = nil
+  st.items = nil
+  st.invoked = nil
 end
 
 --- Text of the buffer between (row, col) and the cursor, or nil when the cursor is before it.
@@ -261,7 +275,12 @@ local function render(bufnr)
   local rest, row, col = remainder(bufnr, s)
   if not rest then
     st.suggestion = nil
+    st.items = nil
+    st.invoked = nil
     return
+  end
+  if M.config.hide_during_completion and vim.fn.pumvisible() == 1 then
+    return -- kept, drawn again when the menu closes (CompleteDone)
   end
   local lines = vim.split(rest, "\n", { plain = true })
   local hl = "LspCompleteGhost"
@@ -323,10 +342,24 @@ local function to_suggestion(client, item, req)
   return s
 end
 
+--- The index in `items` to show: the first, or, when cycling by `step`, the one `step` away
+--- from the suggestion shown before (`shown`), wrapping around.
+local function pick_index(items, shown, step)
+  if step then
+    for i, s in ipairs(items) do
+      if s.text == shown then
+        return (i - 1 + step) % #items + 1
+      end
+    end
+  end
+  return 1
+end
+
 --- Send textDocument/inlineCompletion for the cursor position now.
 ---@param bufnr integer
----@param kind integer? 1 = invoked, 2 = automatic
-function M.request(bufnr, kind)
+---@param kind integer? 1 = invoked (the server may answer with several alternatives), 2 = automatic
+---@param step integer? when cycling: show the alternative this far from the one shown now
+function M.request(bufnr, kind, step)
   bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
   local st = states[bufnr]
   if not st or not enabled then
@@ -340,6 +373,7 @@ function M.request(bufnr, kind)
   if not row then
     return
   end
+  local shown = st.suggestion and st.suggestion.text
   cancel_inflight(st)
   local encoding = client.offset_encoding or "utf-16"
   local params = vim.lsp.util.make_position_params(0, encoding)
@@ -365,15 +399,18 @@ function M.request(bufnr, kind)
     if not vim.startswith(api.nvim_get_mode().mode, "i") or api.nvim_get_current_buf() ~= bufnr then
       return
     end
-    local items = result.items or result
-    local s = nil
-    for _, item in ipairs(items) do
-      s = to_suggestion(client, item, req)
-      if s then
-        break
+    -- One item, or (for an Invoked request) up to N alternatives; the same text only once.
+    local items, seen = {}, {}
+    for _, item in ipairs(result.items or result) do
+      local s = to_suggestion(client, item, req)
+      if s and not seen[s.text] then
+        seen[s.text] = true
+        items[#items + 1] = s
       end
     end
-    cur.suggestion = s
+    cur.items = #items > 0 and items or nil
+    cur.invoked = kind == 1
+    cur.suggestion = items[pick_index(items, shown, step)]
     render(bufnr)
   end, bufnr)
   if ok and id then
@@ -535,6 +572,8 @@ function M.accept(how)
   insert_at_cursor(bufnr, row, col, part)
   if #part >= #rest then
     st.suggestion = nil
+    st.items = nil
+    st.invoked = nil
     run_command(s)
   else
     render(bufnr) -- the rest stays on screen
@@ -566,6 +605,49 @@ function M.dismiss()
   end
   reset(bufnr)
   return true
+end
+
+--- Show the next (`step` 1) or previous (-1) alternative suggestion. The first time at a spot
+--- this asks the server explicitly (triggerKind Invoked), which answers with up to N
+--- alternatives; then it cycles through the ones that still fit what is typed. Returns false
+--- when there is nothing to cycle through.
+---@param step integer
+function M.cycle(step)
+  local bufnr = api.nvim_get_current_buf()
+  if using_builtin() then
+    local ic = vim.lsp.inline_completion
+    return type(ic.select) == "function" and pcall(ic.select, { count = step }) or false
+  end
+  local st = states[bufnr]
+  if not st or not enabled then
+    return false
+  end
+  local fits = {}
+  for _, s in ipairs(st.items or {}) do
+    if remainder(bufnr, s) then
+      fits[#fits + 1] = s
+    end
+  end
+  if st.invoked then
+    if #fits < 2 then
+      return false
+    end
+    local shown = st.suggestion and st.suggestion.text
+    st.items = fits
+    st.suggestion = fits[pick_index(fits, shown, step)]
+    render(bufnr)
+    return true
+  end
+  M.request(bufnr, 1, step)
+  return true
+end
+
+function M.next()
+  return M.cycle(1)
+end
+
+function M.prev()
+  return M.cycle(-1)
 end
 
 --- Whether a suggestion is on screen in the current buffer.
@@ -607,6 +689,16 @@ function M.current(bufnr)
     out.row = s.row
     out.col = s.col
     out.item = s.item
+    out.index = 1
+    for i, other in ipairs(st.items or {}) do
+      if other == s then
+        out.index = i
+      end
+    end
+    out.count = st.items and #st.items or 1
+    out.alternatives = vim.tbl_map(function(other)
+      return other.text
+    end, st.items or { s })
   end
   return out
 end
@@ -690,6 +782,15 @@ local function set_keys(bufnr)
   map_key(bufnr, keys.accept_word, "accept('word')", "accept next word")
   map_key(bufnr, keys.accept_line, "accept('line')", "accept line")
   map_key(bufnr, keys.dismiss, "dismiss()", "dismiss suggestion")
+  -- Cycling works with nothing shown too: it asks the server for its alternatives.
+  for _, spec in ipairs({ { keys.next, M.next, "next suggestion" }, { keys.prev, M.prev, "previous suggestion" } }) do
+    local lhs, fn, desc = spec[1], spec[2], spec[3]
+    if lhs and lhs ~= "" then
+      vim.keymap.set("i", lhs, function()
+        fn()
+      end, { buffer = bufnr, silent = true, desc = "lsp-complete: " .. desc })
+    end
+  end
   if keys.trigger and keys.trigger ~= "" then
     vim.keymap.set("i", keys.trigger, function()
       if using_builtin() then
@@ -747,6 +848,19 @@ function M._on_attach(client, bufnr)
     buffer = bufnr,
     callback = function()
       on_change(bufnr)
+    end,
+  })
+  -- The completion menu opens (hide the ghost text) or closes (show it again); render()
+  -- checks pumvisible(), which is still 1 during CompleteDone, hence the schedule.
+  api.nvim_create_autocmd({ "CompleteChanged", "CompleteDone" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      vim.schedule(function()
+        if api.nvim_buf_is_valid(bufnr) and api.nvim_get_current_buf() == bufnr then
+          render(bufnr)
+        end
+      end)
     end,
   })
   api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
@@ -830,9 +944,7 @@ function M.attach(bufnr)
   local exe = M.config.cmd and M.config.cmd[1]
   if not exe or vim.fn.executable(exe) ~= 1 then
     vim.notify_once(
-      ("lsp-complete: `%s` not found; install it (pip install lsp-complete) or set cmd in setup()"):format(
-        tostring(exe)
-      ),
+      ("lsp-complete: `%s` not found; %s; or set cmd in setup()"):format(tostring(exe), M.INSTALL_HINT),
       vim.log.levels.WARN
     )
     return nil
@@ -943,6 +1055,24 @@ function M.show_status()
   vim.notify(format_status(status))
 end
 
+--- Stop the server and start it again for the loaded buffers (after changing the model).
+function M.restart()
+  for _, c in ipairs(M.clients()) do
+    if has_011 then
+      c:stop()
+    else
+      c.stop()
+    end
+  end
+  vim.defer_fn(function()
+    for _, b in ipairs(api.nvim_list_bufs()) do
+      if api.nvim_buf_is_loaded(b) then
+        M.attach(b)
+      end
+    end
+  end, 500)
+end
+
 --- Configure and start. Call once from your init.lua.
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
@@ -974,24 +1104,11 @@ function M.setup(opts)
       M.attach(args.buf)
     end,
   })
-  api.nvim_create_user_command("LspCompleteToggle", M.toggle, { desc = "lsp-complete: suggestions on/off" })
-  api.nvim_create_user_command("LspCompleteStatus", M.show_status, { desc = "lsp-complete: server status" })
-  api.nvim_create_user_command("LspCompleteRestart", function()
-    for _, c in ipairs(M.clients()) do
-      if has_011 then
-        c:stop()
-      else
-        c.stop()
-      end
-    end
-    vim.defer_fn(function()
-      for _, b in ipairs(api.nvim_list_bufs()) do
-        if api.nvim_buf_is_loaded(b) then
-          M.attach(b)
-        end
-      end
-    end, 500)
-  end, { desc = "lsp-complete: restart the server" })
+  if vim.fn.exists(":LspCompleteToggle") ~= 2 then
+    -- The plugin folder was put on 'runtimepath' after startup (a plugin manager's config
+    -- function): its plugin/ file, which defines the commands, did not run.
+    vim.cmd.runtime("plugin/lsp_complete.lua")
+  end
 
   -- Buffers that were open before setup().
   for _, b in ipairs(api.nvim_list_bufs()) do

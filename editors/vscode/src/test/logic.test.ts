@@ -9,19 +9,36 @@ import {
   ACCEPT_COMMAND_ID,
   CURSOR_METHOD,
   INIT_OPTION_KEYS,
+  INSTALL_HINT,
+  SERVED_LANGUAGES,
+  SNOOZE_MINUTES,
   configChangeAction,
   convertItem,
   convertResult,
   cursorMoveParams,
+  doctorCommand,
   executeCommandParams,
+  findExecutable,
+  formatDoctorReport,
+  formatDuration,
   formatLatency,
   formatStatus,
   formatStatusDetails,
+  installSourceKind,
   isLanguageEnabled,
+  isRecentPython,
   lastLatencyMs,
+  menuItems,
+  parsePythonVersion,
+  pipInstallArgs,
+  pipProgressMessage,
+  pythonCandidates,
   serverCommand,
+  setLanguageEnabled,
+  snoozeLeftMs,
   toInitializationOptions,
   toLspTriggerKind,
+  venvLayout,
 } from "../logic";
 
 const range = { start: { line: 3, character: 4 }, end: { line: 3, character: 9 } };
@@ -234,13 +251,47 @@ describe("package.json", () => {
 
   it("declares the contract VS Code needs", () => {
     assert.equal(pkg.main, "./out/extension.js");
-    assert.deepEqual(pkg.activationEvents, ["onStartupFinished"]);
     assert.match(pkg.engines.vscode, /^\^1\.9\d/);
+  });
+
+  it("activates on the served languages only (no model in a window without source files)", () => {
+    assert.deepEqual(
+      pkg.activationEvents,
+      SERVED_LANGUAGES.map((l) => `onLanguage:${l}`),
+    );
+    assert.ok(!pkg.activationEvents.includes("onStartupFinished"));
+    assert.ok(!pkg.activationEvents.includes("*"));
+  });
+
+  it("binds a key to 'suggest now' and to the alternatives", () => {
+    const bindings = pkg.contributes.keybindings as { command: string; key: string; when: string }[];
+    const trigger = bindings.find((b) => b.command === "editor.action.inlineSuggest.trigger");
+    assert.deepEqual(trigger, {
+      command: "editor.action.inlineSuggest.trigger",
+      key: "alt+\\",
+      when: "editorTextFocus && !editorReadonly",
+    });
+    const next = bindings.find((b) => b.command === "editor.action.inlineSuggest.showNext");
+    assert.equal(next?.key, "alt+]");
+  });
+
+  it("keeps the server command machine-scoped", () => {
+    const props = pkg.contributes.configuration.properties;
+    assert.equal(props["lspComplete.serverPath"].scope, "machine");
+    assert.equal(props["lspComplete.serverArgs"].scope, "machine");
   });
 
   it("contributes the commands and settings", () => {
     const commands = pkg.contributes.commands.map((c: { command: string }) => c.command);
-    for (const c of ["lspComplete.toggle", "lspComplete.showStatus"]) assert.ok(commands.includes(c), c);
+    for (const c of [
+      "lspComplete.toggle",
+      "lspComplete.showStatus",
+      "lspComplete.menu",
+      "lspComplete.snooze",
+      "lspComplete.toggleLanguage",
+      "lspComplete.setupServer",
+    ])
+      assert.ok(commands.includes(c), c);
     const props = pkg.contributes.configuration.properties;
     for (const key of [
       "serverPath",
@@ -267,5 +318,180 @@ describe("cursorMoveParams", () => {
     });
     assert.equal(cursorMoveParams("file:///a.py", at, { line: 4, character: 7 }), undefined);
     assert.equal(CURSOR_METHOD, "lsp-complete/didMoveCursor");
+  });
+});
+
+describe("per-language switch", () => {
+  it("writes the language out, on or off, and keeps the others", () => {
+    assert.deepEqual(setLanguageEnabled(undefined, "python", false), { python: false });
+    assert.deepEqual(setLanguageEnabled({ python: false, go: true, bad: "x" }, "python", true), {
+      python: true,
+      go: true,
+    });
+    // Switching back on keeps the key, so that the server is updated, not restarted.
+    const before = toInitializationOptions({ enabled: { python: false } });
+    const after = toInitializationOptions({ enabled: setLanguageEnabled({ python: false }, "python", true) });
+    assert.equal(configChangeAction(before, after, false), "update");
+  });
+});
+
+describe("snooze", () => {
+  it("counts down and formats the time left", () => {
+    assert.deepEqual([...SNOOZE_MINUTES], [5, 15, 60]);
+    assert.equal(snoozeLeftMs(undefined, 1000), 0);
+    assert.equal(snoozeLeftMs(500, 1000), 0);
+    assert.equal(snoozeLeftMs(61000, 1000), 60000);
+    assert.equal(formatDuration(60000), "1 min");
+    assert.equal(formatDuration(14 * 60000 + 1), "15 min");
+    assert.equal(formatDuration(3600000), "1 h");
+  });
+
+  it("shows in the status bar item, before the per-language state", () => {
+    const ready = { model: { name: "tiny", state: "ready" }, recent: [{ latencyMs: 12 }] };
+    const now = 1_000_000;
+    const snoozed = formatStatus(ready, true, "running", { snoozedUntil: now + 5 * 60000, now });
+    assert.equal(snoozed.text, "$(clock) lsp-complete: snoozed 5 min");
+    assert.equal(formatStatus(ready, true, "running", { snoozedUntil: now - 1, now }).text, "$(sparkle) lsp-complete 12 ms");
+    const off = formatStatus(ready, true, "running", { languageId: "python", languageEnabled: false });
+    assert.equal(off.text, "$(circle-slash) lsp-complete: off for python");
+    // Everything off wins.
+    assert.equal(formatStatus(ready, false, "running", { snoozedUntil: now + 1000, now }).text, "$(circle-slash) lsp-complete: off");
+  });
+});
+
+describe("status bar menu", () => {
+  const kinds = (items: ReturnType<typeof menuItems>) => items.map((i) => i.action.kind);
+
+  it("offers snoozes, this language, everything, status, restart", () => {
+    const items = menuItems({ enabled: true, languageId: "python", languageEnabled: true, now: 0 });
+    assert.deepEqual(kinds(items), ["snooze", "snooze", "snooze", "language", "toggle", "showStatus", "restart"]);
+    assert.deepEqual(
+      items.filter((i) => i.action.kind === "snooze").map((i) => i.label),
+      ["$(clock) Snooze for 5 minutes", "$(clock) Snooze for 15 minutes", "$(clock) Snooze for 1 hour"],
+    );
+    assert.equal(items[3].label, "$(circle-slash) Turn off for python");
+    assert.deepEqual(items[3].action, { kind: "language", languageId: "python", on: false });
+  });
+
+  it("offers to resume while snoozed, to turn a language back on, and the setup", () => {
+    const items = menuItems({
+      enabled: true,
+      snoozedUntil: 10 * 60000,
+      now: 0,
+      languageId: "go",
+      languageEnabled: false,
+      missing: true,
+    });
+    assert.deepEqual(kinds(items), ["setup", "resume", "language", "toggle", "showStatus", "restart"]);
+    assert.equal(items[1].description, "snoozed for 10 min more");
+    assert.deepEqual(items[2].action, { kind: "language", languageId: "go", on: true });
+    assert.equal(menuItems({ enabled: false }).find((i) => i.action.kind === "toggle")?.label, "$(check) Turn on everywhere");
+  });
+});
+
+describe("status tooltip", () => {
+  it("names the model and the latencies", () => {
+    const view = formatStatus(
+      {
+        model: { name: "qwen", state: "ready", device: "cpu" },
+        latency: { p50: 40, p95: 210.4, count: 17 },
+        recent: [{ latencyMs: 85.4 }],
+      },
+      true,
+    );
+    const lines = view.tooltip.split("\n");
+    assert.equal(lines[0], "lsp-complete: qwen on cpu is ready.");
+    assert.ok(lines.includes("Model: qwen on cpu"), view.tooltip);
+    assert.ok(lines.includes("Last suggestion: 85 ms (p50 40 ms, p95 210 ms over 17)"), view.tooltip);
+  });
+
+  it("says how to set up a missing server", () => {
+    const view = formatStatus(undefined, true, "missing");
+    assert.equal(view.text, "$(warning) lsp-complete: set up");
+    assert.equal(view.severity, "warning");
+  });
+});
+
+describe("doctor", () => {
+  it("derives its command from the server's", () => {
+    assert.deepEqual(doctorCommand({}), { command: "lsp-complete", args: ["doctor", "--json"] });
+    assert.deepEqual(
+      doctorCommand({ serverPath: "/usr/bin/python3", serverArgs: ["-m", "lsp_complete", "serve", "--tcp", "1"], model: "m" }),
+      { command: "/usr/bin/python3", args: ["-m", "lsp_complete", "doctor", "--json", "--model", "m"] },
+    );
+    assert.equal(doctorCommand({ serverArgs: ["run"] }), undefined);
+  });
+
+  it("formats the --json report", () => {
+    const text = formatDoctorReport(
+      JSON.stringify({
+        version: "0.1.0",
+        ok: false,
+        checks: [
+          { name: "python", status: "ok", summary: "Python 3.11.7", fix: null },
+          { name: "model", status: "fail", summary: "no file", fix: "pull it" },
+        ],
+      }),
+    )!;
+    assert.match(text, /server 0\.1\.0/);
+    assert.match(text, /\[ok\] {3}python {2}Python 3\.11\.7/);
+    assert.match(text, /\[FAIL\] model {3}no file\n {17}fix: pull it/);
+    assert.match(text, /Some checks failed/);
+    assert.equal(formatDoctorReport("not json"), undefined);
+    assert.equal(formatDoctorReport("{}"), undefined);
+  });
+});
+
+describe("guided setup", () => {
+  it("finds executables on the PATH and by path", () => {
+    const files = new Set(["/usr/bin/lsp-complete", "/opt/x/lsp-complete", "C:\\py\\lsp-complete.EXE".toLowerCase()]);
+    const isFile = (p: string) => files.has(p) || files.has(p.toLowerCase());
+    assert.equal(findExecutable("lsp-complete", "/bin:/usr/bin", "linux", isFile), "/usr/bin/lsp-complete");
+    assert.equal(findExecutable("lsp-complete", "/bin", "linux", isFile), undefined);
+    assert.equal(findExecutable("/opt/x/lsp-complete", undefined, "linux", isFile), "/opt/x/lsp-complete");
+    assert.equal(findExecutable("/opt/y/lsp-complete", "/usr/bin", "linux", isFile), undefined);
+    assert.equal(findExecutable("lsp-complete", "C:\\py", "win32", isFile, ".EXE"), "C:\\py\\lsp-complete.exe");
+  });
+
+  it("picks a Python 3.11 or newer", () => {
+    assert.deepEqual(parsePythonVersion("3 12\n"), [3, 12]);
+    assert.equal(parsePythonVersion("Python 3.12"), undefined);
+    assert.equal(isRecentPython([3, 11]), true);
+    assert.equal(isRecentPython([3, 10]), false);
+    assert.equal(isRecentPython([4, 0]), true);
+    assert.equal(isRecentPython(undefined), false);
+    assert.equal(pythonCandidates("linux")[0].command, "python3.13");
+    assert.deepEqual(pythonCandidates("win32")[0], { command: "py", args: ["-3"] });
+  });
+
+  it("installs from a checkout or a wheel into a private environment", () => {
+    assert.deepEqual(venvLayout("/s/venv", "linux"), { python: "/s/venv/bin/python", server: "/s/venv/bin/lsp-complete" });
+    assert.equal(venvLayout("C:\\s", "win32").server, "C:\\s\\Scripts\\lsp-complete.exe");
+    assert.deepEqual(pipInstallArgs("/src/lsp-complete"), [
+      "-m",
+      "pip",
+      "install",
+      "--disable-pip-version-check",
+      "/src/lsp-complete[default-model]",
+    ]);
+    assert.equal(installSourceKind("/src/lsp-complete", true), "checkout");
+    assert.equal(installSourceKind("/d/lsp_complete-0.1.0-py3-none-any.whl", false), "wheel");
+    assert.equal(installSourceKind("/d/readme.txt", false), undefined);
+  });
+
+  it("turns pip's output into progress", () => {
+    assert.equal(pipProgressMessage("Building wheel for llama-cpp-python (pyproject.toml): started"), "building llama.cpp (a few minutes)…");
+    assert.equal(pipProgressMessage("Collecting numpy>=1.26"), "fetching numpy>=1.26…");
+    assert.equal(pipProgressMessage("  Downloading https://x/y/numpy-2.whl (16 MB)"), "fetching numpy-2.whl…");
+    assert.equal(pipProgressMessage("Successfully installed lsp-complete-0.1.0"), "installed");
+    assert.equal(pipProgressMessage("Requirement already satisfied: x"), undefined);
+  });
+
+  it("names the same install command as every README", () => {
+    assert.equal(
+      INSTALL_HINT,
+      "install it from a checkout of lsp-complete: pipx install '.[default-model]' " +
+        "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor",
+    );
   });
 });

@@ -1,0 +1,284 @@
+"""editors/emacs/lsp-complete.el in real Emacs (batch mode) with Eglot, against the real server.
+
+CI installs emacs-nox and elpa-eglot; where Emacs or Eglot is missing these tests skip. The
+ghost-text test connects to `lsp-complete serve` (the tiny model) and types into a copy of a
+real Python file with `execute-kbd-macro`, so that the commands, their post-command-hook and
+the keymaps run as they do for a user: the overlay's text must be the server's own answer for
+that content and position; typing through it, moving away, asking again, accepting a word with
+C-<right> and the rest with TAB must do what the README says. With lsp-complete-ghost-text
+nil the suggestion is a completion-at-point candidate instead, also tested.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EL = REPO / "editors" / "emacs" / "lsp-complete.el"
+ANCHOR = "    i = 0.74*(r-y)"
+
+
+def _emacs_with_eglot() -> bool:
+    if shutil.which("emacs") is None:
+        return False
+    done = subprocess.run(
+        ["emacs", "--batch", "-q", "--eval", '(princ (if (require \'eglot nil t) "yes" "no"))'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.stdout.strip().endswith("yes")
+
+
+pytestmark = pytest.mark.skipif(not _emacs_with_eglot(), reason="needs Emacs with Eglot")
+
+
+def _script(body: str) -> str:
+    """An Emacs program: Eglot, lsp-complete.el and the helpers below, then `body`."""
+    return f"""
+      (progn
+        (require 'eglot)
+        (require 'json)
+        (load {json.dumps(str(EL))})
+        {_PRINT}
+        {body}
+        (kill-emacs 0))
+    """
+
+
+def _serve(model: Path) -> str:
+    """Elisp that points lsp-complete-command at this Python's server with `model`."""
+    command = [sys.executable, "-m", "lsp_complete", "serve", "--model", str(model)]
+    return f"(setq lsp-complete-command '({' '.join(json.dumps(c) for c in command)}))"
+
+
+def _run_emacs(script: str, tmp_path: Path, timeout: int = 240) -> str:
+    done = subprocess.run(
+        ["emacs", "--batch", "-q", "--eval", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        env=dict(
+            os.environ,
+            HOME=str(tmp_path),
+            XDG_CACHE_HOME=str(tmp_path / "cache"),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        ),
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    return out
+
+
+def _values(out: str, key: str) -> list:
+    """The JSON values printed as `KEY=<json>` lines, in order."""
+    return [json.loads(m) for m in re.findall(rf"^{key}=(.*)$", out, re.M)]
+
+
+_PRINT = """
+(defun test-print (key value) (princ (format "%s=%s\\n" key (json-encode value))))
+(defun test-wait (what predicate seconds)
+  (let ((deadline (+ (float-time) seconds)))
+    (while (and (not (funcall predicate)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (unless (funcall predicate) (test-print "TIMEOUT" what))))
+(defun test-line () (buffer-substring-no-properties (line-beginning-position) (line-end-position)))
+(defun test-status ()
+  (jsonrpc-request (eglot-current-server) :lsp-complete/status eglot--{}))
+(defun test-connect ()
+  "Eglot in this buffer with the lsp-complete entry; wait for the model."
+  (apply #'eglot (eglot--guess-contact))
+  (test-wait "ready" (lambda () (equal (plist-get (plist-get (test-status) :model) :state)
+                                       "ready")) 60))
+(defun test-server-answer (kind)
+  "The server's own first item here: (insertText . range start character)."
+  (let* ((result (jsonrpc-request (eglot-current-server) :textDocument/inlineCompletion
+                                  (append (eglot--TextDocumentPositionParams)
+                                          (list :context (list :triggerKind kind)))))
+         (items (append (if (vectorp result) result (plist-get result :items)) nil))
+         (item (car items)))
+    (and item (list (lsp-complete--item-text item)
+                    (plist-get (plist-get (plist-get item :range) :start) :character)))))
+"""
+
+
+def test_ghost_text_overlay_over_eglot(tmp_path: Path, tiny_model_path: Path) -> None:
+    import colorsys
+
+    source = tmp_path / "colors.py"
+    shutil.copyfile(inspect.getsourcefile(colorsys), source)
+    script = _script(f"""
+        {_serve(tiny_model_path)}
+        (lsp-complete-eglot-setup)
+        (find-file {json.dumps(str(source))})
+        (python-mode)
+        (test-connect)
+        (test-print "MODE" (if lsp-complete-mode "on" "off"))
+        (test-print "CAPABILITY" (plist-get (plist-get (eglot-client-capabilities
+                                                        (eglot-current-server))
+                                                       :textDocument)
+                                            :inlineCompletion))
+        (goto-char (point-min))
+        (search-forward {json.dumps(ANCHOR)})
+        (end-of-line)
+        ;; Typing: RET opens an indented line, then `q = 0`.
+        (execute-kbd-macro (kbd "RET q SPC = SPC 0"))
+        (test-print "TYPED" (test-line))
+        (test-wait "ghost" #'lsp-complete-current 30)
+        (test-print "GHOST" (lsp-complete-current))
+        (test-print "SERVER" (test-server-answer 2))
+        ;; Typing the ghost text's first character keeps the rest on screen at once.
+        (let ((first (aref (lsp-complete-current) 0)))
+          (unless (eq first ?\\n)
+            (execute-kbd-macro (vector first))
+            (test-print "THROUGH" (list (test-line) (lsp-complete-current)))))
+        ;; Any other command hides it: move left, then right again.
+        (execute-kbd-macro (kbd "C-b"))
+        (test-print "AFTER-MOVE" (lsp-complete-current))
+        (execute-kbd-macro (kbd "C-f"))
+        (test-print "STILL-HIDDEN" (lsp-complete-current))
+        ;; Ask for one now (the command a key can be bound to).
+        (call-interactively #'lsp-complete-request)
+        (test-wait "ghost again" #'lsp-complete-current 30)
+        (test-print "BEFORE-ACCEPT" (list (test-line) (lsp-complete-current)))
+        (execute-kbd-macro (kbd "C-<right>"))
+        (test-print "WORD" (list (test-line) (lsp-complete-current)))
+        (let ((start (line-beginning-position)))
+          (execute-kbd-macro (kbd "TAB"))
+          (test-print "ACCEPTED" (buffer-substring-no-properties start (point))))
+        (test-wait "accepted counter"
+                   (lambda () (>= (plist-get (plist-get (test-status) :counters) :accepted) 1))
+                   10)
+        (test-print "COUNTERS" (plist-get (test-status) :counters))
+        (eglot-shutdown (eglot-current-server))""")
+    out = _run_emacs(script, tmp_path)
+    assert not _values(out, "TIMEOUT"), out[-4000:]
+    assert _values(out, "MODE") == ["on"], out[-3000:]
+    assert _values(out, "CAPABILITY") == [{"dynamicRegistration": False}], out[-3000:]
+    assert _values(out, "TYPED") == ["    q = 0"]
+
+    # The overlay shows the server's answer for this content and position, less what the item's
+    # range says is typed already.
+    [ghost] = _values(out, "GHOST")
+    [(insert, start)] = _values(out, "SERVER")
+    typed = "    q = 0"[start if start is not None else len("    q = 0") :]
+    assert insert.startswith(typed)
+    assert ghost == insert[len(typed) :] and ghost
+
+    through = _values(out, "THROUGH")
+    if through:
+        assert through == [["    q = 0" + ghost[0], ghost[1:] or None]]
+    assert _values(out, "AFTER-MOVE") == [None]
+    assert _values(out, "STILL-HIDDEN") == [None]
+
+    [(line, shown)] = _values(out, "BEFORE-ACCEPT")
+    [(line_after_word, rest)] = _values(out, "WORD")
+    word = line_after_word[len(line) :]
+    assert word and shown.startswith(word)
+    assert rest == shown[len(word) :] or (rest is None and word == shown)
+    [accepted] = _values(out, "ACCEPTED")
+    assert accepted == line + shown  # TAB took the rest, across lines if there were several
+    assert _values(out, "COUNTERS")[0]["accepted"] >= 1
+
+
+def test_options_set_after_the_setup_call_apply(tmp_path: Path) -> None:
+    """Options set with customize (or use-package :custom, setopt) after the setup call are
+    applied through their :set hooks. (With lsp-complete-ghost-text nil the client declares no
+    inline completion and gets the completion-at-point candidate: test_editors_config.py.)"""
+    script = _script("""
+        (setq lsp-complete-command '("true"))
+        (lsp-complete-eglot-setup)
+        (customize-set-variable 'lsp-complete-major-modes '(python-mode))
+        (customize-set-variable 'lsp-complete-command '("/opt/lsp/bin/lsp-complete" "serve"))
+        (test-print "ENTRY" (format "%S" (car eglot-server-programs)))
+        (test-print "COUNT" (cl-count-if (lambda (e) (and (consp (cdr e))
+                                                          (eq (cadr e) 'eglot-lsp-complete)))
+                                         eglot-server-programs))""")
+    out = _run_emacs(script, tmp_path, timeout=60)
+    assert _values(out, "ENTRY") == [
+        '((python-mode) eglot-lsp-complete "/opt/lsp/bin/lsp-complete" "serve")'
+    ], out[-3000:]
+    assert _values(out, "COUNT") == [1]
+
+
+def test_missing_server_names_the_install_command(tmp_path: Path) -> None:
+    from lsp_complete.doctor import INSTALL_HINT
+
+    script = _script("""
+        (setq lsp-complete-command '("no-such-lsp-complete" "serve"))
+        (lsp-complete-eglot-setup)
+        (condition-case err (lsp-complete-doctor)
+          (user-error (princ (format "ERROR=%s\\n" (error-message-string err)))))""")
+    out = _run_emacs(script, tmp_path, timeout=60)
+    assert INSTALL_HINT in out.split("ERROR=", 1)[1], out
+    assert "no-such-lsp-complete" in out
+
+
+def test_package_byte_compiles_and_registers_once(tmp_path: Path) -> None:
+    """Byte-compiled, the file loads and adds one entry to eglot-server-programs however often
+    the setup runs."""
+    el = tmp_path / "lsp-complete.el"
+    shutil.copyfile(EL, el)
+    script = f"""
+      (progn
+        (require 'eglot)
+        (setq byte-compile-error-on-warn nil)
+        (unless (byte-compile-file {json.dumps(str(el))}) (kill-emacs 3))
+        (load {json.dumps(str(el) + "c")})
+        (lsp-complete-eglot-setup)
+        (lsp-complete-eglot-setup)
+        (let ((entry (car eglot-server-programs)))
+          (princ (format "MODES=%S\\nCONTACT=%S\\nCOUNT=%d\\n" (car entry) (cdr entry)
+                         (cl-count-if (lambda (e) (and (consp (cdr e))
+                                                       (eq (cadr e) 'eglot-lsp-complete)))
+                                      eglot-server-programs)))))
+    """
+    out = _run_emacs(script, tmp_path, timeout=120)
+    assert 'CONTACT=(eglot-lsp-complete "lsp-complete" "serve")' in out
+    assert "COUNT=1" in out  # calling setup twice adds one entry
+    assert "python-mode" in out and "rust-ts-mode" in out
+
+
+def test_without_ghost_text_the_suggestion_is_a_completion_candidate(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """lsp-complete-ghost-text nil: the client declares no inline completion, so the server's
+    suggestion is a completion-at-point candidate; lsp-complete-status shows the model."""
+    source = tmp_path / "sample.py"
+    source.write_text("import os\n\n\ndef main():\n    x = 1\n    print(x)\n")
+    script = _script(f"""
+        {_serve(tiny_model_path)}
+        (setq lsp-complete-initialization-options '(:maxTokens 16 :multiline "never"))
+        (setq lsp-complete-ghost-text nil)
+        (lsp-complete-eglot-setup)
+        (find-file {json.dumps(str(source))})
+        (python-mode)
+        (test-connect)
+        (test-print "MODE" (if lsp-complete-mode "on" "off"))
+        (lsp-complete-status)
+        (goto-char (point-min)) (forward-line 4) (end-of-line)
+        (insert " + ab")
+        (eglot--signal-textDocument/didChange)
+        (let* ((capf (eglot-completion-at-point))
+               (cands (all-completions "" (nth 2 capf))))
+          (dolist (c cands)
+            (let ((item (get-text-property 0 'eglot--lsp-item c)))
+              (princ (format "ITEM detail=%s command=%s\\n"
+                             (plist-get item :detail)
+                             (plist-get (plist-get item :command) :command))))))
+        (eglot-shutdown (eglot-current-server))""")
+    out = _run_emacs(script, tmp_path)
+    assert not _values(out, "TIMEOUT"), out[-3000:]
+    assert _values(out, "MODE") == ["off"], out[-3000:]
+    assert re.search(r"^lsp-complete: .* \(ready\)", out, re.M), out[-3000:]
+    assert "ITEM detail=lsp-complete (AI) command=lsp-complete.accepted" in out, out[-3000:]
