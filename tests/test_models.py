@@ -585,7 +585,7 @@ def test_pull_from_hub_with_fake_client(world: FakeWorld, monkeypatch: pytest.Mo
 
 def test_pull_from_hub_without_extra(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
-    with pytest.raises(ModelError, match=r"lsp-complete\[hub\]"):
+    with pytest.raises(ModelError, match=r"'\.\[hub\]'"):
         model_store.pull("fake-hub", progress=False)
 
 
@@ -634,7 +634,7 @@ def test_resolve_not_pulled_says_how(world: FakeWorld, monkeypatch: pytest.Monke
         model_store.resolve_model("fake-hub", world.registry)
     message = str(info.value)
     assert "not pulled" in message and "lsp-complete models pull fake-hub" in message
-    assert "lsp-complete[hub]" in message
+    assert "'.[hub]'" in message
 
 
 def test_resolve_non_gguf_path(tmp_path: Path, world: FakeWorld) -> None:
