@@ -76,7 +76,9 @@ def model_identity(model_path: Path, model_id: str, **layout: object) -> str:
 
 def entry_key(model_id: str, file_key: str) -> str:
     """The diskcache key of an entry: a digest, so the database does not list the URIs."""
-    return hashlib.blake2b(f"{model_id}\0{file_key}".encode(), digest_size=20).hexdigest()
+    # surrogatepass: a URI with a lone surrogate (from a client's JSON) still has its own key.
+    key = f"{model_id}\0{file_key}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(key, digest_size=20).hexdigest()
 
 
 class UnsafeEntry(Exception):

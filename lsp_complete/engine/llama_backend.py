@@ -15,6 +15,7 @@ from pathlib import Path
 import llama_cpp
 
 from lsp_complete.engine.base import EngineError
+from lsp_complete.utf8 import utf8
 
 llama_log = logging.getLogger("llama.cpp")
 
@@ -49,8 +50,9 @@ def init_backend() -> None:
 
 
 def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:
-    """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us)."""
-    data = text.encode("utf-8")
+    """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us).
+    A lone surrogate (from a client's JSON) is tokenized as U+FFFD, never an error."""
+    data = utf8(text)
     capacity = len(data) + 8
     buf = (llama_cpp.llama_token * capacity)()
     n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, capacity, False, special)

@@ -17,6 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from lsp_complete.engine.base import RemoteEngineError
+from lsp_complete.utf8 import cleaned
+
 
 class Tokenizer(Protocol):
     name: str
@@ -55,6 +58,7 @@ class ServerTokenizer:
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         if not text:
             return []
+        text = cleaned(text)[0]  # a lone surrogate is U+FFFD, as for the in-process tokenizer
         key = (text, special)
         hit = self._encoded.get(key)
         if hit is not None:
@@ -64,7 +68,9 @@ class ServerTokenizer:
             body = {"content": text, "add_special": False, "parse_special": special}
         else:  # vLLM parses special tokens in text always; it cannot be told otherwise
             body = {"model": self.model, "prompt": text, "add_special_tokens": False}
-        tokens = [int(t) for t in self._post("/tokenize", body)["tokens"]]
+        tokens = _field(self._post("/tokenize", body), "tokens", "/tokenize", list)
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise RemoteEngineError("the server's /tokenize answer has tokens that are not ids")
         _remember(self._encoded, key, tokens, self._max)
         return list(tokens)
 
@@ -76,9 +82,11 @@ class ServerTokenizer:
         if hit is not None:
             return hit
         if self.style == "llama-server":
-            text = str(self._post("/detokenize", {"tokens": tokens})["content"])
+            text = _field(self._post("/detokenize", {"tokens": tokens}), "content", "/detokenize",
+                          str)
         else:
-            text = str(self._post("/detokenize", {"model": self.model, "tokens": tokens})["prompt"])
+            text = _field(self._post("/detokenize", {"model": self.model, "tokens": tokens}),
+                          "prompt", "/detokenize", str)
         _remember(self._decoded, key, text, self._max)
         return text
 
@@ -107,6 +115,14 @@ class CharTokenizer:
 
     def close(self) -> None:
         pass
+
+
+def _field(answer: Any, name: str, path: str, kind: type) -> Any:
+    """`answer[name]`, which must be a `kind`: a malformed answer is a RemoteEngineError."""
+    value = answer.get(name) if isinstance(answer, dict) else None
+    if not isinstance(value, kind):
+        raise RemoteEngineError(f"the server's {path} answer has no `{name}` {kind.__name__}")
+    return value
 
 
 def _remember(cache: OrderedDict, key: Any, value: Any, limit: int) -> None:

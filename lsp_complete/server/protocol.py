@@ -1,13 +1,26 @@
 """What is on the wire: our own method names, and pygls' protocol adjusted for this server.
 
 `Protocol` is the one place for message-level behaviour (position encoding, text sync that
-bypasses pygls' document copy); fixes to framing and request bookkeeping belong here too.
+bypasses pygls' document copy), request bookkeeping and the lifecycle rules of the spec; the
+bytes before a message (framing, size cap, decoding) are `framing`'s, which hands each decoded
+JSON value to `Protocol.handle_payload`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import Generator
+from concurrent.futures import Future
+from typing import Any
+
 from lsprotocol import types
+from pygls.feature_manager import is_thread_function
 from pygls.protocol import LanguageServerProtocol, lsp_method
+
+log = logging.getLogger(__name__)
 
 STATUS_METHOD = "lsp-complete/status"
 # Client -> server notification {textDocument: {uri}, position}: the cursor moved there (a
@@ -16,11 +29,147 @@ CURSOR_METHOD = "lsp-complete/didMoveCursor"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 SECTION = "lspComplete"  # the settings section in workspace/configuration
 
+PARSE_ERROR = types.ErrorCodes.ParseError.value
+INVALID_REQUEST = types.ErrorCodes.InvalidRequest.value
+INVALID_PARAMS = types.ErrorCodes.InvalidParams.value
+NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized.value
+
+MsgId = int | str
+
+
+def valid_id(value: Any) -> bool:
+    """LSP ids are integers or strings (a bool is an int to Python, not to JSON)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
 
 class Protocol(LanguageServerProtocol):
-    """pygls' protocol with two changes: prefer UTF-8 positions when the client offers them
-    (no UTF-16 arithmetic), and keep documents only in our own store (pygls would keep a second
-    copy and re-split every line on each keystroke)."""
+    """pygls' protocol with these changes:
+
+    - prefer UTF-8 positions when the client offers them (no UTF-16 arithmetic);
+    - keep documents only in our own store (pygls would keep a second copy and re-split every
+      line on each keystroke);
+    - every request gets an answer: invalid messages and params get JSON-RPC errors, requests
+      before `initialize` get -32002 and after `shutdown` -32600 (pygls drops them silently);
+    - `exit` records the exit code the spec asks for (1 without `shutdown`) instead of raising
+      SystemExit from inside a handler; the connection loop ends and returns it;
+    - no request-future is kept once its handler is done (pygls 2.1.1 leaks one per
+      notification, see `_execute_handler`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.exit_code: int | None = None  # set by `exit`: the connection loop stops
+        self._initialize_seen = False
+
+    # ------------------------------------------------------------------ from the wire
+
+    def handle_payload(self, payload: Any) -> None:
+        """One decoded JSON value from the wire: check it is a JSON-RPC message the server may
+        take now, turn it into lsprotocol types and dispatch it (pygls' `handle_message`)."""
+        if not isinstance(payload, dict):
+            self.send_error(None, INVALID_REQUEST, "a message must be a JSON object")
+            return
+        method = payload.get("method")
+        has_id = "id" in payload
+        msg_id = payload.get("id")
+        if method is None:
+            if "result" in payload or "error" in payload:  # an answer to one of our requests
+                self._handle_client_response(payload)
+            else:
+                known = msg_id if valid_id(msg_id) else None
+                self.send_error(known, INVALID_REQUEST, "a message needs a method or a result")
+            return
+        if has_id and not valid_id(msg_id):
+            self.send_error(None, INVALID_REQUEST, f"invalid request id {msg_id!r}")
+            return
+        if payload.get("jsonrpc") != self.VERSION or not isinstance(method, str):
+            if has_id:
+                self.send_error(msg_id, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
+            else:
+                log.warning("ignoring a message that is not JSON-RPC 2.0: %.200r", payload)
+            return
+        if not self._admit(method, msg_id if has_id else None, has_id):
+            return
+        try:
+            message = self.structure_message(payload)
+        except Exception as exc:  # pygls logged the details
+            if has_id:
+                cause = str(exc.__cause__ or exc)[:300]  # pygls wraps cattrs' error
+                self.send_error(msg_id, INVALID_PARAMS, f"invalid params for {method}: {cause}")
+            else:
+                log.warning("ignoring %s with invalid params", method)
+            return
+        if method == types.INITIALIZE:
+            self._initialize_seen = True
+        try:
+            self.handle_message(message)
+        except Exception:
+            # pygls answers requests whose handler fails; this is for what escapes it.
+            log.exception("failed to handle %s", method)
+
+    def _admit(self, method: str, msg_id: MsgId | None, is_request: bool) -> bool:
+        """The lifecycle rules: nothing but `initialize` (and `exit`) before `initialize`,
+        nothing but `exit` after `shutdown`. Refused requests get an error."""
+        if method == types.EXIT:
+            return True
+        if not self._initialize_seen and method != types.INITIALIZE:
+            if is_request:
+                self.send_error(msg_id, NOT_INITIALIZED, "the server is not initialized")
+            else:
+                log.debug("dropping %s received before initialize", method)
+            return False
+        if self._shutdown:
+            if is_request:
+                self.send_error(msg_id, INVALID_REQUEST, "the server is shutting down")
+            return False
+        return True
+
+    def _handle_client_response(self, payload: dict[str, Any]) -> None:
+        if not valid_id(payload.get("id")) or payload.get("jsonrpc") != self.VERSION:
+            log.warning("ignoring a malformed response: %.200r", payload)
+            return
+        try:
+            self.handle_message(self.structure_message(payload))
+        except Exception:
+            log.warning("ignoring a response that does not parse: %.200r", payload)
+
+    def send_error(self, msg_id: MsgId | None, code: int, message: str) -> None:
+        """An error response; `msg_id` None when the request's id is not known."""
+        if msg_id is not None:
+            self._send_response(msg_id, error=types.ResponseError(code=code, message=message))
+            return
+        # lsprotocol's converter drops a None id; JSON-RPC wants "id": null.
+        self._send_data({"jsonrpc": self.VERSION, "id": None,
+                         "error": {"code": code, "message": message}})
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _execute_handler(self, msg_id: MsgId, handler: Any, callback: Any,
+                         args: Any = None, kwargs: Any = None) -> None:
+        # Shim for a pygls 2.1.1 bug (to report upstream): `_execute_handler` files the future
+        # of every async, threaded or generator handler in `_request_futures`, but only request
+        # responses and cancellations remove it. Notifications (a uuid as msg_id) and the steps
+        # of generator handlers stay forever: one entry per keystroke. Remove the future once
+        # it is done; for requests pygls' own callback would do the same a moment later.
+        def forget_then_callback(future: Future[Any]) -> None:
+            if self._request_futures.get(msg_id) is future:
+                del self._request_futures[msg_id]
+            callback(future)
+
+        super()._execute_handler(msg_id, handler, forget_then_callback, args, kwargs)
+
+    def _notify_feature(self, method: str, *args: Any) -> None:
+        """Run the server's handler of a notification that one of the methods below takes
+        over: a plain function is called here, anything else through pygls."""
+        handler = self.fm.features.get(method)
+        if handler is None:
+            return
+        if _is_plain_function(handler):
+            handler(*args)
+        else:
+            self._execute_handler(str(uuid.uuid4()), handler, self._check_handler_result, args)
+
+    # ------------------------------------------------------------------ lifecycle
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
@@ -32,17 +181,43 @@ class Protocol(LanguageServerProtocol):
                 general.position_encodings = [types.PositionEncodingKind.Utf8, *offered]
         return (yield from super().lsp_initialize(params))
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """pygls' shutdown, cancelling what is in flight over a copy of the map: a cancelled
+        future's callbacks remove it from the map at once (pygls 2.1.1 iterates over the map
+        itself and fails with "dictionary changed size during iteration")."""
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> None:
+        """The spec's exit codes: 0 after `shutdown`, else 1. pygls raises SystemExit here,
+        which its server loop swallows (the process always exited 0)."""
+        self._notify_feature(types.EXIT, *args)
+        self.exit_code = 0 if self._shutdown else 1
+
+    # ------------------------------------------------------------------ text sync
+    # Plain functions, not pygls' generators: no document copy, and no future, uuid or
+    # generator step per keystroke.
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self._notify_feature(types.TEXT_DOCUMENT_DID_OPEN, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        self._notify_feature(types.TEXT_DOCUMENT_DID_CHANGE, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        self._notify_feature(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+def _is_plain_function(handler: Any) -> bool:
+    return not (asyncio.iscoroutinefunction(handler) or is_thread_function(handler)
+                or inspect.isgeneratorfunction(handler))

@@ -1,0 +1,386 @@
+"""LSP's base protocol on a byte stream: where each message starts and ends, for one connection.
+
+Owns the reading side of a connection (stdio or a TCP socket): Content-Length headers, the
+message size cap, decoding bodies, recovering from mis-framed input, and `serve`, the loop
+that hands each decoded message to `Protocol.handle_payload` (pygls keeps dispatching).
+
+pygls' own reader (pygls.io_.run_async) trusts every header: a Content-Length off by a few
+bytes desynchronises the stream for good, a huge one crashes it, invalid UTF-8 drops the
+message and malformed JSON gets no answer (issue 14). Here:
+
+- a message over `max_message_bytes` is read in chunks and thrown away (never held whole); a
+  request among them gets -32600, its id read from the first bytes;
+- malformed JSON gets -32700; invalid UTF-8 is replaced (U+FFFD), the message still counts;
+- a line that is not a header: skip to the next "Content-Length:";
+- a wrong Content-Length: a valid JSON body can never contain "Content-Length: <digits>" and a
+  line break (a raw line break cannot stand inside a JSON string, and those letters cannot
+  stand outside one), so finding that inside a body means the next message started there. A
+  body whose declared length is too short is joined with what follows it up to that header
+  when that makes it valid JSON; one that is too long and not followed by anything is taken
+  as it is once the client has sent nothing for `STALL_S`, if it is valid JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as TypingProtocol
+
+from pygls.io_ import StdoutWriter
+
+from lsp_complete.server.protocol import INVALID_REQUEST, PARSE_ERROR, MsgId, valid_id
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+
+    from lsp_complete.server.protocol import Protocol
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+CHUNK = 64 * 1024
+MAX_HEADER_LINE = 8 * 1024  # longer without a line break: not a header
+STALL_S = 1.0  # no byte for this long inside a body: see whether it is complete already
+ID_PEEK_BYTES = 4096  # where the id of a refused oversize request is looked for
+_MAX_LENGTH_DIGITS = 18  # more is over any cap (and int() refuses 4300+ digits)
+
+_HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*")
+_CONTENT_LENGTH = re.compile(rb"content-length:", re.IGNORECASE)
+_CONTENT_TYPE = re.compile(rb"content-type:", re.IGNORECASE)
+_HEADER_IN_BODY = re.compile(rb"content-length:[ \t]*[0-9]+\r?\n", re.IGNORECASE)
+_HEADER_IN_BODY_MAX = 64  # bytes such a match can span, kept across chunks
+
+
+class ByteSource(TypingProtocol):
+    """What a connection reads from: b"" at the end. asyncio.StreamReader is one."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Message:
+    payload: Any  # the decoded JSON value
+
+
+@dataclass(frozen=True)
+class Unparsable:
+    reason: str
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    size: int
+    msg_id: MsgId | None
+
+
+Frame = Message | Unparsable | TooLarge
+
+
+class FrameReader:
+    """Splits a byte stream into messages; `next_frame` returns None at the end."""
+
+    def __init__(self, source: ByteSource, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 stall_s: float = STALL_S) -> None:
+        self._source = source
+        self.max_message_bytes = max_message_bytes
+        self._stall_s = stall_s
+        self._buf = bytearray()
+        self._eof = False
+        self._resyncing = False  # one log line per stretch of skipped bytes
+        self._discarding = 0  # bytes of a refused message still to throw away
+
+    async def next_frame(self) -> Frame | None:
+        while True:
+            if self._discarding:
+                await self._discard()
+            length = await self._read_headers()
+            if length is None:
+                return None
+            if length > self.max_message_bytes:
+                return await self._refuse(length)
+            frame = await self._read_body(length)
+            if frame is not None:
+                return frame
+
+    # ------------------------------------------------------------------ reading
+
+    async def _fill(self, timeout: float | None = None) -> bool:
+        """One more chunk into the buffer: False at the end, or when `timeout` passed."""
+        if self._eof:
+            return False
+        try:
+            if timeout is None:
+                chunk = await self._source.read(CHUNK)
+            else:
+                chunk = await asyncio.wait_for(self._source.read(CHUNK), timeout)
+        except TimeoutError:
+            return False
+        if not chunk:
+            self._eof = True
+            return False
+        self._buf += chunk
+        return True
+
+    async def _read_headers(self) -> int | None:
+        """The Content-Length of the next message, its headers consumed; None at the end."""
+        length: int | None = None
+        while True:
+            end = self._buf.find(b"\n")
+            if end < 0:
+                if len(self._buf) > MAX_HEADER_LINE:
+                    self._resync("a header line too long")
+                    length = None
+                elif not await self._fill():
+                    if self._buf.strip():
+                        log.warning("the stream ended inside a message header")
+                    return None
+                continue
+            line = bytes(self._buf[:end]).rstrip(b"\r")
+            if not line:  # the end of the headers (or a stray blank line between messages)
+                del self._buf[: end + 1]
+                if length is not None:
+                    return length
+                continue
+            header = _HEADER.fullmatch(line)
+            name = header.group(1).lower() if header else b""
+            value = header.group(2) if header else b""
+            if name == b"content-length" and value.isdigit():
+                length = int(value) if len(value) <= _MAX_LENGTH_DIGITS else sys.maxsize
+            elif name != b"content-type":
+                self._resync(f"not a header: {line[:80]!r}")
+                length = None
+                continue
+            self._resyncing = False
+            del self._buf[: end + 1]
+
+    def _resync(self, reason: str) -> None:
+        """Skip to the next "Content-Length:" (keeping a tail that may be the start of one)."""
+        found = _CONTENT_LENGTH.search(self._buf, 1)
+        keep_tail = len(b"content-length:") - 1
+        drop = found.start() if found else max(1, len(self._buf) - keep_tail)
+        if not self._resyncing:
+            log.warning("skipping bytes up to the next Content-Length header: %s", reason)
+        self._resyncing = found is None
+        del self._buf[:drop]
+
+    async def _read_body(self, length: int) -> Frame | None:
+        scanned = 0  # the buffer before this holds no header
+        tried = -1  # the buffer length last tried as a whole body after a stall
+        while True:
+            # Only where a header could start inside this body (not the messages after it).
+            start = max(0, scanned - _HEADER_IN_BODY_MAX)
+            found = _HEADER_IN_BODY.search(self._buf, start, length + _HEADER_IN_BODY_MAX)
+            if found and found.start() < length:
+                log.warning("Content-Length %d is longer than the message (%d bytes): the next "
+                            "message's header starts inside it", length, found.start())
+                return self._decode(self._take(found.start()))
+            if len(self._buf) >= length:
+                break
+            scanned = len(self._buf)
+            if await self._fill(self._stall_s):
+                continue
+            if self._eof:
+                if self._buf:
+                    log.warning("the stream ended inside a message body")
+                frame = self._decode(bytes(self._buf)) if self._buf else None
+                self._buf.clear()
+                return frame if isinstance(frame, Message) else None
+            if len(self._buf) != tried:  # stalled: complete already, with a wrong length?
+                tried = len(self._buf)
+                frame = self._decode(bytes(self._buf))
+                if isinstance(frame, Message):
+                    log.warning("Content-Length %d is longer than the message (%d bytes)",
+                                length, len(self._buf))
+                    self._buf.clear()
+                    return frame
+        body = self._take(length)
+        frame = self._decode(body)
+        if isinstance(frame, Unparsable):
+            return self._join_short_body(body) or frame
+        return frame
+
+    def _take(self, size: int) -> bytes:
+        body = bytes(self._buf[:size])
+        del self._buf[:size]
+        return body
+
+    def _join_short_body(self, body: bytes) -> Frame | None:
+        """`body` is not JSON and what follows it is not a header: the Content-Length may
+        have been too short. Join what follows, up to the next header, if that makes valid
+        JSON (only bytes already read: never wait for more)."""
+        if not self._buf or _CONTENT_LENGTH.match(self._buf) or _CONTENT_TYPE.match(self._buf):
+            return None
+        found = _HEADER_IN_BODY.search(self._buf)
+        end = found.start() if found else len(self._buf)
+        frame = self._decode(body + bytes(self._buf[:end]))
+        if not isinstance(frame, Message):
+            return None
+        log.warning("Content-Length %d is shorter than the message (%d bytes)",
+                    len(body), len(body) + end)
+        del self._buf[:end]
+        return frame
+
+    async def _refuse(self, length: int) -> TooLarge:
+        """A message over the cap: its id from its first bytes; the rest is thrown away
+        before the next message is read."""
+        peek = min(ID_PEEK_BYTES, length)
+        while (len(self._buf) < peek and not _HEADER_IN_BODY.search(self._buf)
+               and await self._fill(self._stall_s)):
+            pass
+        msg_id = guess_id(bytes(self._buf[:peek]))
+        log.warning("skipping a message of %d bytes: over the limit of %d bytes%s", length,
+                    self.max_message_bytes, f" (request {msg_id!r})" if msg_id is not None else "")
+        self._discarding = length
+        return TooLarge(length, msg_id)
+
+    async def _discard(self) -> None:
+        """Throw away the refused message chunk by chunk; stop early where the next
+        message's header shows that its declared length was wrong."""
+        declared = remaining = self._discarding
+        self._discarding = 0
+        while True:
+            found = _HEADER_IN_BODY.search(self._buf)
+            if found and found.start() < remaining:
+                log.warning("the next message's header came after %d bytes",
+                            declared - remaining + found.start())
+                del self._buf[: found.start()]
+                return
+            if len(self._buf) >= remaining:
+                del self._buf[:remaining]
+                return
+            drop = max(0, len(self._buf) - _HEADER_IN_BODY_MAX)
+            del self._buf[:drop]
+            remaining -= drop
+            if not await self._fill():
+                self._buf.clear()
+                return
+
+    def _decode(self, body: bytes) -> Frame:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # An editor's buffer with a stray byte: keep the message, mark the byte.
+            log.warning("invalid UTF-8 in a message (%s): replaced with U+FFFD", exc.reason)
+            text = body.decode("utf-8", errors="replace")
+        try:
+            return Message(json.loads(text))
+        except (ValueError, RecursionError) as exc:
+            return Unparsable(str(exc)[:200])
+
+
+def guess_id(prefix: bytes) -> MsgId | None:
+    """The top-level "id" of a message from its first bytes, or None (absent or cut off)."""
+    text = prefix.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    try:
+        index = _skip_space(text, 0)
+        if text[index] != "{":
+            return None
+        index += 1
+        while True:
+            key, index = decoder.raw_decode(text, _skip_space(text, index))
+            index = _skip_space(text, index)
+            if not isinstance(key, str) or text[index] != ":":
+                return None
+            value, index = decoder.raw_decode(text, _skip_space(text, index + 1))
+            if key == "id":
+                return value if valid_id(value) else None
+            index = _skip_space(text, index)
+            if text[index] != ",":
+                return None
+            index += 1
+    except (ValueError, IndexError, RecursionError):
+        return None
+
+
+def _skip_space(text: str, index: int) -> int:
+    while index < len(text) and text[index] in " \t\r\n":
+        index += 1
+    return index
+
+
+# --- one connection -------------------------------------------------------------------------
+
+
+async def serve(protocol: Protocol, source: ByteSource,
+                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    """Read messages from `source` and hand them to `protocol` until the stream ends or the
+    client sends `exit`. The protocol's writer must be set (answers go there)."""
+    reader = FrameReader(source, max_message_bytes)
+    while protocol.exit_code is None:
+        frame = await reader.next_frame()
+        if frame is None:
+            break
+        if isinstance(frame, Message):
+            protocol.handle_payload(frame.payload)
+        elif isinstance(frame, Unparsable):
+            log.warning("a message is not valid JSON: %s", frame.reason)
+            protocol.send_error(None, PARSE_ERROR, f"invalid JSON: {frame.reason}")
+        else:
+            protocol.send_error(frame.msg_id, INVALID_REQUEST,
+                                f"message of {frame.size} bytes refused: over the limit of "
+                                f"{max_message_bytes} bytes")
+        # Let the tasks that handlers started run between messages, as pygls' reader did.
+        await asyncio.sleep(0)
+
+
+class PipeSource:
+    """Reads a file descriptor (stdin) on a daemon thread, at most two chunks ahead of the
+    reader: a read blocked at exit never holds the process up, and a client that writes
+    faster than the server reads fills the pipe, not the server's memory."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._chunks: asyncio.Queue[bytes] | None = None
+        self._room = threading.Semaphore(2)
+        self._ended = False
+
+    async def read(self, n: int = -1) -> bytes:
+        if self._ended:
+            return b""
+        if self._chunks is None:
+            self._chunks = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            threading.Thread(target=self._run, args=(loop, self._chunks), daemon=True,
+                             name="lsp-stdin").start()
+        chunk = await self._chunks.get()
+        self._room.release()
+        self._ended = not chunk
+        return chunk
+
+    def _run(self, loop: asyncio.AbstractEventLoop, chunks: asyncio.Queue[bytes]) -> None:
+        while True:
+            self._room.acquire()
+            try:
+                chunk = os.read(self._fd, CHUNK)
+            except OSError:
+                chunk = b""
+            try:
+                loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+            except RuntimeError:  # the loop is closed: the server is exiting
+                return
+            if not chunk:
+                return
+
+
+def serve_stdio(server: LanguageServer, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """Serve one client over stdin/stdout; the exit code (the spec's: 1 on `exit` without
+    `shutdown`, 0 otherwise, also when the client closes stdin)."""
+    protocol: Protocol = server.protocol  # type: ignore[assignment]
+    protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    try:
+        asyncio.run(serve(protocol, PipeSource(sys.stdin.buffer.fileno()), max_message_bytes))
+    except BrokenPipeError:
+        log.error("the connection to the client is lost: shutting down")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return protocol.exit_code or 0

@@ -1,0 +1,328 @@
+"""The protocol layer under bad input (issue 14): framing errors, malformed and invalid messages,
+the lifecycle (before initialize, shutdown, exit) and the per-message bookkeeping that must not
+grow. Most tests drive the real server over stdio with raw bytes (tests/raw_lsp.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from tests.raw_lsp import RawServer, encode, frame
+
+PARSE_ERROR = types.ErrorCodes.ParseError.value
+INVALID_REQUEST = types.ErrorCodes.InvalidRequest.value
+INVALID_PARAMS = types.ErrorCodes.InvalidParams.value
+NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized.value
+STATUS = "lsp-complete/status"
+URI = "file:///work/robust.py"
+
+
+def request(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+
+
+def did_open(uri: str, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}}
+
+
+def inline_request(msg_id: int, line: int, character: int) -> dict[str, Any]:
+    return request(msg_id, "textDocument/inlineCompletion", {
+        "textDocument": {"uri": URI}, "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2}})
+
+
+def open_uris(server: RawServer) -> list[str]:
+    return [d["uri"] for d in server.call(STATUS, {})["result"]["documents"]]
+
+
+@pytest.fixture
+def server(tiny_model_path: Path) -> Iterator[RawServer]:
+    s = RawServer(tiny_model_path)
+    s.initialize()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def bare(tiny_model_path: Path) -> Iterator[RawServer]:
+    """A server that has not been initialized."""
+    s = RawServer(tiny_model_path)
+    yield s
+    s.close()
+
+
+# --- framing (defect 6) ---------------------------------------------------------------------
+
+
+def test_short_content_length_does_not_desynchronise(server: RawServer) -> None:
+    body = encode(request(1, STATUS, {}))
+    server.write(frame(body, len(body) - 7))
+    server.send(request(2, STATUS, {}))
+    assert "result" in server.response(2, timeout=10)
+    # The mis-framed request is recovered (its body ran to the next header) or refused.
+    first = server.wait_for(lambda m: m.get("id") == 1 or m.get("error", {}).get(
+        "code") == PARSE_ERROR, 10)
+    assert "result" in first or first["error"]["code"] == PARSE_ERROR
+
+
+def test_long_content_length_does_not_desynchronise(server: RawServer) -> None:
+    body = encode(request(1, STATUS, {}))
+    server.write(frame(body, len(body) + 40))
+    server.send(request(2, STATUS, {}))
+    assert "result" in server.response(2, timeout=10)
+    assert "result" in server.response(1, timeout=10)
+
+
+def test_long_content_length_on_the_last_message_is_answered(server: RawServer) -> None:
+    """Nothing follows the mis-framed body: the reader must not wait for bytes forever."""
+    body = encode(request(1, STATUS, {}))
+    server.write(frame(body, len(body) + 40))
+    assert "result" in server.response(1, timeout=10)
+
+
+def test_huge_content_length_neither_crashes_nor_swallows_the_stream(server: RawServer) -> None:
+    server.write(frame(encode(request(1, STATUS, {})), 10**22))
+    server.send(request(2, STATUS, {}))
+    assert "result" in server.response(2, timeout=10)
+    refused = server.response(1, timeout=10)  # its id was read from the start of the body
+    assert refused["error"]["code"] == INVALID_REQUEST
+    assert server.alive()
+
+
+def test_garbage_before_a_header_is_skipped(server: RawServer) -> None:
+    server.write(b'}]"garbage without a newline')
+    server.send(request(2, STATUS, {}))
+    assert "result" in server.response(2, timeout=10)
+    server.write(b"Bogus-Header: 1\r\nContent-Length: x\r\n\r\n{}")
+    server.send(request(3, STATUS, {}))
+    assert "result" in server.response(3, timeout=10)
+
+
+def test_malformed_json_gets_a_parse_error_and_the_next_message_works(server: RawServer) -> None:
+    server.write(frame(b'{"jsonrpc": "2.0", "id": 1, "method": '))
+    error = server.wait_for(lambda m: "error" in m, 10)
+    assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
+    server.send(request(2, STATUS, {}))
+    assert "result" in server.response(2, timeout=10)
+
+
+@pytest.mark.parametrize("payload", [b"[1, 2]", b"42", b'"text"', b"null"])
+def test_json_that_is_not_a_message_gets_invalid_request(server: RawServer, payload) -> None:
+    server.write(frame(payload))
+    error = server.wait_for(lambda m: "error" in m, 10)
+    assert error["error"]["code"] == INVALID_REQUEST and error["id"] is None
+    assert "result" in server.call(STATUS, {}, timeout=10)
+
+
+def test_a_request_without_jsonrpc_version_gets_invalid_request(server: RawServer) -> None:
+    server.send({"id": 5, "method": STATUS, "params": {}})
+    assert server.response(5, timeout=10)["error"]["code"] == INVALID_REQUEST
+    server.send({"jsonrpc": "1.0", "id": 6, "method": STATUS, "params": {}})
+    assert server.response(6, timeout=10)["error"]["code"] == INVALID_REQUEST
+
+
+def test_oversize_message_is_skipped_and_its_request_refused(tiny_model_path: Path) -> None:
+    s = RawServer(tiny_model_path, "--max-message-bytes", "100000")
+    try:
+        s.initialize()
+        s.send(did_open(URI, "x = 1\n" * 30000))  # ~180 kB: over the cap
+        s.send(request(7, STATUS, {"padding": "y" * 200000}))
+        assert s.response(7, timeout=10)["error"]["code"] == INVALID_REQUEST
+        assert open_uris(s) == []
+        s.send(did_open(URI, "x = 1\n"))
+        assert open_uris(s) == [URI]
+    finally:
+        s.close()
+
+
+def test_default_cap_refuses_a_message_over_32_mib(server: RawServer) -> None:
+    before = server.rss_kib()
+    server.send(request(8, STATUS, {"padding": "z" * (33 * 1024 * 1024)}))
+    assert server.response(8, timeout=60)["error"]["code"] == INVALID_REQUEST
+    assert "result" in server.call(STATUS, {}, timeout=10)
+    assert server.rss_kib() - before < 16 * 1024  # discarded in chunks, never held whole
+
+
+def test_invalid_utf8_in_did_open_still_opens_the_document(server: RawServer) -> None:
+    body = encode(did_open(URI, "name = 'caf\u00e9'\n")).replace(b"\\u00e9", b"\xff\xfe")
+    assert b"\xff" in body
+    server.write(frame(body))
+    assert open_uris(server) == [URI]
+
+
+# --- invalid params -------------------------------------------------------------------------
+
+
+def test_invalid_params_get_an_invalid_params_error(server: RawServer) -> None:
+    server.send(did_open(URI, "x = 1\n"))
+    server.send(inline_request(1, -1, 0))
+    assert server.response(1, timeout=10)["error"]["code"] == INVALID_PARAMS
+    server.send(request(2, "textDocument/inlineCompletion", {
+        "position": {"line": 0, "character": 0}, "context": {"triggerKind": 2}}))
+    assert server.response(2, timeout=10)["error"]["code"] == INVALID_PARAMS
+    server.send(request(3, "textDocument/completion", "not an object"))
+    assert server.response(3, timeout=10)["error"]["code"] == INVALID_PARAMS
+    assert "result" in server.call(STATUS, {}, timeout=10)
+
+
+def test_a_request_with_an_id_of_the_wrong_type_gets_invalid_request(server: RawServer) -> None:
+    server.send({"jsonrpc": "2.0", "id": {"x": 1}, "method": STATUS, "params": {}})
+    error = server.wait_for(lambda m: "error" in m, 10)
+    assert error["error"]["code"] == INVALID_REQUEST and error["id"] is None
+
+
+# --- lifecycle (defect 10a / 10b) -----------------------------------------------------------
+
+
+def test_requests_before_initialize_get_server_not_initialized(bare: RawServer) -> None:
+    bare.send(request(1, STATUS, {}))
+    assert bare.response(1, timeout=30)["error"]["code"] == NOT_INITIALIZED
+    bare.send(did_open(URI, "x = 1\n"))  # a notification before initialize: dropped
+    bare.initialize()
+    assert open_uris(bare) == []
+
+
+def test_exit_without_shutdown_exits_with_1(server: RawServer) -> None:
+    server.send({"jsonrpc": "2.0", "method": "exit"})
+    assert server.wait_exit(30) == 1
+
+
+def test_exit_after_shutdown_exits_with_0(server: RawServer) -> None:
+    assert server.call("shutdown", None, timeout=30)["result"] is None
+    server.send(request(9, STATUS, {}))  # after shutdown: refused, not ignored
+    assert server.response(9, timeout=10)["error"]["code"] == INVALID_REQUEST
+    server.send({"jsonrpc": "2.0", "method": "exit"})
+    assert server.wait_exit(30) == 0
+
+
+def test_exit_before_initialize_exits_with_1(bare: RawServer) -> None:
+    bare.send({"jsonrpc": "2.0", "method": "exit"})
+    assert bare.wait_exit(30) == 1
+
+
+# --- bookkeeping (defect 1) -----------------------------------------------------------------
+
+
+async def test_notifications_leave_no_request_futures() -> None:
+    """pygls 2.1.1 keeps a future per notification and per generator step: none may stay."""
+    from lsp_complete.server import create_server
+
+    server = create_server()
+    protocol = server.protocol
+    sent: list[bytes] = []
+    protocol.set_writer(type("W", (), {"write": lambda _s, d: sent.append(d),
+                                       "close": lambda _s: None})())
+
+    def deliver(message: dict[str, Any]) -> None:
+        protocol.handle_message(json.loads(json.dumps(message),
+                                           object_hook=protocol.structure_message))
+
+    deliver(request(1, "initialize", {"processId": None, "capabilities": {}}))
+    await asyncio.sleep(0.05)
+    for n in range(50):
+        uri = f"file:///work/f{n % 5}.py"
+        deliver(did_open(uri, "x = 1\n"))
+        deliver({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
+                                          "end": {"line": 0, "character": 0}}, "text": "y"}]}})
+        deliver({"jsonrpc": "2.0", "method": "lsp-complete/didMoveCursor", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}}})
+        deliver({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {
+            "textDocument": {"uri": uri}}})
+        deliver({"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}})
+    await asyncio.sleep(0.1)
+    assert protocol._request_futures == {}
+    server.scheduler.stop()
+
+
+# --- the frame reader in process ------------------------------------------------------------
+
+
+class Chunks:
+    """A byte source giving `chunks` one per read; then the end, or nothing ever (`open`)."""
+
+    def __init__(self, *chunks: bytes, open_end: bool = False) -> None:
+        self.chunks = list(chunks)
+        self.open_end = open_end
+
+    async def read(self, n: int = -1) -> bytes:
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.open_end:
+            await asyncio.Event().wait()
+        return b""
+
+
+async def frames_of(source: Chunks, limit: int = 10, **kwargs: Any) -> list[Any]:
+    from lsp_complete.server.framing import FrameReader, Message
+
+    reader = FrameReader(source, **kwargs)
+    out: list[Any] = []
+    while len(out) < limit and (f := await reader.next_frame()) is not None:
+        out.append(f.payload if isinstance(f, Message) else f)
+    return out
+
+
+MSG_A = {"jsonrpc": "2.0", "id": 1, "method": "a", "params": {"text": "Content-Length: 3"}}
+MSG_B = {"jsonrpc": "2.0", "method": "b", "params": [1, 2, 3]}
+
+
+async def test_reader_splits_messages_cut_at_every_byte() -> None:
+    stream = frame(encode(MSG_A)) + b"Content-Type: x\r\n" + frame(encode(MSG_B))
+    assert await frames_of(Chunks(*[stream[i:i + 1] for i in range(len(stream))])) == [
+        MSG_A, MSG_B]
+
+
+async def test_reader_recovers_from_wrong_lengths() -> None:
+    a, b = encode(MSG_A), encode(MSG_B)
+    assert await frames_of(Chunks(frame(a, len(a) + 30) + frame(b))) == [MSG_A, MSG_B]
+    assert await frames_of(Chunks(frame(a, len(a) - 5) + frame(b))) == [MSG_A, MSG_B]
+    assert await frames_of(Chunks(frame(a, len(a) - 5), frame(b))) == [MSG_A, MSG_B]
+    # Too long and nothing follows: taken once the client has been quiet for a while.
+    assert await frames_of(Chunks(frame(a, len(a) + 30), open_end=True), limit=1,
+                           stall_s=0.05) == [MSG_A]
+
+
+async def test_reader_refuses_oversize_messages_without_holding_them() -> None:
+    from lsp_complete.server.framing import FrameReader, TooLarge
+
+    big = encode({"jsonrpc": "2.0", "id": "big", "method": "x", "params": "p" * 1_000_000})
+    stream = frame(big) + frame(encode(MSG_B))
+    chunks = [stream[i:i + 65536] for i in range(0, len(stream), 65536)]
+    reader = FrameReader(Chunks(*chunks), max_message_bytes=100_000)
+    first = await reader.next_frame()
+    assert first == TooLarge(len(big), "big")
+    assert len(reader._buf) <= 2 * 65536
+    second = await reader.next_frame()
+    assert second is not None and second.payload == MSG_B
+    # A length no stream could hold: the next header shows where the message really ended.
+    out = await frames_of(Chunks(frame(encode(MSG_A), 10**22) + frame(encode(MSG_B))))
+    assert out == [TooLarge(sys.maxsize, 1), MSG_B]
+
+
+async def test_reader_skips_garbage_and_reports_bad_json() -> None:
+    from lsp_complete.server.framing import Unparsable
+
+    out = await frames_of(Chunks(b"\x00garbage}" + frame(b"{nope") + b"\r\n" + frame(b"[]")
+                                 + b"x" * 20000 + frame(encode(MSG_B))))
+    assert isinstance(out[0], Unparsable) and out[1:] == [[], MSG_B]
+    assert await frames_of(Chunks(frame(b'{"t": "\xff"}'))) == [{"t": "\ufffd"}]
+
+
+def test_guess_id_reads_only_the_top_level() -> None:
+    from lsp_complete.server.framing import guess_id
+
+    assert guess_id(b'{"jsonrpc": "2.0", "id": 7, "params": {"x"') == 7
+    assert guess_id(b'{"params": {"id": 3}, "id": "s"}') == "s"
+    assert guess_id(b'{"params": {"id": 3}, "more": "cut o') is None
+    assert guess_id(b'{"id": true}') is None
+    assert guess_id(b"[1]") is None

@@ -1,0 +1,287 @@
+"""The server's document state under abuse (issue 14): huge files, lone surrogates, a file
+closed and reopened mid-request, settings reloaded many times. Each test failed before its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from lsp_complete.config import Settings
+from lsp_complete.context import ContextLimits
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.pipeline import load_completer, prepare
+from lsp_complete.testing.lsp_client import (
+    close_doc,
+    inline,
+    inline_params,
+    open_doc,
+    poll_status,
+    replace_all,
+    status,
+    suggestion_from_answer,
+    suggestion_of,
+)
+from tests.lsp_helpers import SOURCE, start_server
+
+LINE, COL = 11, len("    for line in read_li")
+SLOW = {"maxTokens": 24, "multiline": "never"}
+
+
+def _reference_settings(model: Path) -> Settings:
+    return Settings(model=str(model), threads=1, context_size=4096, persist_cache=False,
+                    max_tokens=24, multiline="never")
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_path: Path):
+    """What the server must answer for a freshly opened document (the in-process pipeline)."""
+    settings = _reference_settings(tiny_model_path)
+    completer, _, _ = load_completer(settings)
+
+    def expected(text: str, line: int, col_chars: int) -> str:
+        doc = Document("file:///ref", "python", 1, text)
+        start, _ = doc.line_range(line)
+        prepared = prepare(doc, start + col_chars, None, settings, ContextLimits())
+        completer.engine.forget(doc.uri)
+        return completer.run(prepared, CancelToken()).text
+
+    yield expected
+    completer.engine.close()
+
+
+def _pid(client) -> int:
+    return client._server.pid  # pygls' client keeps the subprocess it started
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def _max_status_latency(client, seconds: float) -> float:
+    """The slowest `lsp-complete/status` answer while polling for `seconds`."""
+    worst, end = 0.0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        await status(client)
+        worst = max(worst, time.monotonic() - t0)
+    return worst
+
+
+def _python_source(min_bytes: int) -> str:
+    """Real Python (this package's own modules), repeated to at least `min_bytes`."""
+    root = Path(__file__).resolve().parent.parent / "lsp_complete"
+    unit = "\n".join(p.read_text() for p in sorted(root.rglob("*.py")))
+    return unit * (min_bytes // len(unit.encode()) + 1)
+
+
+# ------------------------------------------------------------------ lone surrogates (7a)
+
+
+def test_a_lone_surrogate_keeps_every_position_and_byte_offset() -> None:
+    text = "x = '\ud800'\ny = 'ok 😀'\nz = '\udfff\ud83d'\n"
+    doc = Document("file:///s.py", "python", 1, text)
+    assert doc.tree is not None
+    # Every code-point offset maps to a byte and back; positions count as the client does.
+    for offset in range(len(text) + 1):
+        assert doc.offset_of_byte(doc.byte_offset(offset)) == offset
+    assert doc.position_at(len(text), "utf-16") == (3, 0)
+    end_z = text.index("\ud83d") + 1
+    assert doc.position_at(end_z, "utf-16") == (2, len("z = '??"))
+    assert doc.position_at(end_z, "utf-8") == (2, len("z = '") + 6)
+    assert doc.offset_at(2, len("z = '??"), "utf-16") == end_z
+    # An edit that types one keeps the document consistent too.
+    doc.apply_change("\udc00", (1, 0, 1, 0), "utf-16")
+    assert doc.text.startswith("x = '\ufffd'\n\ufffdy")
+    for offset in range(len(doc.text) + 1):
+        assert doc.offset_of_byte(doc.byte_offset(offset)) == offset
+    assert doc.text_in_bytes(0, len(doc.source)) == doc.text
+
+
+def test_the_tokenizer_takes_a_lone_surrogate(tiny_model_path: Path) -> None:
+    from lsp_complete.engine.llama_backend import GgufTokenizer
+
+    tokenizer = GgufTokenizer(tiny_model_path)
+    try:
+        assert tokenizer.tokenize("a\ud800b") == tokenizer.tokenize("a\ufffdb")
+    finally:
+        tokenizer.close()
+
+
+async def test_a_file_with_a_lone_surrogate_still_completes(tiny_model_path, reference) -> None:
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        bad, good = "file:///work/surrogate.py", "file:///work/good.py"
+        text = "# broken: \ud800\n" + SOURCE
+        open_doc(c, bad, text)
+        open_doc(c, good, SOURCE)
+        answer = await inline(c, bad, LINE + 1, COL)  # raised -32603 before the fix
+        expected = reference(text.replace("\ud800", "\ufffd"), LINE + 1, COL)
+        assert expected
+        assert suggestion_from_answer(answer, "    for line in read_li") == expected
+        answer = await inline(c, good, LINE, COL)
+        assert suggestion_from_answer(answer, "    for line in read_li") == reference(
+            SOURCE, LINE, COL)
+    finally:
+        await c.shutdown_session()
+
+
+# ------------------------------------------------------------------ close and reopen (8)
+
+
+async def test_a_file_closed_and_reopened_is_answered_from_its_new_text(
+    tiny_model_path: Path, reference
+) -> None:
+    env = {**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "15"}
+    c = await start_server(tiny_model_path, SLOW, env=env)
+    try:
+        uri = "file:///work/reopened.py"
+        old = SOURCE.replace("read_li", "count_w")
+        open_doc(c, uri, old)
+        await poll_status(c, lambda st: st["scheduler"]["idle"], 30)
+        before_close = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, LINE, COL)
+            )
+        )
+        await asyncio.sleep(0.1)  # the model is computing for the old text
+        close_doc(c, uri)
+        open_doc(c, uri, SOURCE)
+        first = await asyncio.wait_for(before_close, 30)
+        # Asked of a text that is gone: no suggestion (it came from the old text before).
+        assert suggestion_of(first)[1] is None
+        answer = await inline(c, uri, LINE, COL)
+        assert suggestion_from_answer(answer, "    for line in read_li") == reference(
+            SOURCE, LINE, COL)
+    finally:
+        await c.shutdown_session()
+
+
+# ------------------------------------------------------------------ huge files (2)
+
+
+async def test_a_file_over_the_limit_is_not_parsed_and_the_server_stays_responsive(
+    tiny_model_path: Path, reference
+) -> None:
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        pid = _pid(c)
+        await status(c)
+        rss = _rss_mib(pid)
+        uri = "file:///work/huge.py"
+        huge = _python_source(16 << 20)  # 16 MiB of real Python; the limit is 4 MiB
+        t0 = time.monotonic()
+        open_doc(c, uri, huge)
+        st = await status(c)
+        elapsed = time.monotonic() - t0
+        disabled = {d["uri"]: d["disabled"] for d in st["documents"]}
+        assert "limit" in disabled[uri]
+        # Parsing it took +540 MiB and 2.6 s before; the text itself is a few copies of 16 MiB.
+        assert _rss_mib(pid) - rss < 200, (rss, _rss_mib(pid))
+        assert elapsed < 2.0
+        await asyncio.sleep(0.1)
+        assert sum("huge.py" in m.message for m in c.messages) == 1
+        assert suggestion_of(await inline(c, uri, LINE, COL))[1] is None
+        # Cut down under the limit, it is parsed and completes again.
+        replace_all(c, uri, 2, SOURCE)
+        answer = await inline(c, uri, LINE, COL)
+        assert suggestion_from_answer(answer, "    for line in read_li") == reference(
+            SOURCE, LINE, COL)
+    finally:
+        await c.shutdown_session()
+
+
+async def test_a_large_allowed_file_is_parsed_without_blocking_the_server(
+    tiny_model_path: Path,
+) -> None:
+    c = await start_server(tiny_model_path, {**SLOW, "maxFileBytes": 32 << 20})
+    try:
+        await status(c)
+        uri = "file:///work/large.py"
+        large = _python_source(12 << 20) + "\n" + SOURCE
+        open_doc(c, uri, large)
+        # Parsing 12 MiB on the event loop held every request for seconds before.
+        assert await _max_status_latency(c, 3.0) < 0.5
+        line = large.count("\n", 0, len(large) - len(SOURCE)) + LINE
+        answer = await inline(c, uri, line, COL)
+        assert answer is not None  # answered once parsed, with the tree in the prompt's head
+        st = await status(c)
+        assert {d["uri"]: d["disabled"] for d in st["documents"]}[uri] == ""
+    finally:
+        await c.shutdown_session()
+
+
+def test_a_parse_in_slices_takes_the_edits_made_meanwhile() -> None:
+    text = _python_source(3 << 20)
+    doc = Document("file:///big.py", "python", 1, text, parse=False)
+    doc.set_syntax(True, sync_limit=1 << 20)
+    assert doc.needs_parse and doc.tree is None
+    steps = 0
+    while not doc.parse_step(0.01):
+        steps += 1
+        if steps in (1, 3):  # a keystroke on line 5, and a line joined near the end
+            doc.apply_change("x", (5, 0, 5, 0), "utf-16")
+            last = doc.line_count - 3
+            doc.apply_change("", (last, 0, last + 1, 0), "utf-16")
+    assert steps > 1  # it really was sliced
+    fresh = Document("file:///big.py", "python", 1, doc.text)
+    assert doc.tree is not None and str(doc.tree.root_node) == str(fresh.tree.root_node)
+    # Over the limit it drops the tree; back under, a full replacement parses at once.
+    doc.set_syntax(False)
+    assert doc.tree is None and not doc.needs_parse
+    doc.apply_change(SOURCE, None)
+    assert doc.tree is None
+    doc.set_syntax(True, sync_limit=1 << 20)
+    assert doc.tree is not None and not doc.needs_parse
+
+
+# ------------------------------------------------------------------ reloads (10c)
+
+
+async def test_settings_reloads_leak_no_file_handles_or_threads(tiny_model_path: Path) -> None:
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        pid = _pid(c)
+        uri = "file:///work/reloaded.py"
+        open_doc(c, uri, SOURCE)
+        await inline(c, uri, LINE, COL)
+
+        async def reload(size: int) -> None:
+            c.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings={"contextSize": size})
+            )
+            st = await poll_status(
+                c, lambda s: s["model"]["state"] == "ready" and s["scheduler"]["idle"]
+                and (s["engine"] or {}).get("contextSize") == size, 30)
+            assert (st["engine"] or {}).get("contextSize") == size
+            await inline(c, uri, LINE, COL)  # the new engine saves and restores the file
+
+        await reload(2048)
+        await reload(4096)
+        fds, threads = _fds(pid), _threads(pid)
+        for i in range(40):
+            await reload(2048 if i % 2 == 0 else 4096)
+        await poll_status(c, lambda s: s["scheduler"]["idle"], 30)
+        # The diskcache store held an SQLite handle per engine: 11 -> 43 fds in 40 reloads.
+        assert _fds(pid) <= fds + 1, os.listdir(f"/proc/{pid}/fd")
+        assert _threads(pid) <= threads + 1
+    finally:
+        await c.shutdown_session()
