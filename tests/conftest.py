@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,27 @@ def _isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
             os.environ.pop("LSP_COMPLETE_CACHE_DIR", None)
         else:
             os.environ["LSP_COMPLETE_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_daemon() -> Iterator[Path]:
+    """Servers the tests start run their engine in process (each test its own settings and
+    cache), and a test that does use the shared engine daemon finds this session's own
+    runtime folder, never the user's daemon. Short: a Unix socket path has ~100 bytes."""
+    runtime = Path(tempfile.mkdtemp(prefix="lspc-"))
+    saved = {name: os.environ.get(name)
+             for name in ("LSP_COMPLETE_NO_DAEMON", "LSP_COMPLETE_RUNTIME_DIR")}
+    os.environ["LSP_COMPLETE_NO_DAEMON"] = "1"
+    os.environ["LSP_COMPLETE_RUNTIME_DIR"] = str(runtime / "run")
+    try:
+        yield runtime
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

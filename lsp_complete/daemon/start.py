@@ -1,0 +1,204 @@
+"""Connect to the daemon, starting it when none answers: what `serve` does before forwarding.
+
+Connect-or-start, race-free when several editors start at once: try to connect; on failure
+take an exclusive `flock` on the lock file next to the socket, try again (another frontend may
+have started one meanwhile), remove a stale socket file, start `python -m lsp_complete daemon
+run` detached (its own session, stdio to the log file next to the socket) and wait until it
+answers. A daemon of another version is asked to retire (it frees the socket's name and ends
+once its own sessions have), then one of ours is started.
+
+Nothing here trusts a file it did not check: the folder and socket must be this user's
+(`paths`), and on Linux the process behind the socket too (SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsp_complete.daemon import hello as wire
+from lsp_complete.daemon.paths import (
+    RuntimeDirError,
+    check_socket,
+    ensure_runtime_dir,
+    lock_path,
+    log_path,
+    open_private,
+    socket_path,
+)
+
+if TYPE_CHECKING:
+    import subprocess
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0  # a daemon's start: imports, on a busy 2-core machine
+LOCK_TIMEOUT_S = 90.0
+HELLO_TIMEOUT_S = 10.0
+POLL_S = 0.02
+STOPPING = "stopping"
+LOG_MAX_BYTES = 1 << 20  # the log starts over when a new daemon finds it larger
+
+
+class DaemonUnavailable(Exception):
+    """No daemon can be used: the caller serves in its own process (or gives up)."""
+
+
+@dataclass
+class Connected:
+    sock: socket.socket
+    reply: dict[str, Any]  # the daemon's hello
+    rest: bytes  # bytes the daemon sent after its hello line
+    path: Path
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end (Linux), or None where it cannot be asked."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    size = struct.calcsize("3i")
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, size))
+    return uid
+
+
+def try_connect(path: Path) -> socket.socket | None:
+    """A connection to the socket at `path`, or None when nothing listens there."""
+    if not check_socket(path):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:  # refused (stale), vanished, or the backlog is full: not answering
+        sock.close()
+        return None
+    uid = peer_uid(sock)
+    if uid is not None and uid != os.getuid():
+        sock.close()
+        raise RuntimeDirError(f"the daemon at {path} runs as another user")
+    return sock
+
+
+def exchange(path: Path, message: dict[str, Any],
+             timeout: float = HELLO_TIMEOUT_S) -> Connected | None:
+    """Send a hello line to the daemon at `path`; None when none listens there."""
+    sock = try_connect(path)
+    if sock is None:
+        return None
+    try:
+        sock.sendall(wire.encode(message))
+        reply, rest = wire.read_line(sock, timeout)
+    except (OSError, wire.HelloError) as exc:
+        sock.close()
+        log.info("the daemon at %s did not answer: %s", path, exc)
+        return None
+    return Connected(sock, reply, rest, path)
+
+
+def open_session(message: dict[str, Any], log_level: str = "WARNING") -> Connected:
+    """A session with a daemon of this version, started if need be. Raises
+    DaemonUnavailable, or RuntimeDirError when the folder or socket cannot be trusted."""
+    ensure_runtime_dir()
+    path = socket_path()
+    for _ in range(4):
+        conn = exchange(path, message)
+        if conn is None:
+            conn = _start_locked(path, message, log_level)
+        if conn.reply.get("ok"):
+            return conn
+        conn.sock.close()
+        if conn.reply.get("error") == STOPPING:  # it frees the socket's name: start anew
+            time.sleep(0.1)
+            continue
+        if conn.reply.get("error") != wire.VERSION_MISMATCH:
+            raise DaemonUnavailable(f"the daemon refused the session: {conn.reply.get('error')}")
+        log.warning("the daemon at %s runs lsp-complete %s, not %s: replacing it", path,
+                    conn.reply.get("version"), wire.version())
+        retire(path)
+    raise DaemonUnavailable(f"no daemon of version {wire.version()} could be reached at {path}")
+
+
+def retire(path: Path) -> None:
+    """Ask the daemon at `path` to free the socket's name (it serves its sessions to their
+    end), and wait until it has."""
+    conn = exchange(path, {"kind": "retire", "version": wire.version(), "pid": os.getpid()})
+    if conn is not None:
+        conn.sock.close()
+
+
+def _start_locked(path: Path, message: dict[str, Any], log_level: str) -> Connected:
+    with _locked(lock_path(path)):
+        conn = exchange(path, message)  # another frontend may have started one meanwhile
+        if conn is not None:
+            return conn
+        if check_socket(path):  # nothing answers there: a stale socket
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        proc = spawn(path, log_level)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            conn = exchange(path, message)
+            if conn is not None:
+                return conn
+            if proc.poll() is not None:
+                raise DaemonUnavailable(f"the daemon exited at start (code {proc.returncode}): "
+                                        f"see {log_path(path)}")
+            time.sleep(POLL_S)
+        raise DaemonUnavailable(f"the daemon did not answer within {START_TIMEOUT_S:g} s: see "
+                                f"{log_path(path)}")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl  # POSIX only: imported where a daemon is started, never on Windows
+
+    fd = open_private(path, os.O_RDWR)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                if time.monotonic() > deadline:
+                    raise DaemonUnavailable(
+                        f"{path} stayed locked for {LOCK_TIMEOUT_S:g} s") from exc
+                time.sleep(POLL_S)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def spawn(path: Path, log_level: str) -> subprocess.Popen[bytes]:
+    """Start the daemon detached: its own session, no terminal, stdio to the log file."""
+    import subprocess  # only here: a frontend that finds its daemon running never needs it
+
+    fd = open_private(log_path(path), os.O_WRONLY | os.O_APPEND)
+    try:
+        if os.fstat(fd).st_size > LOG_MAX_BYTES:
+            os.ftruncate(fd, 0)
+        env = dict(os.environ)
+        # The daemon must import this very code, installed or run from a checkout.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lsp_complete", "--log-level", log_level, "daemon", "run"],
+            # The frontend's folder, as in process: relative paths in settings mean the same.
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    # Reap it should it exit while this frontend runs (no zombie); it outlives the frontend.
+    threading.Thread(target=proc.wait, name="lsp-complete-daemon-reaper", daemon=True).start()
+    return proc
