@@ -77,6 +77,11 @@ class GenerationRequest:
     # Called with the text produced so far (after `heal`) after each token; True means
     # post-processing will drop the suggestion whatever follows: stop and return no text.
     abandon: Callable[[str], bool] | None = None
+    # Speculative decoding (`speculation` setting): off | lookup | draft | auto. Lossless: the
+    # output is what plain greedy decoding gives; remote engines ignore it.
+    speculation: str = "auto"
+    # More tokens prompt lookup may draft from (e.g. the larger prompt for the same spot).
+    draft_context: list[list[int]] = field(default_factory=list)
 
     @property
     def tokens(self) -> list[int]:
@@ -94,6 +99,10 @@ class GenerationResult:
     stop_reason: str = ""
     prefill_ms: float = 0.0
     generate_ms: float = 0.0
+    # Speculation: decodes that verified a draft, draft tokens verified, and accepted.
+    verify_steps: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 @dataclass
@@ -108,6 +117,14 @@ class EngineCounters:
     aborted_decodes: int = 0
     evictions: int = 0
     restored_from_disk: int = 0
+    # Generation: decodes made (one per token without speculation); drafts verified (one
+    # decode each), draft tokens verified and accepted. Accepted per verify step:
+    # draft_accepted / drafts_verified.
+    generation_decodes: int = 0
+    drafts_verified: int = 0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    near_ties: int = 0  # verify-step choices too close to call, decided by a single-token decode
     extra: dict[str, int] = field(default_factory=dict)
 
 

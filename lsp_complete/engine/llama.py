@@ -1,4 +1,5 @@
-"""In-process llama.cpp: one context, one KV sequence per open file, prefix reuse, token healing.
+"""In-process llama.cpp: one context, one KV sequence per open file, prefix reuse, token healing,
+and lossless speculative decoding (drafts from `speculation`, verified in one batched decode).
 
 Everything here runs on the scheduler's single worker thread; nothing else touches the context.
 """
@@ -13,6 +14,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,16 @@ from lsp_complete.engine.base import (
 )
 from lsp_complete.engine.kvstore import KVStore, model_identity
 from lsp_complete.engine.llama_backend import init_backend, token_piece, vocab_tokenize
+from lsp_complete.engine.speculation import (
+    NEAR_TIE,
+    PREVIOUS_TAIL,
+    Draft,
+    Drafter,
+    DraftPolicy,
+    PromptLookup,
+    TokenHistory,
+    resolve_mode,
+)
 from lsp_complete.engine.stream_rules import TextRules
 
 log = logging.getLogger(__name__)
@@ -80,6 +92,13 @@ class LlamaEngine:
         self.simulated_delay = float(os.environ.get("LSP_COMPLETE_SIMULATE_DECODE_MS", 0)) / 1000
         self._active_cancel: CancelToken | None = None
         self._lock = threading.RLock()
+        # Speculation: how long drafts are (learned from acceptance, across requests), the last
+        # suggestion per file (prompt tail + output: a re-request drafts from it), and the hook
+        # for a draft model (mode "draft": a Drafter per request; none is built in yet).
+        self.draft_policy = DraftPolicy()
+        self.near_tie = NEAR_TIE
+        self._previous: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.draft_model: Callable[[GenerationRequest], Drafter] | None = None
 
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
@@ -307,16 +326,19 @@ class LlamaEngine:
 
     # ------------------------------------------------------------------ decoding
 
-    def _decode(self, seq: _Sequence, tokens: list[int], want_logits: bool, cancel: CancelToken,
+    def _decode(self, seq: _Sequence, tokens: list[int], logit_rows: int, cancel: CancelToken,
                 abortable: bool) -> bool:
-        """Append tokens to a sequence in batches. Returns False when cancelled part-way."""
+        """Append tokens to a sequence in batches, with logits for the last `logit_rows` of
+        them (True: the last one; a draft's verify step: each). Returns False when cancelled
+        part-way."""
         start = 0
         while start < len(tokens):
             if cancel.cancelled:
                 return False
             chunk = tokens[start : start + self.n_batch]
             last_chunk = start + len(chunk) >= len(tokens)
-            status = self._decode_chunk(seq, chunk, want_logits and last_chunk, cancel, abortable)
+            rows = logit_rows if last_chunk else 0
+            status = self._decode_chunk(seq, chunk, rows, cancel, abortable)
             if status == 1 and self._evict_lru(exclude=seq.key):
                 continue  # no free KV cells: retry after dropping another file's cache
             if status != 0:
@@ -349,18 +371,17 @@ class LlamaEngine:
             del seq.tokens[max(held, 0) :]
         llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, len(seq.tokens), -1)
 
-    def _decode_chunk(self, seq: _Sequence, chunk: list[int], want_logits: bool,
+    def _decode_chunk(self, seq: _Sequence, chunk: list[int], logit_rows: int,
                       cancel: CancelToken, abortable: bool) -> int:
         batch = self._batch
         base = len(seq.tokens)
+        first_logits = len(chunk) - int(logit_rows)
         for i, token in enumerate(chunk):
             batch.token[i] = token
             batch.pos[i] = base + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq.seq_id
-            batch.logits[i] = 0
-        if want_logits:
-            batch.logits[len(chunk) - 1] = 1
+            batch.logits[i] = int(i >= first_logits)
         batch.n_tokens = len(chunk)
         if abortable:
             # The abort callback costs a Python call per graph node: only worth it for prefill
@@ -460,24 +481,38 @@ class LlamaEngine:
 
     def _generate(self, seq: _Sequence, request: GenerationRequest, cancel: CancelToken,
                   result: GenerationResult) -> None:
+        """Greedy decoding, token by token as far as every rule is concerned.
+
+        With speculation, a step that needs the next logits decodes the chosen token together
+        with a draft of what may follow, with logits for each; while the draft agrees with the
+        tokens greedy decoding picks from those logits, the next logits are already there.
+        At the first disagreement the rest of the draft leaves the KV cache: output, stop
+        rules, healing, max_tokens and cancellation are exactly those of a plain step each.
+        """
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         heal = request.heal.encode("utf-8")
         rules = TextRules(request)
+        drafter = self._drafter(request)
+        history = TokenHistory(seq.tokens, request.max_tokens) if drafter is not None else None
+        pending: list[int] = []  # the last decode's tokens: the chosen token, then its draft
+        kind = ""  # where that draft came from
+        base = 0  # where `pending` starts in the sequence
+        row = -1  # the logits row of the last decode that predicts the next token
         for step in range(request.max_tokens):
             if cancel.cancelled:
                 result.stop_reason = "cancelled"
                 break
-            logits_ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
-            logits = np.ctypeslib.as_array(logits_ptr, shape=(self.n_vocab,))
-            if heal:
-                allowed = self._heal_candidates(heal, request.heal_code)
-                if allowed.size == 0:  # cannot happen with a byte-level vocabulary; be safe
-                    heal = b""
-                    token = int(np.argmax(logits))
-                else:
-                    token = int(allowed[int(np.argmax(logits[allowed]))])
-            else:
-                token = int(np.argmax(logits))
+            token, lead = self._pick(row, heal, request.heal_code, gap=row >= 0)
+            if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
+                self._verified(result, kind, len(pending) - 1, row, judged_all=False)
+                self._truncate(seq, base + row)
+                pending, base, row = pending[row : row + 1], base + row, -1
+                if not self._decode(seq, pending, True, cancel, abortable=False):
+                    result.stop_reason = "cancelled"
+                    break
+                self.counters.generation_decodes += 1
+                self.counters.near_ties += 1
+                token, _ = self._pick(row, heal, request.heal_code)
             if self._stop_mask[token]:
                 result.stop_reason = "eog"
                 break
@@ -485,6 +520,8 @@ class LlamaEngine:
             heal = heal[len(piece):] if heal.startswith(piece) else b""
             result.generated_tokens += 1
             self.counters.tokens_generated += 1
+            if history is not None:
+                history.append(token)
             reason = rules.feed(decoder.decode(piece))
             if reason is not None:
                 result.stop_reason = reason
@@ -492,13 +529,94 @@ class LlamaEngine:
             if step == request.max_tokens - 1:
                 result.stop_reason = "max_tokens"
                 break
-            if not self._decode(seq, [token], True, cancel, abortable=False):
+            if 0 <= row < len(pending) - 1 and pending[row + 1] == token:
+                row += 1  # the draft guessed this token: its logits are computed already
+                continue
+            if row >= 0:  # the draft ends here: accepted up to `row`, the rest leaves the KV
+                self._verified(result, kind, len(pending) - 1, row, judged_all=True)
+                self._truncate(seq, base + row + 1)
+            draft = self._draft(drafter, history, request.max_tokens - step - 2)
+            pending, kind, base = [token, *draft.tokens], draft.kind, len(seq.tokens)
+            started = time.perf_counter()
+            if not self._decode(seq, pending, len(pending) if draft.tokens else True, cancel,
+                                abortable=False):
                 result.stop_reason = "cancelled"
+                row = -1
                 break
+            if drafter is not None:  # what each size of decode costs here sizes the drafts
+                self.draft_policy.costs.observe(len(pending), time.perf_counter() - started)
+            self.counters.generation_decodes += 1
+            row = 0 if draft.tokens else -1
+        if row >= 0:  # stopped inside a draft: its unjudged rest leaves the KV
+            self._verified(result, kind, len(pending) - 1, row, judged_all=False)
+            self._truncate(seq, base + row + 1)
+        if history is not None:
+            self._remember(request.key, history)
         result.text = rules.text
+
+    def _pick(self, row: int, heal: bytes, heal_code: bool,
+              gap: bool = False) -> tuple[int, float]:
+        """The greedy token from a logits row (among those that keep the healed text, while
+        any remains), and with `gap` how far it leads the runner-up (else infinity)."""
+        logits_ptr = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        logits = np.ctypeslib.as_array(logits_ptr, shape=(self.n_vocab,))
+        allowed = self._heal_candidates(heal, heal_code) if heal else None
+        if allowed is not None and allowed.size == 0:
+            allowed = None  # cannot happen with a byte-level vocabulary; then heal nothing
+        if allowed is not None:
+            logits = logits[allowed]
+        best = int(np.argmax(logits))
+        lead = _runner_up_gap(logits, best) if gap else np.inf
+        return (int(allowed[best]) if allowed is not None else best), lead
+
+    # ------------------------------------------------------------------ speculation
+
+    def _drafter(self, request: GenerationRequest) -> Drafter | None:
+        mode = resolve_mode(request.speculation, self.draft_model is not None)
+        if mode == "off":
+            return None
+        if mode == "draft" and self.draft_model is not None:
+            return self.draft_model(request)
+        extra = [np.asarray(c, dtype=np.int32) for c in request.draft_context if c]
+        return PromptLookup(previous=self._previous.get(request.key), extra=extra)
+
+    def _draft(self, drafter: Drafter | None, history: TokenHistory | None, room: int) -> Draft:
+        """The draft to verify with the next decode (none: a plain step). `room` is how many
+        more tokens max_tokens lets the verify step yield beyond the model's own next one."""
+        limit = min(room, self.draft_policy.max_draft, self.n_batch - 1)
+        if drafter is None or history is None or limit <= 0:
+            return Draft([], "")
+        draft = drafter.propose(history, limit)
+        if draft is None or not draft.tokens:
+            return Draft([], "")
+        length = self.draft_policy.length(draft.kind, len(draft.tokens))
+        return Draft(draft.tokens[:length], draft.kind)
+
+    def _verified(self, result: GenerationResult, kind: str, proposed: int, accepted: int,
+                  judged_all: bool) -> None:
+        """Count a verified draft: `accepted` of its `proposed` tokens, in a row."""
+        result.verify_steps += 1
+        result.draft_tokens += proposed
+        result.accepted_tokens += accepted
+        self.counters.drafts_verified += 1
+        self.counters.draft_tokens += proposed
+        self.counters.draft_accepted += accepted
+        self.draft_policy.record(kind, proposed, accepted, judged_all)
+
+    def _remember(self, key: str, history: TokenHistory) -> None:
+        """Keep this suggestion (with the prompt tokens just before it) to draft from when the
+        same spot is asked again, or the prompt has grown by part of it."""
+        if history.size == history.prompt_size:
+            return
+        start = max(0, history.prompt_size - PREVIOUS_TAIL)
+        self._previous[key] = history.tokens[start : history.size].copy()
+        self._previous.move_to_end(key)
+        while len(self._previous) > 4 * self.slots:
+            self._previous.popitem(last=False)
 
     def forget(self, key: str) -> None:
         with self._lock:
+            self._previous.pop(key, None)
             for seq in (self._asides.get(key), self._sequences.get(key)):
                 if seq is not None:
                     self._drop(seq)
@@ -525,11 +643,14 @@ class LlamaEngine:
         return {
             "backend": "llama.cpp (in process)",
             "path": str(self.model_path),
-            "device": f"gpu ({self.n_gpu_layers} layers)" if self.n_gpu_layers else "cpu",
+            "device": _device(self.n_gpu_layers),
             "threads": self.n_threads,
             "contextSize": self.n_ctx,
             "slots": self.slots,
             "cellsInUse": self._cells_in_use(),
+            # Speculation: recent acceptance of each kind of draft (source, n-gram length) and
+            # what a verify step of each size costs, relative to a single-token step.
+            "speculation": self.draft_policy.describe(),
             "sequences": [
                 {"uri": s.key, "tokens": len(s.tokens),
                  "asideTokens": len(self._asides[s.key].tokens) if s.key in self._asides else 0}
@@ -546,4 +667,17 @@ class LlamaEngine:
             if getattr(self, "_model", None):
                 llama_cpp.llama_model_free(self._model)
                 self._model = None
+            if getattr(self, "kv_store", None) is not None:
+                self.kv_store.close()  # its SQLite handle: a settings reload makes a new store
 
+
+def _device(n_gpu_layers: int) -> str:
+    if n_gpu_layers == 0:
+        return "cpu"
+    return "gpu (all layers)" if n_gpu_layers < 0 else f"gpu ({n_gpu_layers} layers)"
+
+
+def _runner_up_gap(values: np.ndarray, best: int) -> float:
+    """How far the best value is ahead of the next best (infinite when it is alone)."""
+    others = max(values[:best].max(initial=-np.inf), values[best + 1 :].max(initial=-np.inf))
+    return float(values[best] - others)
