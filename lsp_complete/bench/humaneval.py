@@ -1,9 +1,12 @@
-"""HumanEval single-line infilling: mask one line of a canonical solution, complete it, score it.
+"""HumanEval infilling: mask part of a canonical solution, complete it, score it.
 
-The document is the problem's prompt plus its canonical solution with one line emptied except
-for its indentation (as an editor's auto-indent leaves it); the cursor sits after the
-indentation.  Scores: exact match of the completed line after strip, and pass@1 by putting the
-completed line back and running the problem's `check(entry_point)` in a subprocess.
+Single-line: the document is the problem's prompt plus its canonical solution with one line
+emptied except for its indentation (as an editor's auto-indent leaves it); the cursor sits
+after the indentation.  Scores: exact match of the completed line after strip, and pass@1 by
+putting the completed line back and running the problem's `check(entry_point)` in a subprocess.
+
+Multi-line block: the document is the prompt alone and the cursor sits at the start of the
+function body (after its indentation); the suggestion must be the whole body.  Score: pass@1.
 """
 
 from __future__ import annotations
@@ -18,8 +21,28 @@ from pathlib import Path
 from lsp_complete.bench.workload import first_line
 
 
+class _AtCursor:
+    """A document with the cursor between `prefix` and `suffix`, and its test program."""
+
+    prefix: str
+    suffix: str
+    test: str
+    entry_point: str
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.suffix
+
+    @property
+    def offset(self) -> int:
+        return len(self.prefix)
+
+    def _program(self, body: str) -> str:
+        return f"{body}\n\n{self.test}\n\ncheck({self.entry_point})\n"
+
+
 @dataclass(frozen=True)
-class InfillTask:
+class InfillTask(_AtCursor):
     task_id: str
     line_index: int  # index of the masked line within the canonical solution
     prefix: str  # document text before the cursor (ends with the line's indentation)
@@ -32,14 +55,6 @@ class InfillTask:
     def name(self) -> str:
         return f"{self.task_id}#L{self.line_index}"
 
-    @property
-    def text(self) -> str:
-        return self.prefix + self.suffix
-
-    @property
-    def offset(self) -> int:
-        return len(self.prefix)
-
     def completed_line(self, suggestion: str) -> str:
         indent = self.prefix[self.prefix.rfind("\n") + 1 :]
         return indent + first_line(suggestion)
@@ -49,8 +64,31 @@ class InfillTask:
 
     def program(self, suggestion: str) -> str:
         """The runnable test program with the suggestion's first line filled in."""
-        body = self.prefix + first_line(suggestion) + self.suffix
-        return f"{body}\n\n{self.test}\n\ncheck({self.entry_point})\n"
+        return self._program(self.prefix + first_line(suggestion) + self.suffix)
+
+
+@dataclass(frozen=True)
+class BlockTask(_AtCursor):
+    """Whole-body infilling: the cursor at the start of a function's body, nothing after it."""
+
+    task_id: str
+    prefix: str  # the problem's prompt and the body's indentation
+    target: str  # the canonical body, its first line without that indentation
+    test: str
+    entry_point: str
+    suffix: str = "\n"
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_id}#body"
+
+    @property
+    def target_lines(self) -> int:
+        return self.target.rstrip().count("\n") + 1
+
+    def program(self, suggestion: str) -> str:
+        """The runnable test program with the suggested body in place."""
+        return self._program(self.prefix + suggestion + self.suffix)
 
 
 def load_problems(limit: int | None = None) -> list[dict]:
@@ -97,6 +135,38 @@ def build_tasks(n_problems: int, max_lines: int | None = None) -> list[InfillTas
     return tasks
 
 
+# The server suggests at most 12 lines (pipeline.MAX_LINES): bodies that fit, and of more than
+# two lines, so that a block is more than a line.
+BLOCK_MIN_LINES, BLOCK_MAX_LINES = 3, 10
+
+
+def build_block_tasks(n_tasks: int) -> list[BlockTask]:
+    """The first `n_tasks` problems, in task order, whose canonical body has 3 to 10 lines:
+    a fixed set, the same in every run."""
+    if n_tasks <= 0:
+        return []
+    tasks: list[BlockTask] = []
+    for problem in load_problems():
+        body = problem["canonical_solution"].rstrip()
+        first = body.split("\n", 1)[0]
+        indent = first[: len(first) - len(first.lstrip())]
+        lines = body.count("\n") + 1
+        if not indent or not BLOCK_MIN_LINES <= lines <= BLOCK_MAX_LINES:
+            continue
+        tasks.append(
+            BlockTask(
+                task_id=problem["task_id"],
+                prefix=problem["prompt"] + indent,
+                target=body[len(indent) :],
+                test=problem["test"],
+                entry_point=problem["entry_point"],
+            )
+        )
+        if len(tasks) >= n_tasks:
+            break
+    return tasks
+
+
 class PassRunner:
     """Runs test programs in a subprocess with a timeout; caches by program text, because
     engines often produce the same line and each run costs an interpreter start."""
@@ -105,7 +175,7 @@ class PassRunner:
         self.timeout_s = timeout_s
         self._cache: dict[str, bool] = {}
 
-    def passed(self, task: InfillTask, suggestion: str) -> bool:
+    def passed(self, task: InfillTask | BlockTask, suggestion: str) -> bool:
         program = task.program(suggestion)
         key = hashlib.sha256(program.encode()).hexdigest()
         if key not in self._cache:
