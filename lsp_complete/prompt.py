@@ -7,6 +7,15 @@ Middle-anchored layout (see docs/ARCHITECTURE.md and the design notes):
 Segments are ordered from most to least stable, and typing at the cursor only appends to
 `middle`, so the engine's longest-common-prefix reuse re-encodes just the typed tokens.
 Token healing drops the last token of `middle`; generation must then start with its text.
+
+A repository block (`ctx.repo`: other files of the workspace) comes first of all, in the
+template's repository format when it has one (Qwen2.5-Coder, StarCoder2: `file_sep` and
+`repo_name` in models.toml):
+
+    <repo_name>name\n <file_sep>path\ncontent\n ... <file_sep>current/path\n <fim_prefix>...
+
+and otherwise as commented `Path: ...` blocks at the start of the prefix. File contents are
+tokenized as text, never as special tokens: a file holding "<|file_sep|>" cannot forge one.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lsp_complete.context import CodeContext
+from lsp_complete.context.limits import RepoContext
+from lsp_complete.languages import syntax_for
 from lsp_complete.models import FimTemplate
 
 Tokenize = Callable[[str, bool], list[int]]
@@ -27,6 +38,18 @@ class Prompt:
     heal: str  # characters removed by token healing; the output must start with them
     # The healed spaces end the line's indentation: the token that ends them carries code.
     heal_code: bool = False
+    repo_tokens: int = 0  # tokens of the repository block (0: none)
+    repo_segments: int = 0  # leading segments that hold only the repository block
+
+    @property
+    def head_segments(self) -> int:
+        """The leading segments that depend only on the file's structure (and its repository
+        block): what a newly opened file encodes ahead of time."""
+        return 1 + self.repo_segments
+
+    @property
+    def head_tokens(self) -> list[int]:
+        return [t for segment in self.segments[: self.head_segments] for t in segment]
 
     @property
     def tokens(self) -> list[int]:
@@ -95,6 +118,9 @@ def build_prompt(
 
     head = tokenize(ctx.head, False)
     before = tokenize(ctx.before, False)
+    repo, commented = _repo_tokens(ctx, fim, tokenize)
+    if commented:  # no repository format: the block opens the prefix, as comments
+        head = repo + head
     if fim is None:
         # Prefix-only model: no suffix at all.
         segments = [head, before, middle_tokens]
@@ -115,8 +141,47 @@ def build_prompt(
                 suffix_part + tokenize(fim.middle, True),
                 middle_tokens,
             ]
-    segments = _fit(segments, before, len(middle_tokens), max_tokens)
-    return Prompt(segments=segments, heal=healed, heal_code=heal_code)
+    repo_segments = 0
+    if repo and not commented:
+        segments, repo_segments = [repo, *segments], 1
+    # The repository block has its own budget (repoContextTokens): the file's own context
+    # keeps its room.
+    segments = _fit(segments, before, len(middle_tokens), max_tokens + len(repo))
+    return Prompt(segments=segments, heal=healed, heal_code=heal_code, repo_tokens=len(repo),
+                  repo_segments=repo_segments)
+
+
+def _repo_tokens(ctx: CodeContext, fim: FimTemplate | None,
+                 tokenize: SegmentTokenizer) -> tuple[list[int], bool]:
+    """The repository block's tokens, and whether they are comments opening the prefix
+    (a template without a repository format) rather than a segment of their own."""
+    repo = ctx.repo
+    if repo is None or not repo.files:
+        return [], False
+    if fim is not None and fim.file_sep:
+        return _repo_format(repo, fim, tokenize), False
+    return tokenize(repo_comment_text(repo, ctx.language_id), False), True
+
+
+def _repo_format(repo: RepoContext, fim: FimTemplate, tokenize: SegmentTokenizer) -> list[int]:
+    assert fim.file_sep is not None
+    sep = tokenize(fim.file_sep, True)
+    tokens = tokenize(fim.repo_name, True) + tokenize(repo.name + "\n", False) \
+        if fim.repo_name else []
+    for file in repo.files:
+        tokens += sep + tokenize(f"{file.path}\n{file.text}\n", False)
+    return tokens + sep + tokenize(repo.current_path + "\n", False)
+
+
+def repo_comment_text(repo: RepoContext, language_id: str) -> str:
+    """The block for templates without a repository format: one commented `Path: ...` block
+    per file, in the current file's comment syntax."""
+    mark = syntax_for(language_id).comment_prefix
+    parts = []
+    for file in repo.files:
+        lines = "".join(f"{mark} {line}".rstrip() + "\n" for line in file.text.split("\n"))
+        parts.append(f"{mark} Path: {file.path}\n{lines}")
+    return "".join(parts) + "\n"
 
 
 def _indent(line: str) -> int:

@@ -17,7 +17,12 @@ The package, by concern:
 * `head`        - the stable head (imports, outline, enclosing headers);
 * `nodes`       - per-grammar questions about tree-sitter nodes, used by the head;
 * `block_shape` - whether a suggestion should be a block, and the enclosing block's indent;
-* `text`        - small helpers over a Document's text shared by the others.
+* `text`        - small helpers over a Document's text shared by the others;
+* `imports`     - what a file imports, and the workspace files that names (per language);
+* `repo`        - the repository block: outlines of imported definitions, similar code.
+
+`RepoContext` (limits.py) is the repository block as the prompt sees it; `repo` and `imports`
+read other files through `lsp_complete.workspace` only, off the event loop.
 
 Language knowledge (grammars, node types, block opener and shape) comes from `languages.py`
 through ``Document.spec``; nothing here is keyed by a raw languageId.
@@ -25,7 +30,13 @@ through ``Document.spec``; nothing here is keyed by a raw languageId.
 
 from lsp_complete.context.block_shape import enclosing_block_indent, wants_multiline
 from lsp_complete.context.head import build_head
-from lsp_complete.context.limits import CodeContext, ContextLimits, cold_limits
+from lsp_complete.context.limits import (
+    CodeContext,
+    ContextLimits,
+    RepoContext,
+    RepoFile,
+    cold_limits,
+)
 from lsp_complete.context.window import (
     build_context,
     choose_anchor,
@@ -36,6 +47,8 @@ from lsp_complete.context.window import (
 __all__ = [
     "CodeContext",
     "ContextLimits",
+    "RepoContext",
+    "RepoFile",
     "build_context",
     "build_head",
     "choose_anchor",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,29 @@ class ContextLimits:
 
 
 @dataclass(frozen=True)
+class RepoFile:
+    """One file of the repository block: an outline of definitions, or a similar snippet."""
+
+    path: str  # relative to the workspace root, '/'-separated
+    text: str
+    source: str  # "definitions" | "similar"
+
+
+@dataclass(frozen=True)
+class RepoContext:
+    """The repository block: other files of the workspace, shown before the current file.
+
+    Two blocks with the same name, path and files give the same prompt tokens (`state`, what
+    context/repo.py made it from, does not count).
+    """
+
+    name: str  # the repository (workspace root folder) name
+    current_path: str  # the current file, relative to the root
+    files: tuple[RepoFile, ...]
+    state: object = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class CodeContext:
     path: str
     language_id: str
@@ -26,6 +49,8 @@ class CodeContext:
     suffix: str  # rest of the cursor line, then up to suffix_lines following lines
     middle: str  # text from the anchor to the cursor
     anchor: int  # code-point offset of the anchor
+    # Other files of the repository, the first prompt segment; None: no repository context.
+    repo: RepoContext | None = None
 
 
 def cold_limits(limits: ContextLimits) -> ContextLimits:
