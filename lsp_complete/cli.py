@@ -1,10 +1,11 @@
-"""Command line: `lsp-complete serve | complete | demo | bench | models`."""
+"""Command line: `lsp-complete serve | daemon | complete | demo | bench | models | doctor`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from lsp_complete import __version__
 
@@ -19,10 +20,33 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
-    serve.add_argument("--tcp", type=int, metavar="PORT", help="listen on 127.0.0.1:PORT")
+    serve.add_argument("--tcp", type=int, metavar="PORT",
+                       help="listen on 127.0.0.1:PORT (0: any free port) for one client at a "
+                       "time, which must send the launch's token as initializationOptions.token")
+    serve.add_argument("--token-file", type=Path, metavar="PATH",
+                       help="with --tcp: the token is in PATH (a file only you can read), not "
+                       "a new one (LSP_COMPLETE_TOKEN also sets it)")
+    serve.add_argument("--api-key-env", metavar="NAME",
+                       help="the environment variable holding the remote engine's API key; "
+                       "settings may name it too (otherwise only LSP_COMPLETE_* variables)")
     # Many LSP clients add --stdio on their own (vscode-languageclient, LSP4IJ): accept it.
     serve.add_argument("--stdio", action="store_true", help="talk LSP over stdio (the default)")
     serve.add_argument("--model", help="models.toml name or path to a .gguf file")
+    serve.add_argument("--max-message-bytes", type=int, default=32 * 1024 * 1024, metavar="N",
+                       help="refuse LSP messages larger than this (default 32 MiB)")
+    serve.add_argument("--no-daemon", action="store_true",
+                       help="run the engine in this process, not in the shared per-user daemon "
+                       "(LSP_COMPLETE_NO_DAEMON=1 does the same; --tcp always does)")
+
+    daemon = sub.add_parser("daemon", help="the shared engine daemon that `serve` starts")
+    daemon_sub = daemon.add_subparsers(dest="daemon_command", required=True)
+    daemon_status = daemon_sub.add_parser("status", help="the daemon, its model and sessions")
+    daemon_status.add_argument("--json", action="store_true", help="machine-readable output")
+    daemon_sub.add_parser("stop", help="save the KV caches and stop the daemon")
+    daemon_run = daemon_sub.add_parser("run", help="run the daemon in the foreground")
+    daemon_run.add_argument("--idle-minutes", type=float, default=None, metavar="M",
+                            help="exit after M minutes without a session (default 10, or "
+                            "LSP_COMPLETE_DAEMON_IDLE_MINUTES)")
 
     complete = sub.add_parser("complete", help="one-shot completion at FILE:LINE:COL (1-based)")
     complete.add_argument("location", help="FILE:LINE:COL, line and column counted from 1")
@@ -36,6 +60,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--lines", type=int, default=4, help="how many lines to type")
 
     sub.add_parser("bench", help="benchmark speed and quality against baselines (see --help)")
+
+    doctor = sub.add_parser("doctor", help="check Python, llama.cpp, the model and the cache")
+    doctor.add_argument("--model", help="models.toml name or path to a .gguf file")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
 
     models = sub.add_parser("models", help="list, pull and locate models")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -74,13 +102,41 @@ def _dispatch(args: argparse.Namespace) -> int:
             return model_store.cli_pull(args.name)
         return model_store.cli_path(args.name)
     if args.command == "serve":
+        if args.token_file is not None and args.tcp is None:
+            print("lsp-complete serve: --token-file needs --tcp", file=sys.stderr)
+            return 2
+        if args.tcp is not None and not 0 <= args.tcp <= 65535:
+            print(f"lsp-complete serve: --tcp {args.tcp}: not a port", file=sys.stderr)
+            return 2
+        from lsp_complete.daemon.control import wanted
+
+        if wanted(args.tcp is not None, args.no_daemon, args.api_key_env):
+            from lsp_complete.daemon.forwarder import serve_via_daemon
+
+            code = serve_via_daemon(args.model, args.max_message_bytes, args.log_level.upper())
+            if code is not None:
+                return code
         from lsp_complete.server import run_server
 
-        return run_server(tcp_port=args.tcp, model=args.model)
+        return run_server(tcp_port=args.tcp, model=args.model,
+                          max_message_bytes=args.max_message_bytes,
+                          token_file=args.token_file, api_key_env=args.api_key_env)
+    if args.command == "daemon":
+        from lsp_complete.daemon import control
+
+        if args.daemon_command == "status":
+            return control.cli_status(as_json=args.json)
+        if args.daemon_command == "stop":
+            return control.cli_stop()
+        return control.cli_run(args.idle_minutes)
     if args.command == "complete":
         from lsp_complete.oneshot import cli_complete
 
         return cli_complete(args.location, args.model, args.max_tokens, args.threads)
+    if args.command == "doctor":
+        from lsp_complete.doctor import cli_doctor
+
+        return cli_doctor(model=args.model, as_json=args.json)
     if args.command == "demo":
         from lsp_complete.demo import run_demo
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsp_complete.engine.base import HEALING_MODES, default_threads
+from lsp_complete.engine.speculation import SPECULATION_MODES
 
 MULTILINE_MODES = ("auto", "always", "never")
 ENGINES = ("local", "llama-server", "openai")
@@ -45,7 +46,7 @@ class EngineSettings:
     context_size: int = _int(8192, 0, 1 << 20)  # KV cells shared by all open files
     # Files whose KV sequences stay in memory at once; each uses two of llama.cpp's 256.
     slots: int = _int(4, 0, 128)
-    gpu_layers: int = _int(0, 0, 100_000)
+    gpu_layers: int = _int(0, -1, 100_000)  # -1: every layer (llama.cpp's own convention)
     engine: str = _choice("local", ENGINES)
     # Remote engines (engine "llama-server" or "openai"); `model` still names the model, for
     # its FIM template and, when its file is here, its tokenizer.
@@ -67,6 +68,13 @@ class CompletionSettings:
     multiline: str = _choice("auto", MULTILINE_MODES)
     time_budget_ms: int = _int(800, 0, 600_000)  # then multi-line stops at the next line end
     token_healing: bool = True
+    # Speculative decoding in the local engine, lossless (the same output, sooner): off |
+    # lookup (draft from the prompt and the previous suggestion) | draft (a draft model; lookup
+    # until one is loaded) | auto (the fastest of these for the model in use).
+    speculation: str = _choice("auto", SPECULATION_MODES)
+    # Repository context: definitions the file imports from the workspace and similar code
+    # from other open files, the prompt's first segment, at most this many tokens (0: off).
+    repo_context_tokens: int = _int(512, 0, 16_384)
 
 
 @dataclass(frozen=True)
@@ -109,8 +117,22 @@ def _snake(name: str) -> str:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # Keys of the editors' own settings that arrive in the same section (the VS Code extension's
-# `lspComplete.serverPath` starts the server; it is not ours to complain about).
-CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "trace"})
+# `lspComplete.serverPath` starts the server; it is not ours to complain about), and TCP mode's
+# `token` (checked and taken out before settings are read; over stdio it means nothing).
+CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "trace", "token"})
+# Settings come from the client, and the key in the variable `apiKeyEnv` names is sent to
+# `engineUrl`: a client may name only our own variables, or the one named at launch.
+API_KEY_ENV_PREFIX = "LSP_COMPLETE_"
+
+
+def api_key_env_refusal(name: str, allowed: str | None = None) -> str | None:
+    """Why settings may not name `name` as the API key's environment variable, or None.
+    `allowed`: the name given by `lsp-complete serve --api-key-env NAME`."""
+    if not name or name.startswith(API_KEY_ENV_PREFIX) or name == allowed:
+        return None
+    return (f"setting 'apiKeyEnv': {name!r} refused: settings may only name an environment "
+            f"variable starting with {API_KEY_ENV_PREFIX} (or the one given by "
+            f"`lsp-complete serve --api-key-env NAME`); the previous one stays")
 
 
 def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:

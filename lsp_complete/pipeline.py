@@ -96,7 +96,9 @@ def prepare(
         indent=indent,
         block_indent=enclosing_block_indent(doc, cursor),
         multiline=multiline,
-        language_id=doc.language_id,
+        # The language the document was resolved to (an alias, or "plaintext" for a .py file,
+        # gets that language's bracket lexer too).
+        language_id=doc.spec.name if doc.spec is not None else doc.language_id,
     )
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx)
 
@@ -179,7 +181,8 @@ class Completer:
         started: float,
         progress: Callable[[str], None] | None,
     ) -> Completion:
-        prompt = self.choose_prompt(prepared)
+        full = self.build_prompt(prepared.ctx)
+        prompt = self.choose_prompt(prepared, full)
         site = prepared.site
         heal = prompt.heal
 
@@ -205,6 +208,9 @@ class Completer:
             line_check=block_ended if prepared.multiline else None,
             on_text=on_text if progress is not None else None,
             abandon=lambda produced: copying_next_line(produced, site),
+            speculation=self.settings.speculation,
+            # The smaller prompt was chosen: the full one's context still drafts well.
+            draft_context=[full.tokens] if prompt is not full else [],
         )
         result = self.engine.complete(request, cancel)
         raw = result.text[len(prompt.heal) :] if result.text.startswith(prompt.heal) else ""

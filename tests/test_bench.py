@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, metrics, report, workload
+from lsp_complete import bench
+from lsp_complete.bench import crossfile, humaneval, metrics, report, variants, workload
 from lsp_complete.bench.baselines import generate_reuse, psm_windows
 from lsp_complete.bench.llama_server import (
     LlamaServerClient,
@@ -299,9 +300,13 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
         assert (out / name).stat().st_size > 0
     data = json.loads((out / "samples.json").read_text())
     engines = {s["engine"] for s in data["samples"]}
-    assert engines == {"a", "b", "d"}
+    assert engines == {"a", "b", "b+", "d"}
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
-    assert workloads == {"replay", "paced", "humaneval", "open"}
+    assert workloads == {"replay", "paced", "humaneval", "open", "crossfile"}
+    # The cross-file line (one in --quick) ran on (b), (b+) and every (d) configuration.
+    cross = [s for s in data["samples"] if s["workload"] == "crossfile"]
+    assert sorted(s["extra"]["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
+    assert "## Cross-file lines" in (out / "report.md").read_text()
     assert data["meta"]["model"]["sha256"]
     # Each span starts with the cursor resting there: the server prepared the prompt, so the
     # first keystroke encoded only what it typed.
@@ -318,3 +323,135 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "Model calls only" in (out / "report.md").read_text()
+
+
+# --- (d) side by side: speculation modes and models (bench/variants.py) --------------------------
+
+
+def test_speculation_modes_and_plan() -> None:
+    assert variants.parse_modes("off, lookup,off,draft") == ("off", "lookup", "draft")
+    with pytest.raises(ValueError, match="bogus"):
+        variants.parse_modes("off,bogus")
+    with pytest.raises(ValueError):
+        variants.parse_modes(" , ")
+    small = variants.ModelUnderTest("small", "/m/small.gguf")
+    big = variants.ModelUnderTest("big", "/m/big.gguf", draft="small")
+    planned, notes = variants.plan([small, big], ("off", "lookup", "draft"))
+    assert [v.key for v in planned] == ["small/off", "small/lookup", "big/off", "big/lookup",
+                                        "big/draft"]  # fmt: skip
+    assert len(notes) == 1 and "small" in notes[0] and "draft" in notes[0]
+    twice = variants.unique_names([small, small])
+    assert [m.name for m in twice] == ["small", "small#2"]
+    assert variants.block_count(None, quick=True) == 2
+    assert variants.block_count(None, quick=False) == 20
+    assert variants.block_count(5, quick=True) == 5
+
+
+def test_side_by_side_defaults_to_the_main_model_and_server_mode() -> None:
+    main = variants.ModelUnderTest("m", "/m.gguf")
+    assert variants.side_by_side(None, None, None, True, main) is None
+    side = variants.side_by_side(None, "", 0, True, main)
+    assert side is not None and [v.key for v in side.variants] == ["m/auto"]
+    assert side.blocks == []
+
+
+def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() -> None:
+    blocks = humaneval.build_block_tasks(4)
+    assert [b.task_id for b in blocks] == [b.task_id for b in humaneval.build_block_tasks(4)]
+    runner = humaneval.PassRunner(timeout_s=30)
+    for block in blocks:
+        assert humaneval.BLOCK_MIN_LINES <= block.target_lines <= humaneval.BLOCK_MAX_LINES
+        assert block.prefix.endswith('"""\n    ') and block.text.endswith("\n")
+        assert block.offset == len(block.prefix)
+    assert runner.passed(blocks[0], blocks[0].target)
+    assert not runner.passed(blocks[0], "pass")
+
+
+def _variant_samples(key: str, mode: str, block_ms: float, he: list[str],
+                     gen_ms: float | None) -> list[Sample]:
+    extra = {"variant": key, "model": key.split("/")[0], "speculation": mode}
+    samples = [
+        Sample("d", variants.REPLAY, "f.py:1-1", i, 50.0 + i, "x", generated_tokens=10,
+               extra={**extra, "generate_ms": None if gen_ms is None else gen_ms * 10})
+        for i in range(4)
+    ]  # fmt: skip
+    samples += [Sample("d", variants.HUMANEVAL, f"HumanEval/0#L{i}", 0, 30.0, text,
+                       exact_match=text == "a", passed=text == "a", generated_tokens=2,
+                       extra=dict(extra))
+                for i, text in enumerate(he)]  # fmt: skip
+    samples.append(Sample("d", variants.BLOCK, "HumanEval/0#body", 0, block_ms, "body",
+                          passed=True, generated_tokens=40, extra=dict(extra)))
+    return samples
+
+
+def test_side_by_side_summary_compares_with_the_base_mode(tmp_path: Path) -> None:
+    samples = (_variant_samples("m/off", "off", 1000.0, ["a", "b"], 20.0)
+               + _variant_samples("m/lookup", "lookup", 500.0, ["a", "c"], 10.0))  # fmt: skip
+    runs = [
+        {"key": "m/off", "model": "m", "mode": "off", "peak_rss_mb": 700.0,
+         "counters": {"replay": {"drafts_verified": 0}}},
+        {"key": "m/lookup", "model": "m", "mode": "lookup", "peak_rss_mb": 710.0,
+         "counters": {"replay": {"drafts_verified": 4, "draft_tokens": 12, "draft_accepted": 6},
+                      "block": {"drafts_verified": 6, "draft_tokens": 8, "draft_accepted": 4}}},
+    ]  # fmt: skip
+    rows = variants.summarize(samples, runs)
+    assert list(rows) == ["m/off", "m/lookup"]
+    off, lookup = rows["m/off"], rows["m/lookup"]
+    assert off["base"] == lookup["base"] == "m/off"
+    assert off["ms_per_token"] == pytest.approx(20.0) and off["ms_per_token_basis"] == "generation"
+    assert lookup["vs_base"]["ms_per_token"] == pytest.approx(0.5)
+    assert lookup["vs_base"]["block_p50"] == pytest.approx(0.5)
+    assert lookup["accepted_per_step"] == pytest.approx(1.0)  # 10 accepted in 10 verify steps
+    assert lookup["drafted_per_step"] == pytest.approx(2.0)
+    assert off["accepted_per_step"] is None
+    # Two HumanEval lines and a block: the second line differs.
+    assert lookup["identical"] == {"share": pytest.approx(2 / 3), "same": 2, "n": 3}
+    assert lookup["humaneval"]["em"] == 0.5 and lookup["block"]["pass1"] == 1.0
+    # Without the engine's own timing, latency per token stands in, and says so.
+    plain = variants.summarize(_variant_samples("m/off", "off", 1000.0, ["a"], None), [])
+    assert plain["m/off"]["ms_per_token_basis"] == "latency"
+    meta = {"variants": {"blocks": 1, "humaneval_lines": 2, "notes": ["a note on drafts"]}}
+    md = "\n".join(variants.markdown(rows, meta))
+    assert "Speculation and models side by side" in md and "| m/lookup |" in md
+    assert "66.7% (2/3)" in md and "a note on drafts" in md
+    assert variants.markdown({}, meta) == []
+
+
+def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    """Two models (the tiny one twice) x speculation off / lookup / draft, (d) only."""
+    other = tmp_path / "tiny-copy.gguf"
+    other.write_bytes(tiny_model_path.read_bytes())
+    out = tmp_path / "bench-out"
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--engines", "none",
+        "--models", f"{tiny_model_path},{other}", "--speculation", "off,lookup,draft",
+        "--out", str(out), "--keystrokes", "4", "--humaneval", "1", "--humaneval-lines", "2",
+        "--blocks", "1", "--no-open", "--no-paced", "--crossfile", "0", "--max-tokens", "8",
+    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "samples.json").read_text())
+    side = data["meta"]["variants"]
+    keys = ["tiny/off", "tiny/lookup", "tiny-copy/off", "tiny-copy/lookup"]
+    assert [run["key"] for run in side["runs"]] == keys
+    assert side["modes"] == ["off", "lookup", "draft"] and side["blocks"] == 1
+    assert len(side["notes"]) == 2  # neither tiny model declares a draft model
+    for run in side["runs"]:
+        assert run["peak_rss_mb"] and set(run["counters"]) == {"replay", "humaneval", "block"}
+    by_workload: dict[str, set[str]] = {}
+    for s in data["samples"]:
+        if s["workload"].startswith("variant-"):
+            by_workload.setdefault(s["workload"], set()).add(s["extra"]["variant"])
+    assert by_workload == dict.fromkeys(variants.WORKLOADS, set(keys))
+    assert all(s["extra"]["generate_ms"] is not None for s in data["samples"]
+               if s["workload"] == variants.BLOCK and s["source"] == "model")
+    rows = data["variants"]
+    assert list(rows) == keys
+    assert rows["tiny/lookup"]["base"] == "tiny/off"
+    assert rows["tiny/lookup"]["identical"]["n"] == 3  # two HumanEval lines and a block
+    assert {s["engine"] for s in data["samples"]} == {"d"}
+    report_md = (out / "report.md").read_text()
+    assert "Speculation and models side by side" in report_md
+    # The section is rebuilt from samples.json alone.
+    (out / "report.md").unlink()
+    assert bench.rerender(out) == 0
+    assert "| tiny-copy/lookup |" in (out / "report.md").read_text()

@@ -3,7 +3,9 @@
 Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-prefix reuse
 (llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
 (d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
-and paced), first-suggestion latency in a large file, HumanEval single-line infilling.
+and paced), first-suggestion latency in a large file, HumanEval single-line infilling, and
+cross-file lines (bench/crossfile.py: a name imported from a sibling module, where only that
+module knows what follows), with and without repository context.
 """
 
 from __future__ import annotations
@@ -11,25 +13,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import humaneval, machine, metrics, report, workload
+from lsp_complete.bench import crossfile, humaneval, machine, metrics, report, workload
+from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_engine
+from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_crossfile, run_engine
 
 log = logging.getLogger(__name__)
 
 ALL_ENGINES = ("a", "b", "c", "d")
 
 # A full run stays modest because baseline (a) costs seconds per keystroke on 2 cores.
-FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30}
+FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30,
+        "crossfile": 96}  # fmt: skip
 # `--quick`: a smoke run of about a minute.
 QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-         "humaneval_lines": 3}  # fmt: skip
+         "humaneval_lines": 3, "crossfile": 1}  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--span-lines", type=int, help="lines per span")
     p.add_argument("--keystrokes", type=int, help="cap on replay keystrokes (split over spans)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
-    p.add_argument("--engines", default=None, help="comma list of a,b,c,d (default: available)")
+    p.add_argument("--engines", default=None,
+                   help="comma list of a,b,c,d, or none (default: available)")
     p.add_argument("--pace-ms", type=float, default=100.0, help="keystroke interval, paced mode")
     p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
     p.add_argument("--rest-ms", type=float, default=1000.0,
@@ -59,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
     p.add_argument("--humaneval", type=int, help="HumanEval problems (full 30, quick 2)")
     p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
+    p.add_argument("--crossfile", type=int,
+                   help="cross-file lines from installed packages (full 96, quick 1; 0: none)")
+    p.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
+                   help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
+    p.add_argument("--repo-context-tokens", type=int,
+                   help="repoContextTokens for (d) (default: the server's; 0: off)")
+    p.add_argument("--speculation", metavar="MODES",
+                   help="comma list of off,lookup,draft,auto: (d) once per mode, side by side "
+                   "(bench/variants.py; draft only for a model with a declared draft model)")
+    p.add_argument("--models", metavar="A,B",
+                   help="comma list of models.toml names or .gguf paths: the (d) variants for "
+                   "each, side by side, with resident memory per model (default: --model)")
+    p.add_argument("--blocks", type=int,
+                   help="multi-line block tasks per (d) variant (full 20, quick 2)")
     p.add_argument("--open-file", help="large file for open latency (default: ~2,000-line one)")
     p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
@@ -78,6 +98,8 @@ def _setting(args: argparse.Namespace, name: str) -> Any:
 def _engines(args: argparse.Namespace) -> tuple[str, ...]:
     if args.engines is None:
         return tuple(k for k in ALL_ENGINES if k != "c" or args.llama_server)
+    if args.engines.strip().lower() == "none":  # only the (d) variants of --speculation/--models
+        return ()
     keys = tuple(k.strip() for k in args.engines.split(",") if k.strip())
     unknown = [k for k in keys if k not in ALL_ENGINES]
     if unknown:
@@ -109,7 +131,8 @@ def _fim_of(spec: Any) -> FimTokens | None:
     fim = getattr(spec, "fim", None)
     if fim is None:
         return None
-    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"))
+    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
+                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
 
 
 def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
@@ -142,6 +165,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     engines = _engines(args)
     model_path, model_name, spec = _resolve_model(args, out)
+    side = _side_by_side(args, model_path, spec)  # checked before anything runs
     work, files = _workload(args)
     cfg = BenchConfig(
         model_path=model_path,
@@ -156,7 +180,10 @@ def main(argv: list[str]) -> int:
         llama_server=args.llama_server,
         server_options=_server_options(args),
         out=out,
+        # Each replayed file's project folder is (d)'s workspace: repository context.
+        workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )
+    cross_tasks = crossfile.build_tasks(_setting(args, "crossfile") or 0, args.seed)
     print(
         f"bench: {len(work.episodes)} spans, {work.n_keystrokes} keystrokes, "
         f"{len(work.tasks)} HumanEval lines, engines {','.join(engines)}",
@@ -169,24 +196,55 @@ def main(argv: list[str]) -> int:
         run: EngineRun = run_engine(cfg, key, work, paced=not args.no_paced)
         samples += run.samples
         extras[key] = run.extras
+    variants = tuple(v.strip() for v in args.crossfile_variants.split(",") if v.strip())
+    samples += run_crossfile(cfg, cross_tasks, engines, variants)
+    side_meta = None
+    if side is not None:
+        side_samples, side_meta = side.run(cfg, work)
+        samples += side_samples
     summary = metrics.summarize(samples, extras, args.pace_ms)
     meta = _meta(args, cfg, files, work, time.time() - began)
+    if side_meta is not None:
+        meta["variants"] = side_meta
+    meta["settings"]["crossfile"] = len(cross_tasks)
+    meta["settings"]["crossfile_packages"] = len({t.package for t in cross_tasks})
+    meta["settings"]["repo_context_tokens"] = args.repo_context_tokens
     paths = report.write_all(out, meta, summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
 
 
+def _side_by_side(
+    args: argparse.Namespace, model_path: str, spec: Any
+) -> bench_variants.SideBySide | None:
+    """`--speculation` / `--models`, checked before anything runs."""
+    from lsp_complete.models import ModelError
+
+    try:
+        return bench_variants.side_by_side(
+            args.speculation, args.models, args.blocks, args.quick,
+            bench_variants.model_under_test(model_path, spec),
+        )
+    except (ValueError, ModelError) as err:
+        raise SystemExit(f"bench: {err}") from None
+
+
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
-    """(d) on a remote engine: --model still gives the FIM template and the tokenizer."""
+    """(d)'s settings: repository context, and on a remote engine where it is (--model still
+    gives the FIM template and the tokenizer)."""
+    tokens = getattr(args, "repo_context_tokens", None)
+    repo = {} if tokens is None else {"repoContextTokens": tokens}
     if args.engine == "local":
-        return {}
+        return repo
     if not args.engine_url:
         raise SystemExit(f"bench: --engine {args.engine} needs --engine-url URL")
-    options = {"engine": args.engine, "engineUrl": args.engine_url}
+    options = {"engine": args.engine, "engineUrl": args.engine_url, **repo}
     if args.remote_model:
         options["remoteModel"] = args.remote_model
     if args.api_key_env:
-        options["apiKeyEnv"] = args.api_key_env
+        # The server takes only LSP_COMPLETE_* names from settings (any other could leak a
+        # variable): hand the key over in the one it reads by default (its env is ours).
+        os.environ["LSP_COMPLETE_API_KEY"] = os.environ.get(args.api_key_env, "")
     return options
 
 

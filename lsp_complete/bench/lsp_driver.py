@@ -37,9 +37,11 @@ class ServerSession:
         init_options: dict[str, Any],
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        workspace_folders: list[str] | None = None,
     ) -> None:
         self.model_path = model_path
         self.init_options = init_options
+        self.workspace_folders = workspace_folders  # folder URIs: the server's workspace roots
         self.env = env
         self.log_path = log_path
         self.client = LanguageClient("lsp-complete-bench", "1")
@@ -61,7 +63,8 @@ class ServerSession:
         )
         await lsp_client.initialize(
             self.client,
-            lsp_client.initialize_params(self.init_options, capabilities, process_id=os.getpid()),
+            lsp_client.initialize_params(self.init_options, capabilities, process_id=os.getpid(),
+                                         workspace_folders=self.workspace_folders),
         )
         await self._wait_ready()
         self.startup_ms = (time.perf_counter() - begin) * 1000

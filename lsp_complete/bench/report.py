@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lsp_complete.bench import crossfile
+from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.metrics import OPEN_PHASES
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
 
@@ -20,20 +22,25 @@ def write_all(
     out: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample]
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+    cross = crossfile.summarize(list(samples))
+    side = bench_variants.summarize(samples, (meta.get("variants") or {}).get("runs") or [])
     paths = [
-        write_json(out / SAMPLES_JSON, meta, summary, samples),
+        write_json(out / SAMPLES_JSON, meta, summary, samples, cross, side),
         plot_latency(out / LATENCY_PNG, samples, meta.get("settings", {}).get("pace_ms")),
     ]
-    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary))
+    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary, cross, side))
     return paths
 
 
 def write_json(
-    path: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample]
+    path: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample],
+    cross: dict[str, Any] | None = None, side: dict[str, Any] | None = None,
 ) -> Path:
     data = {
         "meta": meta,
         "summary": summary,
+        "crossfile": cross or {},
+        "variants": side or {},  # (d) side by side: speculation modes, models
         "samples": [dataclasses.asdict(s) for s in samples],
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -193,7 +200,19 @@ def _rest_note(rest_ms: float | None) -> str:
     )
 
 
-def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any]) -> Path:
+def _crossfile_table(rows: dict[str, Any]) -> list[str]:
+    header = ["engine", "lines", "exact match", "needed identifiers", "edit similarity",
+              "repository tokens (mean)", "server RSS (max)"]
+    return _table(header, [
+        [row["label"], str(row["n"]), f"{row['em']:.3f}", f"{row['needed']:.3f}",
+         f"{row['es']:.3f}", _num(row["repo_tokens_mean"]), _mb(row.get("rss_max_mib"))]
+        for row in rows.values()
+    ])
+
+
+def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
+                   cross: dict[str, Any] | None = None,
+                   side: dict[str, Any] | None = None) -> Path:
     pace = meta["settings"].get("pace_ms")
     lines = ["# lsp-complete bench", ""]
     lines += _meta_lines(meta)
@@ -228,6 +247,21 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any]) ->
     lines += _paced_table(summary)
     lines += ["## First suggestion after opening a large file", ""]
     lines += _open_table(summary)
+    if cross:
+        lines += [
+            "## Cross-file lines",
+            "",
+            "A line of module A uses a name A imports from a sibling module B; the cursor sits "
+            "right after `name(` or `name.`, and the rest of the line uses an identifier B "
+            "defines that A's text before the cursor never mentions "
+            f"({meta['settings'].get('crossfile', '?')} lines of "
+            f"{meta['settings'].get('crossfile_packages', '?')} installed packages).  Needed "
+            "identifiers: the share of those identifiers the first suggested line holds.  "
+            "(d) gets a moment at the spot (didMoveCursor, idle work done) before it is asked.",
+            "",
+        ]
+        lines += _crossfile_table(cross)
+    lines += bench_variants.markdown(side or {}, meta)
     lines += [f"![latency distributions]({LATENCY_PNG})", ""]
     for row in summary.values():
         if row.get("errors"):

@@ -8,6 +8,7 @@ freed before the next engine loads its own.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -20,8 +21,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import lsp_driver
+from lsp_complete.bench import crossfile, lsp_driver
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.records import Completion, Sample, StatelessEngine
@@ -51,6 +53,8 @@ class BenchConfig:
     rest_ms: float = 1000.0
     # Extra initializationOptions for (d): a remote engine (engine, engineUrl, ...).
     server_options: dict[str, Any] = field(default_factory=dict)
+    # Folder URIs (d) is given as its workspace (repository context comes from them).
+    workspace_folders: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -178,6 +182,9 @@ def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
 def _server_env(cache_dir: str) -> dict[str, str]:
     env = dict(os.environ)
     env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
+    # Each measurement its own engine, cache and process (whose memory is measured), never
+    # the shared engine daemon.
+    env["LSP_COMPLETE_NO_DAEMON"] = "1"
     # The server must import this very checkout, installed or not.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -187,7 +194,8 @@ def _server_env(cache_dir: str) -> dict[str, str]:
 class ServerRunner:
     """Starts fresh servers (each with its own empty KV cache folder) for each measurement."""
 
-    def __init__(self, cfg: BenchConfig, multiline: str = "never") -> None:
+    def __init__(self, cfg: BenchConfig, multiline: str = "never",
+                 extra_options: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
         self.init_options = {
             "model": cfg.model_path,
@@ -195,6 +203,7 @@ class ServerRunner:
             "maxTokens": cfg.max_tokens,
             "multiline": multiline,
             **cfg.server_options,
+            **(extra_options or {}),
         }
         self.peaks: list[float] = []
         self.startups: list[float] = []
@@ -212,6 +221,7 @@ class ServerRunner:
             self.init_options,
             env=_server_env(cache_dir),
             log_path=self.cfg.out / "server.log",
+            workspace_folders=self.cfg.workspace_folders,
         )
         self.startups.append(await session.start())
         return session
@@ -457,6 +467,47 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
 
 def run_server_engine(cfg: BenchConfig, work: Workload, paced: bool = True) -> EngineRun:
     return asyncio.run(run_server_engine_async(cfg, work, paced))
+
+
+async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
+                              variants: tuple[str, ...]) -> list[Sample]:
+    """(d) on the cross-file tasks, one fresh server per configuration, the tasks' package
+    folders as its workspace."""
+    folders = sorted({Path(t.root).resolve().as_uri() for t in tasks})
+    cfg = dataclasses.replace(cfg, workspace_folders=folders)
+    samples: list[Sample] = []
+    for variant in variants:
+        tokens, open_imported = crossfile.LSP_CONFIGS[variant]
+        runner = ServerRunner(cfg, extra_options={} if tokens is None
+                              else {"repoContextTokens": tokens})
+        try:
+            session = await runner.start(runner.new_cache_dir())
+            try:
+                with _bar(f"(d) cross-file {variant}", len(tasks)) as bar:
+                    samples += await crossfile.run_lsp_config(session, tasks, variant,
+                                                              open_imported, bar.update)
+            finally:
+                await runner.stop(session)
+        finally:
+            runner.cleanup()
+    return samples
+
+
+def run_crossfile(cfg: BenchConfig, tasks: list[CrossFileTask], engines: tuple[str, ...],
+                  variants: tuple[str, ...] = tuple(crossfile.VARIANT_LABELS)) -> list[Sample]:
+    """The cross-file tasks on (b)/(b+) and the (d) configurations among `variants`."""
+    samples: list[Sample] = []
+    baseline = tuple(v for v in variants if v in ("b", "b+"))
+    if "b" in engines and baseline and tasks:
+        with _bar("(b) cross-file", len(tasks)) as bar:
+            samples += crossfile.run_baselines(
+                cfg.model_path, cfg.fim, cfg.fim, cfg.stop, cfg.threads, cfg.max_tokens,
+                tasks, baseline, bar.update,
+            )
+    lsp = tuple(v for v in variants if v in crossfile.LSP_CONFIGS)
+    if "d" in engines and lsp and tasks:
+        samples += asyncio.run(crossfile_lsp_async(cfg, tasks, lsp))
+    return samples
 
 
 def run_engine(cfg: BenchConfig, key: str, work: Workload, paced: bool = True) -> EngineRun:

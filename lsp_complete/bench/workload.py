@@ -179,6 +179,23 @@ def default_files(n_files: int, seed: int) -> list[str]:
     return chosen
 
 
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "go.mod", "Cargo.toml", "package.json")
+
+
+def workspace_root(path: str) -> str:
+    """The folder an editor would open for a file: the nearest one with a project marker
+    (.git, pyproject.toml, go.mod, Cargo.toml, package.json...), else the folder above a
+    Python file's top package, else the file's folder."""
+    file = Path(path).resolve()
+    for folder in list(file.parents)[:6]:
+        if any((folder / marker).exists() for marker in _PROJECT_MARKERS):
+            return str(folder)
+    folder = file.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return str(folder)
+
+
 def quick_file() -> str:
     """A small stdlib module for `--quick`."""
     return str(_stdlib_dir() / "json" / "decoder.py")

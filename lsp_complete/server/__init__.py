@@ -1,6 +1,8 @@
 """The language server, one module per job:
 
 - `protocol`: what is on the wire (our method names, pygls' protocol adjusted);
+- `framing`: bytes to messages for one connection (our reader, pygls dispatches);
+- `tcp`: TCP mode: the launch's token, one authenticated client at a time;
 - `handlers`: one small function per LSP feature, each delegating; `create_server`, `run_server`;
 - `completion_server`: the server object, its shared settings, worker and messages to the user;
 - `model`: loading and reloading the model; `files`: open documents, their state, idle work;

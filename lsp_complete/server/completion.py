@@ -65,6 +65,7 @@ class Suggester:
         """The suggestion at `position`, or None."""
         ls = self._ls
         found = await self.suggest(uri, position)
+        # The document `suggest` checked last: nothing ran on the loop since it returned.
         doc = ls.files.documents.get(uri)
         if found is None or doc is None:
             return None
@@ -95,6 +96,19 @@ class Suggester:
         if doc is None or state is None:
             return None
         version = doc.version
+
+        def current() -> bool:
+            # The same open document (not one closed and opened again under this URI, whose
+            # version numbers start over) at the same version as when asked.
+            files = ls.files
+            return (files.documents.get(uri) is doc and files.states.get(uri) is state
+                    and doc.version == version)
+
+        if (parsing := ls.files.parsing(uri)) is not None:
+            await asyncio.shield(parsing)  # a large file: its prompt needs the tree
+            if not current():
+                ls.telemetry.record(uri, version, started, "superseded")
+                return None
         if state.disabled_reason or not ls.settings.language_enabled(doc.language_id):
             return None
         if position.line < 0 or position.character < 0 or position.line >= doc.line_count:
@@ -115,7 +129,7 @@ class Suggester:
             telemetry.record(uri, version, started, "not-ready")
             return None
         if await _join_inflight(state, before, after):
-            if doc.version != version:
+            if not current():
                 telemetry.record(uri, version, started, "superseded")
                 return None
             hit = ls.typeahead.lookup(uri, before, after)
@@ -126,7 +140,7 @@ class Suggester:
         if ls.settings.debounce_ms:
             generation = state.generation
             await asyncio.sleep(ls.settings.debounce_ms / 1000)
-            if state.generation != generation:
+            if state.generation != generation or not current():
                 telemetry.record(uri, version, started, "superseded")
                 return None
         prepared = prepare(doc, cursor, state.anchor, ls.settings)
@@ -137,10 +151,13 @@ class Suggester:
             def progress(text: str) -> None:
                 inflight.partial = text
 
-            completion = completer.run(prepared, cancel, progress)
-            if completion.text and not cancel.cancelled:
+            # The file's repository block is read here, on the worker, where idle work
+            # switches it: it always matches what that work left in the cache.
+            completion = completer.run(ls.repo.current(prepared), cancel, progress)
+            if completion.text and not cancel.cancelled and ls.files.states.get(uri) is state:
                 # Remembered here, on the worker, so that every keystroke waiting on this
-                # job (see _join_inflight) finds it the moment the job ends.
+                # job (see _join_inflight) finds it the moment the job ends. Not once the file
+                # was closed: its typing-ahead was dropped then.
                 ls.typeahead.remember(uri, before, after, completion.text)
             return completion
 
@@ -156,8 +173,8 @@ class Suggester:
             ls.tell_failure("engine-error", f"lsp-complete: {completer.last_error}")
         elif completion is not None:
             ls.tell_failure("engine-error", None)
-        if completion is None or job.cancel.cancelled or doc.version != version:
-            # Superseded, or the text changed while computing: the answer would be stale.
+        if completion is None or job.cancel.cancelled or not current():
+            # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1
             telemetry.record(uri, version, started, "superseded")
             return None

@@ -12,18 +12,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from lsp_complete import __version__
-from lsp_complete.config import parse_settings
+from lsp_complete.config import EngineSettings, api_key_env_refusal, parse_settings
 from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.completion import Suggester
 from lsp_complete.server.files import OpenFiles
 from lsp_complete.server.model import ModelHost
 from lsp_complete.server.protocol import SECTION, Protocol
+from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.status import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
@@ -34,7 +36,8 @@ _CONFIGURATION_TIMEOUT_S = 5  # a client that does not answer must not block loa
 
 
 class CompletionServer(LanguageServer):
-    def __init__(self, model: str | None = None) -> None:
+    def __init__(self, model: str | None = None, api_key_env: str | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         super().__init__(
             "lsp-complete",
             __version__,
@@ -42,15 +45,25 @@ class CompletionServer(LanguageServer):
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
         )
         settings, _ = parse_settings(None)
-        self.settings = dataclasses.replace(settings, model=model) if model else settings
+        if model:
+            settings = dataclasses.replace(settings, model=model)
+        if api_key_env:
+            settings = dataclasses.replace(settings, api_key_env=api_key_env)
+        self.launch_settings = self.settings = settings
         self.cli_model = model
-        self.scheduler = Scheduler()
+        self.cli_api_key_env = api_key_env  # settings may name this variable too
+        # The daemon passes one session's view of its shared worker (daemon/server.py).
+        self.scheduler = scheduler or Scheduler()
         self.typeahead = TypeAhead()
         self.telemetry = Telemetry()
         self.model = ModelHost(self)
         self.files = OpenFiles(self)
+        self.repo = RepoHost(self)  # workspace roots and each file's repository context
         self.suggester = Suggester(self)
         self._told: set[str] = set()
+        self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
+        # A daemon session's: the daemon's part of `lsp-complete/status` (None in process).
+        self.daemon_status: Callable[[], dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ telling the user
 
@@ -96,13 +109,20 @@ class CompletionServer(LanguageServer):
     # ------------------------------------------------------------------ model and settings
 
     async def load_model(self) -> None:
+        wanted = self.settings.engine_settings
+        if self.model.ready and wanted == self._engine_loaded:
+            return  # a new TCP session asking for the engine it has: nothing to load again
         if await self.model.load():
+            self._engine_loaded = wanted
             self.files.warm_all()
 
     async def apply_settings(self, options: Any) -> None:
         new, problems = parse_settings(options, self.settings)
         if self.cli_model and not (isinstance(options, dict) and options.get("model")):
             new = dataclasses.replace(new, model=self.cli_model)
+        if refusal := api_key_env_refusal(new.api_key_env, self.cli_api_key_env):
+            problems.append(refusal)
+            new = dataclasses.replace(new, api_key_env=self.settings.api_key_env)
         for problem in problems:
             self.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
         reload = new.engine_settings != self.settings.engine_settings
@@ -128,3 +148,15 @@ class CompletionServer(LanguageServer):
             return
         if result and result[0]:
             await self.apply_settings(result[0])
+
+    # ------------------------------------------------------------------ sessions
+
+    def end_session(self) -> None:
+        """The client went away without `exit` (TCP mode keeps serving): forget the files it
+        opened (their caches are saved) and the settings it sent, so that the next client
+        starts as on a fresh launch and sees nothing of this one."""
+        for uri in list(self.files.documents):
+            self.files.close(uri)
+        self.settings = self.launch_settings
+        self.model.use_settings(self.settings)
+        self._told.clear()

@@ -4,6 +4,11 @@ move, and saving its KV cache a while after the last suggestion.
 
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
 in the state it was planned for (`generation`) before it touches the file's cache.
+
+A file's size is checked before it is parsed: one over the limit is tracked as text only (no
+syntax tree, no suggestions) until edits bring it back under. A large file under the limit is
+parsed on the event loop in short slices between other messages (tree-sitter keeps the GIL, so
+a thread would not free the loop); its suggestions wait for the tree.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ if TYPE_CHECKING:
     from lsp_complete.server.completion_server import CompletionServer
 
 IDLE_PERSIST_S = 5.0
+SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
+PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
+PARSE_PAUSE_S = 0.002
 
 
 @dataclass
@@ -42,6 +50,7 @@ class DocState:
     generation: int = 0  # bumped by every request and edit: stale idle work checks it
     disabled_reason: str = ""
     inflight: InFlight | None = None
+    parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
 
 
 class OpenFiles:
@@ -53,7 +62,8 @@ class OpenFiles:
     # ------------------------------------------------------------------ text sync
 
     def open(self, item: types.TextDocumentItem) -> None:
-        doc = Document(item.uri, item.language_id, item.version, item.text)
+        # Text only at first: a file over the limit must never be parsed (50 MB took 7.5 GB).
+        doc = Document(item.uri, item.language_id, item.version, item.text, parse=False)
         self.documents[item.uri] = doc
         state = self.states[item.uri] = DocState()
         state.disabled_reason = self._refusal(doc)
@@ -63,16 +73,44 @@ class OpenFiles:
                 types.MessageType.Warning,
             )
             return
-        self.schedule_warmup(item.uri)
+        self._sync_syntax(item.uri, doc, state, warm=True)
 
-    def _refusal(self, doc: Document) -> str:
-        size = doc.byte_offset(len(doc.text))
+    def _refusal(self, doc: Document, scan: bool = True) -> str:
+        """Why the file gets no suggestions ("" when it does). The size is known without a
+        scan; `scan` also looks for binary content."""
+        size = doc.byte_size
         max_bytes = self._ls.settings.max_file_bytes
         if size > max_bytes:
             return f"file is {size // 1024} KiB, over the {max_bytes // 1024} KiB limit"
-        if Document.is_binary(doc.text):
+        if scan and Document.is_binary(doc.text):
             return "file looks binary"
         return ""
+
+    def _sync_syntax(self, uri: str, doc: Document, state: DocState, warm: bool = False) -> None:
+        """Keep a tree only for a file that gets suggestions; parse a large one in slices.
+        With `warm`, encode its head once it is parsed (a newly opened file)."""
+        doc.set_syntax(not state.disabled_reason, SYNC_PARSE_BYTES)
+        if doc.needs_parse:
+            if state.parsing is None or state.parsing.done():
+                state.parsing = asyncio.get_running_loop().create_task(
+                    self._parse_in_slices(uri, doc, warm)
+                )
+        elif warm:
+            self.schedule_warmup(uri)
+
+    async def _parse_in_slices(self, uri: str, doc: Document, warm: bool) -> None:
+        while self.documents.get(uri) is doc and not doc.parse_step(PARSE_SLICE_S):
+            # A pause, not just a yield: a request takes several turns of the loop to be read,
+            # handled and answered, and each bare yield would cost it another slice.
+            await asyncio.sleep(PARSE_PAUSE_S)
+        if warm and self.documents.get(uri) is doc:
+            self.schedule_warmup(uri)
+
+    def parsing(self, uri: str) -> asyncio.Task[None] | None:
+        """The parse a file's suggestions must wait for, if one is under way."""
+        state = self.states.get(uri)
+        task = state.parsing if state is not None else None
+        return task if task is not None and not task.done() else None
 
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
         doc = self.documents.get(params.text_document.uri)
@@ -86,7 +124,8 @@ class OpenFiles:
             return
         state = self.states[doc.uri]
         state.generation += 1
-        recheck = bool(state.disabled_reason)
+        was_disabled = state.disabled_reason
+        recheck = bool(was_disabled)
         encoding = self._ls.encoding
         for change in params.content_changes:
             if isinstance(change, types.TextDocumentContentChangePartial):
@@ -101,14 +140,18 @@ class OpenFiles:
             if state.anchor is not None and start < state.anchor:
                 state.anchor = None  # the text before the anchor changed: re-anchor
         doc.version = params.text_document.version
-        if recheck:
-            state.disabled_reason = self._refusal(doc)
+        # The size is checked on every change (it costs nothing): a file that grows over the
+        # limit drops its tree, one cut back under it is parsed again.
+        state.disabled_reason = self._refusal(doc, scan=recheck)
+        if state.disabled_reason != was_disabled or doc.needs_parse:
+            self._sync_syntax(doc.uri, doc, state)
 
     def close(self, uri: str) -> None:
         ls = self._ls
         self.documents.pop(uri, None)
         self.states.pop(uri, None)
         ls.typeahead.forget(uri)
+        ls.scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
         completer = ls.model.completer
         if completer is not None:
             def persist_and_free(_cancel: CancelToken) -> None:
@@ -131,10 +174,18 @@ class OpenFiles:
         doc, completer = self.documents.get(uri), self._ls.model.completer
         if doc is None or completer is None or self.states[uri].disabled_reason:
             return
+        if doc.needs_parse:
+            return  # warmed once its parse is done
         ctx = prepare_head(doc)
-        self._ls.scheduler.submit_background(
-            uri, lambda cancel: completer.warm_head(uri, ctx, cancel)
-        )
+        repo = self._ls.repo
+        request = repo.request(doc, 0)
+
+        def warm(cancel: CancelToken) -> None:
+            completer.warm_head(uri, repo.current_ctx(uri, ctx), cancel)
+            if not cancel.cancelled:  # then the same with the file's repository block
+                repo.refresh_head(ctx, uri, request, completer, cancel)
+
+        self._ls.scheduler.submit_background(uri, warm)
 
     def schedule_reanchor(self, uri: str) -> None:
         """In idle time, move the anchor to the cursor line and encode that prompt, so the next
@@ -178,16 +229,20 @@ class OpenFiles:
         doc, completer = self.documents.get(uri), ls.model.completer
         if doc is None or completer is None or not self._current(uri, state, generation):
             return
-        if cursor > len(doc.text):
+        if cursor > len(doc.text) or doc.needs_parse:
             return
         prepared = prepare(doc, cursor, None, ls.settings)
+        repo_request = ls.repo.request(doc, cursor)
 
         def warm(cancel: CancelToken) -> None:
             if not self._current(uri, state, generation):
                 return
-            completer.warm_for(prepared, cancel)
+            usual = ls.repo.current(prepared)  # the repository block keystrokes use now
+            completer.warm_for(usual, cancel)
             if not cancel.cancelled and self._current(uri, state, generation):
                 state.anchor = prepared.ctx.anchor
+                # Then bring the repository block up to date: a changed one is encoded aside.
+                ls.repo.refresh(usual, repo_request, completer, cancel)
 
         ls.scheduler.submit_background(uri, warm)
 

@@ -5,29 +5,36 @@ inference: suggestions are prepared on it and computed on the scheduler's worker
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
+from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.completion import inline_item, menu_item
 from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.server.framing import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
 from lsp_complete.server.protocol import ACCEPT_COMMAND, CURSOR_METHOD, SECTION, STATUS_METHOD
 from lsp_complete.server.status import RECENT_LIMIT, server_status
+from lsp_complete.server.tcp import serve_tcp
 
 log = logging.getLogger(__name__)
 
 
-def create_server(model: str | None = None) -> CompletionServer:
-    server = CompletionServer(model)
+def create_server(model: str | None = None, api_key_env: str | None = None,
+                  scheduler: Scheduler | None = None) -> CompletionServer:
+    server = CompletionServer(model, api_key_env, scheduler)
 
     @server.feature(types.INITIALIZE)
     async def initialize(ls: CompletionServer, params: types.InitializeParams) -> None:
+        ls.repo.initialize(params)
         await ls.apply_settings(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CompletionServer, _params: types.InitializedParams) -> None:
         # Settings the editor keeps (VS Code's settings.json...) before the model loads.
         await ls.pull_configuration()
+        await ls.repo.register_watcher()
         await ls.load_model()
 
     @server.feature(types.SHUTDOWN)
@@ -41,10 +48,26 @@ def create_server(model: str | None = None) -> CompletionServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompletionServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.files.change(params)
+        ls.repo.edited(params)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompletionServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.files.close(params.text_document.uri)
+        ls.repo.closed(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: CompletionServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.repo.saved(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: CompletionServer,
+                                 params: types.DidChangeWatchedFilesParams) -> None:
+        ls.repo.files_changed(params)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_workspace_folders(ls: CompletionServer,
+                                     params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.repo.folders_changed(params)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
     async def inline_completion(
@@ -102,16 +125,18 @@ def create_server(model: str | None = None) -> CompletionServer:
     return server
 
 
-def run_server(tcp_port: int | None = None, model: str | None = None) -> int:
-    server = create_server(model)
+def run_server(tcp_port: int | None = None, model: str | None = None,
+               max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+               token_file: Path | None = None, api_key_env: str | None = None) -> int:
+    server = create_server(model, api_key_env)
     try:
         if tcp_port is not None:
-            server.start_tcp("127.0.0.1", tcp_port)
-        else:
-            server.start_io()
+            # Not pygls' start_tcp: one client at a time, with the launch's token (tcp.py).
+            return serve_tcp(server, tcp_port, token_file, max_message_bytes)
+        # Our reader, not pygls' start_io: see framing.py.
+        return serve_stdio(server, max_message_bytes)
     finally:
         server.scheduler.stop()
-    return 0
 
 
 def _arg(args: Any, name: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -29,6 +30,11 @@ class ModelHost:
         self.state = "loading"  # loading | ready | error
         self.error = ""
         self.info: dict[str, Any] = {}
+        # Settings -> (completer, info, warnings), run on the worker: a daemon session's
+        # lends the daemon's shared engine instead of loading one (daemon/server.py).
+        self.loader: Callable[[Settings], tuple[Completer, dict[str, Any], list[str]]] = (
+            load_completer
+        )
 
     @property
     def ready(self) -> bool:
@@ -44,7 +50,7 @@ class ModelHost:
         loop = asyncio.get_running_loop()
         try:
             completer, info, warnings = await loop.run_in_executor(
-                None, lambda: ls.scheduler.call("\0load", lambda _c: load_completer(settings))
+                None, lambda: ls.scheduler.call("\0load", lambda _c: self.loader(settings))
             )
         except Exception as exc:
             self.state = "error"

@@ -29,6 +29,11 @@ class RequestRecord:
     reused_tokens: int = 0
     encoded_tokens: int = 0
     generated_tokens: int = 0
+    generate_ms: float = 0.0  # the engine's time generating (after the prompt): ms per token
+    # Speculation: decodes that verified a draft, draft tokens verified, accepted.
+    verify_steps: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +45,10 @@ class RequestRecord:
             "reusedTokens": self.reused_tokens,
             "encodedTokens": self.encoded_tokens,
             "generatedTokens": self.generated_tokens,
+            "generateMs": round(self.generate_ms, 2),
+            "verifySteps": self.verify_steps,
+            "draftTokens": self.draft_tokens,
+            "acceptedTokens": self.accepted_tokens,
         }
 
 
@@ -60,8 +69,12 @@ class Telemetry:
         if completion is not None:
             record.prompt_tokens = completion.prompt_tokens
             record.reused_tokens = completion.result.reused_tokens
+            record.generate_ms = completion.result.generate_ms
             record.encoded_tokens = completion.result.encoded_tokens
             record.generated_tokens = completion.result.generated_tokens
+            record.verify_steps = completion.result.verify_steps
+            record.draft_tokens = completion.result.draft_tokens
+            record.accepted_tokens = completion.result.accepted_tokens
         self.recent.append(record)
 
     def shown(self, uri: str, text: str) -> str:
@@ -110,6 +123,8 @@ def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str,
         "typeahead": dict(ls.typeahead.stats),
         "latency": ls.telemetry.latency(),
         "memory": {"rssMiB": _rss_mib()},
+        # A daemon session's: the daemon, its engine and every session (None in process).
+        "daemon": ls.daemon_status() if ls.daemon_status is not None else None,
         # Lists, not objects keyed by URI: clients map objects to records with field names.
         "documents": [
             {
@@ -118,9 +133,12 @@ def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str,
                 "language": doc.language_id,
                 "cachedTokens": len(engine.cached_tokens(uri)) if engine else 0,
                 "disabled": ls.files.states[uri].disabled_reason,
+                # The repository context its prompts use: sources, files, tokens (or None).
+                "repoContext": ls.repo.describe(uri),
             }
             for uri, doc in ls.files.documents.items()
         ],
+        "repository": ls.repo.summary(),
         "positionEncoding": ls.encoding,
         "recent": ls.telemetry.recent_json(recent),
     }

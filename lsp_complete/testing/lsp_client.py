@@ -125,9 +125,14 @@ def initialize_params(
     init_options: dict[str, Any],
     capabilities: types.ClientCapabilities,
     process_id: int | None = None,
+    workspace_folders: list[str] | None = None,
 ) -> types.InitializeParams:
+    """`workspace_folders`: folder URIs (the first is also the rootUri); none: no workspace."""
+    folders = [types.WorkspaceFolder(uri=u, name=u.rstrip("/").rsplit("/", 1)[-1])
+               for u in workspace_folders or []]
     return types.InitializeParams(
-        process_id=process_id, capabilities=capabilities, initialization_options=init_options
+        process_id=process_id, capabilities=capabilities, initialization_options=init_options,
+        root_uri=folders[0].uri if folders else None, workspace_folders=folders or None,
     )
 
 
