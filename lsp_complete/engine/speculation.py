@@ -114,13 +114,13 @@ def longest_match(corpus: np.ndarray, tail: np.ndarray, n_max: int) -> tuple[int
 
 @dataclass
 class PromptLookup:
-    """Prompt-lookup drafting: the longest recent n-gram of the history (its last `n_max`
-    tokens down to `n_min`) found earlier in a corpus -> the tokens that followed it there.
+    """Prompt-lookup drafting: the longest run of the history's last tokens (at most `n_max`,
+    at least `n_min`) found earlier in a corpus -> the tokens that followed it there.
 
-    Corpora are searched in order for each n: the previous suggestion at this spot first (the
-    same model wrote it: when the prompt meets it again it is the likeliest continuation),
-    then the history itself (prompt and output: code repeats the lines above it), then any
-    extra corpora the caller passed (e.g. a larger prompt for the same spot).
+    The longest match over all corpora wins; a tie goes to the first of: the previous
+    suggestion at this spot (the same model wrote it: when the prompt meets it again it is the
+    likeliest continuation), the history itself (prompt and output: code repeats the lines
+    above it), the extra corpora the caller passed (e.g. a larger prompt for the same spot).
     """
 
     previous: np.ndarray | None = None
@@ -182,8 +182,9 @@ class Acceptance:
         self.trials += share * (self.prior_trials - self.trials)
 
 
-# Starting acceptance per draft kind (the name then the n-gram length): a single matching
-# token predicts little; the previous suggestion, from the same model, predicts a lot.
+# Starting acceptance per draft kind (the name then the n-gram length), near what Qwen2.5-
+# Coder-0.5B showed on Python: a single matching token predicts little, 6 or more a lot; the
+# previous suggestion, from the same model, predicts most.
 _PRIORS = {"previous": 0.8, "lookup": 0.5, "context": 0.45}
 _PRIOR_BY_N = {1: -0.2, 2: 0.0, 3: 0.15, 4: 0.25, 6: 0.35}
 
