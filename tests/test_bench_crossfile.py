@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_complete.bench import crossfile
+from lsp_complete.bench import crossfile, workload
 from lsp_complete.models import FimTemplate
 
 SHAPES = '''"""Shapes."""
@@ -90,3 +90,13 @@ def test_the_oracle_uses_the_models_repository_format(site: Path) -> None:
     assert text.endswith("<|file_sep|>geometry/uses.py\n")
     plain, special = crossfile.oracle_text(task, None)
     assert not special and plain.startswith("# Path: geometry/shapes.py\n# def make_square(")
+
+
+def test_the_replay_workspace_of_a_python_module_is_above_its_top_package(site: Path) -> None:
+    (site / ".git").mkdir()  # a marker further up (a pyenv checkout) does not win for Python
+    module = site / "geometry" / "shapes.py"
+    assert workload.workspace_root(str(module)) == str(site)
+    other = site / "tool" / "main.go"
+    other.parent.mkdir()
+    other.write_text("package main\n")
+    assert workload.workspace_root(str(other)) == str(site)

@@ -183,17 +183,20 @@ _PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "go.mod", "Cargo.toml"
 
 
 def workspace_root(path: str) -> str:
-    """The folder an editor would open for a file: the nearest one with a project marker
-    (.git, pyproject.toml, go.mod, Cargo.toml, package.json...), else the folder above a
-    Python file's top package, else the file's folder."""
+    """The folder an editor would open for a file: for Python, the folder above its top
+    package (the standard library's folder for a stdlib module: a marker further up, such as
+    a pyenv checkout's .git, would ignore it all); otherwise the nearest folder with a project
+    marker (.git, go.mod, Cargo.toml, package.json...), else the file's folder."""
     file = Path(path).resolve()
+    if file.suffix in (".py", ".pyi"):
+        folder = file.parent
+        while (folder / "__init__.py").is_file() and folder.parent != folder:
+            folder = folder.parent
+        return str(folder)
     for folder in list(file.parents)[:6]:
         if any((folder / marker).exists() for marker in _PROJECT_MARKERS):
             return str(folder)
-    folder = file.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        folder = folder.parent
-    return str(folder)
+    return str(file.parent)
 
 
 def quick_file() -> str:
