@@ -76,16 +76,6 @@ def _rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-async def _max_status_latency(client, seconds: float) -> float:
-    """The slowest `lsp-complete/status` answer while polling for `seconds`."""
-    worst, end = 0.0, time.monotonic() + seconds
-    while time.monotonic() < end:
-        t0 = time.monotonic()
-        await status(client)
-        worst = max(worst, time.monotonic() - t0)
-    return worst
-
-
 def _python_source(min_bytes: int) -> str:
     """Real Python (this package's own modules), repeated to at least `min_bytes`."""
     root = Path(__file__).resolve().parent.parent / "lsp_complete"
@@ -217,12 +207,20 @@ async def test_a_large_allowed_file_is_parsed_without_blocking_the_server(
         await status(c)
         uri = "file:///work/large.py"
         large = _python_source(12 << 20) + "\n" + SOURCE
-        open_doc(c, uri, large)
-        # Parsing 12 MiB on the event loop held every request for seconds before.
-        assert await _max_status_latency(c, 3.0) < 0.5
         line = large.count("\n", 0, len(large) - len(SOURCE)) + LINE
-        answer = await inline(c, uri, line, COL)
-        assert answer is not None  # answered once parsed, with the tree in the prompt's head
+        t0 = time.monotonic()
+        open_doc(c, uri, large)
+        asked = asyncio.ensure_future(inline(c, uri, line, COL))  # answered once parsed
+        worst = 0.0
+        while not asked.done():
+            t1 = time.monotonic()
+            await status(c)
+            worst = max(worst, time.monotonic() - t1)
+        parsed = time.monotonic() - t0
+        # Parsing 12 MiB on the event loop held every request until it was done (seconds).
+        # Relative to how long it took, so that a loaded machine slowing both does not fail it.
+        assert worst < max(0.5, parsed / 4), (worst, parsed)
+        assert await asked is not None  # with the tree in the prompt's head
         st = await status(c)
         assert {d["uri"]: d["disabled"] for d in st["documents"]}[uri] == ""
     finally:
