@@ -302,7 +302,13 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     engines = {s["engine"] for s in data["samples"]}
     assert engines == {"a", "b", "b+", "d"}
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
-    assert workloads == {"replay", "paced", "humaneval", "open", "crossfile"}
+    assert workloads == {"replay", "paced", "humaneval", "open", "crossfile", "coldfile"}
+    # The never-seen file (one in --quick): opened and asked at once, then two keys typed.
+    cold = [s for s in data["samples"] if s["workload"] == "coldfile"]
+    assert [s["index"] for s in cold] == [0, 1, 2] and cold[0]["line_exact"] is not None
+    assert cold[0]["case"].endswith(".py") and cold[0]["source"] != "error"
+    assert data["summary"]["d"]["coldfile"]["files"] == 1
+    assert "### Never-seen files" in (out / "report.md").read_text()
     # The cross-file line (one in --quick) ran on (b), (b+) and every (d) configuration.
     cross = [s for s in data["samples"] if s["workload"] == "crossfile"]
     assert sorted(s["extra"]["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
@@ -436,7 +442,8 @@ def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Pat
     assert side["modes"] == ["off", "lookup", "draft"] and side["blocks"] == 1
     assert len(side["notes"]) == 2  # neither tiny model declares a draft model
     for run in side["runs"]:
-        assert run["peak_rss_mb"] and set(run["counters"]) == {"replay", "humaneval", "block"}
+        assert run["peak_rss_mb"] and set(run["counters"]) == {"replay", "humaneval", "block",
+                                                               "coldfile"}
     by_workload: dict[str, set[str]] = {}
     for s in data["samples"]:
         if s["workload"].startswith("variant-"):
@@ -455,3 +462,5 @@ def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Pat
     (out / "report.md").unlink()
     assert bench.rerender(out) == 0
     assert "| tiny-copy/lookup |" in (out / "report.md").read_text()
+    assert rows["tiny/off"]["coldfile"]["files"] == 1  # --quick: one never-seen file
+    assert rows["tiny/off"]["keystrokes"]["n"] == 4

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import crossfile, humaneval, machine, metrics, report, workload
+from lsp_complete.bench import coldfiles, crossfile, humaneval, machine, metrics, report, workload
 from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.records import Sample
@@ -31,10 +31,10 @@ ALL_ENGINES = ("a", "b", "c", "d")
 
 # A full run stays modest because baseline (a) costs seconds per keystroke on 2 cores.
 FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30,
-        "crossfile": 96}  # fmt: skip
+        "crossfile": 96, "cold_files": 5}  # fmt: skip
 # `--quick`: a smoke run of about a minute.
 QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-         "humaneval_lines": 3, "crossfile": 1}  # fmt: skip
+         "humaneval_lines": 3, "crossfile": 1, "cold_files": 1}  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
     p.add_argument("--humaneval", type=int, help="HumanEval problems (full 30, quick 2)")
     p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
+    p.add_argument("--cold-files", type=int,
+                   help="never-seen large files, each opened and asked at once, for (d) and each "
+                   "side-by-side variant (full 5, quick 1; 0: none)")
     p.add_argument("--crossfile", type=int,
                    help="cross-file lines from installed packages (full 96, quick 1; 0: none)")
     p.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
@@ -153,7 +156,9 @@ def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
     open_case = None
     if not args.no_open:
         open_case = workload.make_open_case(args.open_file or workload.large_file())
-    return Workload(episodes=episodes, tasks=tasks, open_case=open_case), files
+    cold_cases = coldfiles.build_cases(_setting(args, "cold_files") or 0, args.seed)
+    return Workload(episodes=episodes, tasks=tasks, open_case=open_case,
+                    cold_cases=cold_cases), files
 
 
 def main(argv: list[str]) -> int:

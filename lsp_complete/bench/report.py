@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import crossfile
+from lsp_complete.bench import coldfiles, crossfile
 from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.metrics import OPEN_PHASES
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
@@ -23,6 +23,9 @@ def write_all(
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     cross = crossfile.summarize(list(samples))
+    if "d" in summary:  # (d)'s own never-seen files; the variants' are in their section
+        summary["d"]["coldfile"] = coldfiles.summarize(
+            [s for s in samples if s.engine == "d" and "variant" not in s.extra])
     side = bench_variants.summarize(samples, (meta.get("variants") or {}).get("runs") or [])
     paths = [
         write_json(out / SAMPLES_JSON, meta, summary, samples, cross, side),
@@ -247,6 +250,13 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
     lines += _paced_table(summary)
     lines += ["## First suggestion after opening a large file", ""]
     lines += _open_table(summary)
+    cold = [coldfiles.markdown_row(row["label"], row["coldfile"]) for row in summary.values()
+            if (row.get("coldfile") or {}).get("files")]
+    if cold:
+        lines += ["### Never-seen files", "",
+                  "Large stdlib modules, each opened and asked at once mid-way through a line, "
+                  "then its next two characters typed; line-exact: the suggestion completes the "
+                  "line as written.", "", *coldfiles.TABLE_HEADER, *cold, ""]
     if cross:
         lines += [
             "## Cross-file lines",

@@ -21,8 +21,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import crossfile, lsp_driver
+from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
@@ -63,6 +64,7 @@ class Workload:
     tasks: list[InfillTask]
     open_case: OpenCase | None
     passes: PassRunner = field(default_factory=PassRunner)
+    cold_cases: list[ColdCase] = field(default_factory=list)  # never-seen files (coldfiles.py)
 
     @property
     def n_keystrokes(self) -> int:
@@ -455,6 +457,13 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
                 await runner.stop(session)
         if work.open_case is not None:
             samples += await open_lsp(runner, work.open_case)
+        if work.cold_cases:
+            session = await runner.start(runner.new_cache_dir())
+            try:
+                with _bar("(d) never-seen files", len(work.cold_cases)) as bar:
+                    samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update)
+            finally:
+                await runner.stop(session)
     finally:
         runner.cleanup()
     extras = {

@@ -29,7 +29,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from lsp_complete.bench import lsp_driver, metrics
+from lsp_complete.bench import coldfiles, lsp_driver, metrics
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import (
@@ -42,12 +42,14 @@ from lsp_complete.bench.runner import (
     _warm_up,
     replay_lsp,
 )
+from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
 from lsp_complete.testing import lsp_client
 from lsp_complete.testing.lsp_client import position_at
 
 REPLAY, HUMANEVAL, BLOCK = "variant-replay", "variant-humaneval", "variant-block"
-WORKLOADS = (REPLAY, HUMANEVAL, BLOCK)
+COLD = "variant-coldfile"  # never-seen files (bench/coldfiles.py)
+WORKLOADS = (REPLAY, HUMANEVAL, BLOCK, COLD)
 FULL_BLOCKS, QUICK_BLOCKS = 20, 2
 # The idle phases: idle work re-anchors soon after an edit (not the default 400 ms later), so
 # that waiting for an idle server also waits for it; blocks are multi-line, whole, and never
@@ -307,8 +309,18 @@ async def run_variant_async(
             await _configure(session, BLOCK_OPTIONS)
             with _bar(f"(d) {variant.key} blocks", len(blocks)) as bar:
                 samples += await idle_requests(session, blocks, BLOCK, work.passes, bar.update)
+            before = _phase(run, "block", before, await session.status())
+            # Never-seen files as the replay runs: the server's own timing, single lines.
+            defaults = Settings()
+            await _configure(session, {
+                "multiline": runner.init_options["multiline"], "maxTokens": cfg.max_tokens,
+                "timeBudgetMs": defaults.time_budget_ms,
+                "idleReanchorMs": defaults.idle_reanchor_ms})
+            with _bar(f"(d) {variant.key} never-seen files", len(work.cold_cases)) as bar:
+                samples += _retag(
+                    await coldfiles.run_lsp(session, work.cold_cases, bar.update), COLD)
             final = await session.status()
-            _phase(run, "block", before, final)
+            _phase(run, "coldfile", before, final)
             run.end_rss_mb = (final.get("memory") or {}).get("rssMiB")
             run.speculation = (final.get("engine") or {}).get("speculation")
         finally:
@@ -426,13 +438,16 @@ def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict
     for key in [*run_of, *(k for k in by_key if k not in run_of)]:
         mine, run = by_key.get(key, []), run_of.get(key, {})
         replay = [s for s in mine if s.workload == REPLAY]
-        calls = metrics.replay_summary(replay)["model_calls"]
+        keys = metrics.replay_summary(replay)
+        calls = keys["model_calls"]
         per_token, basis = ms_per_token(replay)
         totals = _counter_totals(run)
         rows[key] = {
             "model": run.get("model") or key.rsplit("/", 1)[0],
             "mode": run.get("mode") or key.rsplit("/", 1)[-1],
             "model_calls": {k: calls[k] for k in ("n", "p50", "p95")},
+            "keystrokes": {k: keys[k] for k in ("n", "p50", "p95", "line_exact")},
+            "coldfile": coldfiles.summarize(mine, COLD),
             "ms_per_token": per_token,
             "ms_per_token_basis": basis,
             "humaneval": metrics.humaneval_summary([s for s in mine if s.workload == HUMANEVAL]),
@@ -546,5 +561,17 @@ def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
          "identical to base", "draft sources", "near-ties re-decided", "errors"],
         quality,
     )  # fmt: skip
+    typing = []
+    for key, row in rows.items():
+        keys = row.get("keystrokes") or {}
+        typing.append([key, str(keys.get("n", 0)), _ms(keys.get("p50")), _ms(keys.get("p95")),
+                       _num(keys.get("line_exact"))])
+    lines += _table(["variant", "replay keystrokes", "keystroke p50", "keystroke p95",
+                     "line-exact"], typing)
+    cold = [coldfiles.markdown_row(key, row["coldfile"]) for key, row in rows.items()
+            if (row.get("coldfile") or {}).get("files")]
+    if cold:
+        lines += ["First suggestion in never-seen files (opened and asked at once, mid-line; "
+                  "then two characters typed):", "", *coldfiles.TABLE_HEADER, *cold, ""]
     lines += [f"- {note}" for note in info.get("notes") or []]
     return lines + ([""] if info.get("notes") else [])

@@ -314,7 +314,10 @@ def build_episodes(
     seed: int,
     max_keystrokes: int | None = None,
 ) -> list[Episode]:
-    """Episodes for every file, the keystroke cap split evenly between them."""
+    """Episodes for every file, the keystroke cap split evenly between them; a cap of 0 (or
+    no spans) means no replay, for runs of the other task sets alone."""
+    if max_keystrokes == 0 or n_spans == 0:
+        return []
     n_episodes = max(1, len(files) * n_spans)
     budget = max(1, max_keystrokes // n_episodes) if max_keystrokes else None
     episodes: list[Episode] = []

@@ -1,0 +1,133 @@
+"""The first suggestion in files never seen before: large stdlib modules, each opened and asked
+at once mid-way through a line, then the next two characters typed. Latency runs from didOpen
+to the answer; line-exact says whether the suggestion completes the line as it was written.
+
+This is what a user meets on opening a file: no KV cache, no idle time, so the server's small
+first prompt (pipeline.cold_budget) and how it grows are what is measured.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench import lsp_driver
+from lsp_complete.bench.metrics import latency_summary
+from lsp_complete.bench.records import Sample
+from lsp_complete.bench.workload import _stdlib_dir, line_exact, make_open_case, read_source
+from lsp_complete.testing.lsp_client import position_at
+
+WORKLOAD = "coldfile"
+KEYSTROKES = 3  # the first request, then two typed characters
+MIN_LINES, MAX_LINES = 1500, 3500
+
+
+@dataclass(frozen=True)
+class ColdCase:
+    path: str
+    language_id: str
+    text: str  # the file with its chosen line cut at `offset`
+    offset: int
+    line: str  # the chosen line as written
+    typed: str  # the cut line's text before the cursor
+    n_lines: int
+
+
+def candidate_files() -> list[str]:
+    """Top-level stdlib modules of MIN_LINES..MAX_LINES lines, by name."""
+    found = []
+    for path in sorted(_stdlib_dir().glob("*.py")):
+        try:
+            n = path.read_text(encoding="utf-8").count("\n")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if MIN_LINES <= n <= MAX_LINES:
+            found.append(str(path))
+    return found
+
+
+def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[ColdCase]:
+    files = [f for f in candidate_files() if f not in set(exclude)]
+    random.Random(f"coldfiles:{seed}").shuffle(files)
+    cases = []
+    for path in files[: max(count, 0)]:
+        case = make_open_case(path)
+        lines = read_source(path).text.split("\n")
+        start = case.text.rfind("\n", 0, case.offset) + 1
+        typed = case.text[start : case.offset]
+        line = next(x for x in lines if x.startswith(typed) and x != typed) if typed else ""
+        cases.append(ColdCase(path=case.path, language_id=case.language_id, text=case.text,
+                              offset=case.offset, line=line, typed=typed, n_lines=case.n_lines))
+    return cases
+
+
+async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
+                  on_case: Callable[[], Any] = lambda: None) -> list[Sample]:
+    """Each case in `session`: open and ask at once, then type the line's next characters."""
+    samples: list[Sample] = []
+    for case in cases:
+        uri = Path(case.path).resolve().as_uri()
+        text, offset, typed = case.text, case.offset, case.typed
+        for index in range(KEYSTROKES):
+            if index == 0:
+                session.open(uri, case.language_id, text, 1)
+            else:
+                char = case.line[len(typed)] if len(typed) < len(case.line) else " "
+                session.insert(uri, index + 1, position_at(text, offset), char)
+                text, offset, typed = text[:offset] + char + text[offset:], offset + 1, typed + char
+            suggestion, latency, error = await session.inline(uri, text, offset)
+            record = lsp_driver.stats_by_version(await session.status(), uri).get(index + 1)
+            c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+            samples.append(Sample(
+                engine="d", workload=WORKLOAD, case=Path(case.path).name, index=index,
+                latency_ms=c.latency_ms, suggestion=c.text, prompt_tokens=c.prompt_tokens,
+                encoded_tokens=c.encoded_tokens, generated_tokens=c.generated_tokens,
+                source=c.source, line_exact=line_exact(typed, c.text, case.line),
+                extra={"error": error} if error else {},
+            ))
+        session.close(uri)
+        on_case()
+    return samples
+
+
+def summarize(samples: Sequence[Sample], workload: str = WORKLOAD) -> dict[str, Any]:
+    mine = [s for s in samples if s.workload == workload and s.source != "error"]
+    first = [s for s in mine if s.index == 0]
+    return {
+        "files": len(first),
+        "first": latency_summary([s.latency_ms for s in first]),
+        "first_prompt_tokens": _mean([s.prompt_tokens for s in first]),
+        "first_line_exact": _mean([s.line_exact for s in first]),
+        "keys_line_exact": _mean([s.line_exact for s in mine]),
+        "keys_p50": latency_summary([s.latency_ms for s in mine]).get("p50"),
+    }
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def markdown_row(label: str, row: dict[str, Any]) -> str:
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.0f} ms"
+
+    def share(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}"
+
+    first = row.get("first") or {}
+    tokens = row.get("first_prompt_tokens")
+    return (f"| {label} | {row.get('files', 0)} | {ms(first.get('p50'))} | {ms(first.get('p95'))}"
+            f" | {ms(first.get('max'))} | {'n/a' if tokens is None else f'{tokens:.0f}'}"
+            f" | {share(row.get('first_line_exact'))} | {share(row.get('keys_line_exact'))}"
+            f" | {ms(row.get('keys_p50'))} |")
+
+
+TABLE_HEADER = [
+    "| engine | files | first suggestion p50 | p95 | max | first prompt tokens | "
+    "line-exact, first | line-exact, first 3 keys | first 3 keys p50 |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+]
