@@ -75,6 +75,10 @@ class CompletionSettings:
     # Repository context: definitions the file imports from the workspace and similar code
     # from other open files, the prompt's first segment, at most this many tokens (0: off).
     repo_context_tokens: int = _int(512, 0, 16_384)
+    # An explicit request (triggerKind Invoked: cycling to the next suggestion) also gets up to
+    # this many alternatives, each starting with another token; computed in idle time after a
+    # suggestion is shown (0: one suggestion only).
+    alternatives: int = _int(3, 0, 8)
 
 
 @dataclass(frozen=True)

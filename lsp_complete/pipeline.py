@@ -8,6 +8,7 @@ server reaches the document's context only through `prepare`, `prepare_head` and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from lsp_complete.postprocess import (
     copying_next_line,
     count_block_lines,
 )
-from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
+from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt, fit_context
 
 MAX_LINES = 12
 # The full-context prompt is used unless it costs more than this many tokens (~70 ms on
@@ -47,6 +48,19 @@ MAX_LINES = 12
 # is worth a little more time, not a wait.
 FULL_PROMPT_SLACK = 16
 DEFAULT_LIMITS = ContextLimits()
+# The first prompt in a file whose cache is cold holds what the engine prefills in about this
+# long at its measured speed (~120 tokens for the 0.5B model on 2 cores), so that the first
+# suggestion comes within a second; the full context is built aside in idle time.
+COLD_PREFILL_SECONDS = 0.5
+COLD_MIN_TOKENS = 48  # the cursor line and the lines just above it, at least
+COLD_MAX_TOKENS = 320
+
+
+def cold_budget(prefill_rate: float | None) -> int:
+    """Tokens of context (besides the typed middle) in a cold file's first prompt."""
+    if prefill_rate is None:
+        return COLD_MAX_TOKENS
+    return max(COLD_MIN_TOKENS, min(COLD_MAX_TOKENS, int(prefill_rate * COLD_PREFILL_SECONDS)))
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,8 @@ class Completion:
     result: GenerationResult
     prompt_tokens: int
     latency_ms: float = 0.0
+    # What the engine was asked (None when it was not reached): alternatives start from it.
+    request: GenerationRequest | None = None
 
 
 def prepare(
@@ -128,6 +144,9 @@ class Completer:
         self.settings = settings
         self.tokenize = SegmentTokenizer(engine.tokenize)
         self.last_error = ""
+        # Fixed for the engine's life: a budget that moved would move the cold prompt too.
+        self.cold_budget = cold_budget(engine.prefill_rate)
+        self._count_cache = SegmentTokenizer(engine.tokenize, max_entries=512)
 
     def choose_prompt(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
         """The full-context prompt (`full`, when the caller has built it already), unless the
@@ -143,7 +162,9 @@ class Completer:
         full_cost = len(full) - full_cached
         if full_cost <= FULL_PROMPT_SLACK:
             return full
-        cold = self.build_prompt(prepared.cold_ctx)
+        cold = self.build_prompt(fit_context(
+            prepared.cold_ctx, self.cold_budget, lambda text: len(self._count_cache(text))
+        ))
         cold_cost = len(cold) - (self.engine.cached_prefix(prepared.key, cold.tokens) or 0)
         return full if full_cost <= cold_cost + max(FULL_PROMPT_SLACK, cold_cost // 2) else cold
 
@@ -223,7 +244,39 @@ class Completer:
             result=result,
             prompt_tokens=len(prompt),
             latency_ms=(time.perf_counter() - started) * 1000,
+            request=request,
         )
+
+    def alternatives(self, prepared: Prepared, primary: Completion, count: int,
+                     cancel: CancelToken) -> list[str] | None:
+        """Up to `count` other suggestions for the spot `primary` answered, from the same
+        prompt, each starting with another first token (`Engine.alternatives`), cleaned as the
+        primary is; none empty, none equal to the primary or to another. None when cancelled
+        (what was found is not all there is)."""
+        request = primary.request
+        if request is None or count <= 0:
+            return []
+        # The time budget starts now (the primary's has passed); nothing to report progress to.
+        request = dataclasses.replace(
+            request, on_text=None,
+            deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
+        )
+        try:
+            results = self.engine.alternatives(request, count, cancel)
+        except RemoteEngineError as exc:  # the next suggestion reports it
+            self.last_error = str(exc)
+            return []
+        if cancel.cancelled:
+            return None
+        texts: list[str] = []
+        for result in results:
+            if not result.text.startswith(request.heal):
+                continue
+            raw = result.text[len(request.heal) :]
+            text = clean_completion(raw, prepared.site, self.spec.stop, max_lines=MAX_LINES)
+            if text.strip() and text != primary.text and text not in texts:
+                texts.append(text)
+        return texts
 
     def warm_for(self, prepared: Prepared, cancel: CancelToken) -> int:
         """Idle time: encode what a keystroke at the prepared cursor will need. First the prompt

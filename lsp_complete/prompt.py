@@ -20,6 +20,7 @@ tokenized as text, never as special tokens: a file holding "<|file_sep|>" cannot
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -149,6 +150,50 @@ def build_prompt(
     segments = _fit(segments, before, len(middle_tokens), max_tokens + len(repo))
     return Prompt(segments=segments, heal=healed, heal_code=heal_code, repo_tokens=len(repo),
                   repo_segments=repo_segments)
+
+
+# The template's special tokens and separators in a prompt, besides the context's own text.
+_TEMPLATE_TOKENS = 8
+
+
+def fit_context(ctx: CodeContext, budget: int, count: Callable[[str], int]) -> CodeContext:
+    """`ctx` cut to about `budget` tokens besides its middle (the repository block aside),
+    for a small first prompt. Kept first: the rest of the cursor line, the lines just above,
+    the head's last lines (the headers of the enclosing definitions), the next line below;
+    then older lines above, the rest of the head, more lines below. The cut depends only on
+    the context's text, so the same window gives the same prompt at every keystroke."""
+    above = ctx.before.splitlines(keepends=True)
+    head = ctx.head.splitlines(keepends=True)
+    rest, *below = ctx.suffix.split("\n")
+    left = budget - _TEMPLATE_TOKENS - count(rest)
+    if left >= count(ctx.before) + count(ctx.head) + count(ctx.suffix) - count(rest):
+        return ctx
+    kept = {"above": 0, "head": 0, "below": 0}
+    lines = {"above": above[::-1], "head": head[::-1], "below": below}
+
+    def grow(part: str, most_lines: int, most_tokens: int) -> None:
+        nonlocal left
+        spent = 0
+        while kept[part] < min(most_lines, len(lines[part])):
+            cost = count(lines[part][kept[part]]) + (part == "below")  # + its line break
+            if cost > min(left, most_tokens - spent):
+                return
+            left -= cost
+            spent += cost
+            kept[part] += 1
+
+    grow("above", 4, left)
+    grow("head", len(head), budget // 3)
+    grow("below", 1, left)
+    grow("above", len(above), left)
+    grow("head", len(head), left)
+    grow("below", len(below), left)
+    return dataclasses.replace(
+        ctx,
+        head="".join(head[len(head) - kept["head"] :]),
+        before="".join(above[len(above) - kept["above"] :]),
+        suffix="\n".join([rest, *below[: kept["below"]]]),
+    )
 
 
 def _repo_tokens(ctx: CodeContext, fim: FimTemplate | None,

@@ -22,7 +22,7 @@ WIRE_KEYS = {
     "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
     "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
     "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
-    "speculation", "repoContextTokens",
+    "speculation", "repoContextTokens", "alternatives",
 }
 # What needs a new engine when it changes (the model is loaded again).
 RELOAD_KEYS = {

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from lsp_complete.engine.base import CancelToken, EngineError, GenerationRequest
+from lsp_complete.engine.base import (
+    CancelToken,
+    EngineError,
+    GenerationRequest,
+    common_prefix_length,
+)
 from lsp_complete.engine.kvstore import KVStore, entry_key
 from lsp_complete.engine.llama import LlamaEngine
 
@@ -148,7 +153,9 @@ def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, f
     store._cache.set(entry_key(model, "file:///d.py"), b"garbage")  # bytes, not an entry
     try:
         for key in ("file:///c.py", "file:///d.py"):
-            request = fim_request(eng, key, BEFORE, TYPED[:9], SUFFIX_TEXT, max_tokens=8)
+            # Each file its own opening: nothing to copy from the other file's cells either.
+            request = fim_request(eng, key, f"# {key}\n" + BEFORE, TYPED[:9], SUFFIX_TEXT,
+                                  max_tokens=8)
             result = eng.complete(request, CancelToken())
             assert result.reused_tokens == 0
             assert result.text == uncached(fresh, request).text
@@ -312,5 +319,33 @@ def test_more_files_than_slots_each_with_idle_work_aside(tiny_model_path: Path, 
                 sequences = eng.describe()["sequences"]
                 assert len(sequences) <= 2, sequences
                 assert sequences[-1]["asideTokens"] > 0
+    finally:
+        eng.close()
+
+
+def test_files_sharing_an_opening_encode_it_once(tiny_model_path: Path, fresh) -> None:
+    """A second file whose prompt opens like another's (the same repository block) copies
+    those cells instead of encoding them; its suggestions are those of a fresh context, also
+    once the first file is gone."""
+    opening = "# repository block\n" + "".join(f"def helper_{i}(x):\n    return x + {i}\n"
+                                               for i in range(6))
+    eng = make_engine(tiny_model_path, slots=3)
+    try:
+        first = fim_request(eng, "file:///a.py", opening + BEFORE, TYPED[:12], SUFFIX_TEXT,
+                            max_tokens=8)
+        eng.complete(first, CancelToken())
+        second = fim_request(eng, "file:///b.py", opening + "import sys\n", TYPED[:9],
+                             SUFFIX_TEXT, max_tokens=8)
+        shared = common_prefix_length(first.tokens, second.tokens)
+        assert shared >= 64
+        result = eng.complete(second, CancelToken())
+        assert result.text == uncached(fresh, second).text
+        assert eng.counters.tokens_borrowed == shared
+        assert result.encoded_tokens == len(second.tokens) - shared
+        eng.forget("file:///a.py")  # the copied cells stay with the file that borrowed them
+        typed = fim_request(eng, "file:///b.py", opening + "import sys\n", TYPED[:10],
+                            SUFFIX_TEXT, max_tokens=8)
+        again = eng.complete(typed, CancelToken())
+        assert again.text == uncached(fresh, typed).text and again.encoded_tokens <= 4
     finally:
         eng.close()

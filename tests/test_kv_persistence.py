@@ -78,7 +78,13 @@ async def test_cold_file_starts_small_and_grows_its_context_in_idle_time(
         uri = "file:///work/grow.py"
         open_doc(client, uri, SOURCE)
         await inline(client, uri, LINE, COL)
-        cold = (await status(client))["recent"][-1]
+        st = await status(client)
+        cold = st["recent"][-1]
+        # Measured at load; the first prompt holds what prefills in about half a second.
+        assert st["model"]["prefillTokensPerSecond"] > 0
+        budget = st["model"]["firstPromptTokens"]
+        assert 48 <= budget <= 320
+        assert cold["promptTokens"] <= budget + len(SOURCE.split("\n")[LINE][:COL]) + 8, cold
         await asyncio.sleep(1.5)  # idle: the full context is encoded in the background
         insert(client, uri, 2, LINE, COL, "p")
         await inline(client, uri, LINE, COL + 1)

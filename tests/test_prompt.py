@@ -6,7 +6,7 @@ import dataclasses
 
 from lsp_complete.context import CodeContext
 from lsp_complete.models import FimTemplate
-from lsp_complete.prompt import SegmentTokenizer, build_prompt
+from lsp_complete.prompt import SegmentTokenizer, build_prompt, fit_context
 
 FIM = FimTemplate(prefix="<P>", suffix="<S>", middle="<M>")
 MARKERS = {"<P>": 1, "<S>": 2, "<M>": 3}
@@ -69,3 +69,40 @@ def test_indentation_still_being_typed_may_grow() -> None:
     full = build_prompt(dataclasses.replace(ctx, middle="    "), FIM,
                         SegmentTokenizer(tokenize), detokenize, 10_000)
     assert full.heal_code
+
+
+def _count(text: str) -> int:
+    return len(tokenize(text))
+
+
+def test_a_cold_first_prompt_keeps_the_nearest_lines_and_the_headers_within_budget() -> None:
+    head = "import os\nimport sys\n\nclass Ledger:\n    def total(self):\n"
+    before = "".join(f"        value_{i} = compute({i})\n" for i in range(12))
+    suffix = " + tax\n        return total\n    def other(self):\n"
+    ctx = CodeContext(path="a.py", language_id="python", head=head, before=before,
+                      suffix=suffix, middle="        tot", anchor=0)
+    fitted = fit_context(ctx, 160, _count)
+    assert _count(fitted.head) + _count(fitted.before) + _count(fitted.suffix) <= 160
+    # The rest of the cursor line, the lines just above, the enclosing headers: kept.
+    assert fitted.suffix.startswith(" + tax")
+    assert fitted.before and before.endswith(fitted.before)
+    assert fitted.before.endswith("value_11 = compute(11)\n")
+    assert fitted.head.endswith("    def total(self):\n") and head.endswith(fitted.head)
+    # Older lines go first.
+    assert "value_0 " not in fitted.before
+    # Within budget already: unchanged.
+    assert fit_context(ctx, 10_000, _count) == ctx
+
+
+def test_a_cold_first_prompt_is_the_same_at_every_keystroke() -> None:
+    """Typing only grows the middle: the fitted context's other parts, and so every prompt
+    token before the middle, stay the same (each keystroke encodes just what was typed)."""
+    ctx = context("    tot", before_lines=30)
+    first = fit_context(ctx, 200, _count)
+    later = fit_context(dataclasses.replace(ctx, middle="    total = ", suffix=ctx.suffix), 200,
+                        _count)
+    assert dataclasses.replace(first, middle="") == dataclasses.replace(later, middle="")
+    a = build_prompt(first, FIM, SegmentTokenizer(tokenize), detokenize, 10_000, heal=False)
+    b = build_prompt(later, FIM, SegmentTokenizer(tokenize), detokenize, 10_000, heal=False)
+    assert a.segments[:-1] == b.segments[:-1]
+    assert b.tokens[: len(a.tokens)] == a.tokens

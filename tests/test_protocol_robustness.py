@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,11 @@ def test_oversize_message_is_skipped_and_its_request_refused(tiny_model_path: Pa
 
 
 def test_default_cap_refuses_a_message_over_32_mib(server: RawServer) -> None:
+    # The model loads in the background (and pages its weights in): measure after that.
+    deadline = time.monotonic() + 60
+    while server.call(STATUS, {}, timeout=10)["result"]["model"]["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     before = server.rss_kib()
     server.send(request(8, STATUS, {"padding": "z" * (33 * 1024 * 1024)}))
     assert server.response(8, timeout=60)["error"]["code"] == INVALID_REQUEST

@@ -390,6 +390,7 @@ def test_near_ties_are_decided_by_a_single_token_decode(plain, spec) -> None:
 def test_the_pipeline_passes_the_setting_and_the_full_prompt_as_draft_context() -> None:
     class Recorder:
         counters = None
+        prefill_rate = None
 
         def __init__(self) -> None:
             self.requests: list[GenerationRequest] = []

@@ -57,12 +57,15 @@ def cold_limits(limits: ContextLimits) -> ContextLimits:
     """Smaller windows for a file whose KV cache holds nothing useful yet.
 
     A cold prompt with the full windows costs ~700 tokens (~3 s on 2 cores): a typist would
-    type a whole line before the first suggestion. This one costs ~250 tokens; the full
-    context is encoded in idle time (re-anchoring) and used from then on.
+    type a whole line before the first suggestion. These windows are the most the first
+    prompt may hold (exact lines, not snapped to the grid: ~250 tokens); the engine's prefill
+    speed cuts it further (`pipeline.Completer.cold_budget`). The full context is encoded in
+    idle time, aside, and used from then on.
     """
     return dataclasses.replace(
         limits,
         before_lines=min(limits.before_lines, 12),
-        suffix_lines=min(limits.suffix_lines, 8),
+        window_snap=1,
+        suffix_lines=min(limits.suffix_lines, 3),
         head_max_chars=min(limits.head_max_chars, 400),
     )

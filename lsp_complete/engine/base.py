@@ -18,6 +18,9 @@ import numpy as np
 
 # Token healing on a remote server: how the healed characters are forced (`remoteHealing`).
 HEALING_MODES = ("auto", "grammar", "regex", "off")
+# An alternative suggestion's first token must be at least this likely (softmax over the
+# tokens healing allows there): below it the model is writing noise, not another idea.
+MIN_ALTERNATIVE_PROBABILITY = 0.02
 
 
 class EngineError(Exception):
@@ -103,6 +106,7 @@ class GenerationResult:
     verify_steps: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    first_token: int | None = None  # the first token generated (the local engine's)
 
 
 @dataclass
@@ -112,6 +116,7 @@ class EngineCounters:
     tokens_encoded: int = 0  # prompt tokens decoded
     tokens_generated: int = 0
     tokens_reused: int = 0
+    tokens_borrowed: int = 0  # prompt tokens copied from another file's sequence, not encoded
     tokens_after_cancel: int = 0  # decoded after the request's cancel flag was set
     max_tokens_after_cancel: int = 0  # the most any one cancelled request decoded after it
     aborted_decodes: int = 0
@@ -125,6 +130,10 @@ class EngineCounters:
     draft_tokens: int = 0
     draft_accepted: int = 0
     near_ties: int = 0  # verify-step choices too close to call, decided by a single-token decode
+    # Alternatives (`Engine.alternatives`): calls, and the tokens generated for them (counted
+    # in tokens_generated too).
+    alternative_calls: int = 0
+    alternative_tokens: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
 
@@ -136,12 +145,27 @@ class Engine(Protocol):
     """
 
     counters: EngineCounters
+    # Prompt tokens per second, measured at load (None: not known, as for a remote server).
+    prefill_rate: float | None
 
     def tokenize(self, text: str, special: bool = False) -> list[int]: ...
 
     def detokenize(self, tokens: list[int]) -> str: ...  # special tokens give no text
 
     def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult: ...
+
+    def alternatives(
+        self, request: GenerationRequest, count: int, cancel: CancelToken
+    ) -> list[GenerationResult]:
+        """Up to `count` other suggestions for the prompt of `request`, each starting with a
+        different first token than greedy decoding (`complete`) picks, and than each other:
+        the next most likely first tokens that satisfy the same healing constraint, each at
+        least `MIN_ALTERNATIVE_PROBABILITY` likely, continued greedily with the same stop rules
+        and `max_tokens` (each with the time budget the request had left when the call
+        began). Most likely first; an alternative with no text (only whitespace, or one equal
+        to an earlier one) is left out. The file's cache is left as `complete` left it.
+        Engines that cannot do this cheaply return []."""
+        ...
 
     def warm(
         self, key: str, segments: list[list[int]], cancel: CancelToken, extend_only: bool = False

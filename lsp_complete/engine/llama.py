@@ -15,13 +15,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
 from lsp_complete.engine.base import (
+    MIN_ALTERNATIVE_PROBABILITY,
     CancelToken,
     EngineCounters,
     EngineError,
@@ -45,6 +46,13 @@ from lsp_complete.engine.speculation import (
 from lsp_complete.engine.stream_rules import TextRules
 
 log = logging.getLogger(__name__)
+
+
+# Copying another file's cells must save at least this many tokens of prefill (~130 ms on 2
+# cores with the 0.5B model); below it, the scan and the copy are not worth it.
+BORROW_MIN_TOKENS = 32
+# What the load-time prefill measurement encodes: ordinary code, as the first prompts are.
+_CALIBRATION_TEXT = "def total(items):\n    return sum(item.price * item.count for item in items)\n"
 
 
 @dataclass
@@ -138,6 +146,23 @@ class LlamaEngine:
         self._asides: dict[str, _Sequence] = {}
         self._free_ids = list(range(2 * self.slots))
         self._load_vocab_pieces()
+        self.prefill_rate = self._measure_prefill()
+
+    def _measure_prefill(self) -> float | None:
+        """Prompt tokens per second on this machine, timed on one batch at load. It also pages
+        the weights in, so that the first file's first suggestion does not pay for that."""
+        tokens = (self.tokenize(_CALIBRATION_TEXT) * 8)[: self.n_batch]
+        scratch = _Sequence("", self._free_ids.pop(0), aside=True)
+        try:
+            started = time.perf_counter()
+            if not self._decode(scratch, tokens, 0, CancelToken(), abortable=False):
+                return None
+            return len(tokens) / max(time.perf_counter() - started, 1e-6)
+        except EngineError:
+            return None
+        finally:
+            llama_cpp.llama_memory_seq_rm(self._mem, scratch.seq_id, -1, -1)
+            self._free_ids.insert(0, scratch.seq_id)
 
     # ------------------------------------------------------------------ vocabulary
 
@@ -403,8 +428,31 @@ class LlamaEngine:
             seq.dirty = True
         return status
 
+    def _borrow_prefix(self, seq: _Sequence, prompt: list[int]) -> None:
+        """Give `seq` the longest prefix of `prompt` that another file's sequence holds, when
+        that is BORROW_MIN_TOKENS longer than its own: open files that share an opening (the
+        same repository block, a license header) encode it once. In llama.cpp's unified cache
+        the copied cells are shared, not duplicated."""
+        own = common_prefix_length(seq.tokens, prompt)
+        if len(prompt) - own < BORROW_MIN_TOKENS:
+            return  # a keystroke: almost all of it is there already
+        donor, best = None, own + BORROW_MIN_TOKENS - 1
+        for other in (*self._sequences.values(), *self._asides.values()):
+            if other is not seq and len(other.tokens) > best:
+                shared = common_prefix_length(other.tokens, prompt)
+                if shared > best:
+                    donor, best = other, shared
+        if donor is None:
+            return
+        self._truncate(seq, 0)
+        llama_cpp.llama_memory_seq_cp(self._mem, donor.seq_id, seq.seq_id, 0, best)
+        seq.tokens = prompt[:best]
+        seq.dirty = True
+        self.counters.tokens_borrowed += best - own
+
     def _prefill(self, seq: _Sequence, prompt: list[int], cancel: CancelToken,
                  want_logits: bool) -> tuple[int, int] | None:
+        self._borrow_prefix(seq, prompt)
         reused = common_prefix_length(seq.tokens, prompt)
         if want_logits and reused == len(prompt):
             reused -= 1  # the last prompt token must be decoded again to get its logits
@@ -480,8 +528,9 @@ class LlamaEngine:
             return result
 
     def _generate(self, seq: _Sequence, request: GenerationRequest, cancel: CancelToken,
-                  result: GenerationResult) -> None:
-        """Greedy decoding, token by token as far as every rule is concerned.
+                  result: GenerationResult, first: int | None = None) -> None:
+        """Greedy decoding, token by token as far as every rule is concerned; with `first`,
+        that token is the first one instead of the greedy choice (an alternative).
 
         With speculation, a step that needs the next logits decodes the chosen token together
         with a draft of what may follow, with logits for each; while the draft agrees with the
@@ -502,7 +551,10 @@ class LlamaEngine:
             if cancel.cancelled:
                 result.stop_reason = "cancelled"
                 break
-            token, lead = self._pick(row, heal, request.heal_code, gap=row >= 0)
+            if step == 0 and first is not None:
+                token, lead = first, np.inf
+            else:
+                token, lead = self._pick(row, heal, request.heal_code, gap=row >= 0)
             if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
                 self._verified(result, kind, len(pending) - 1, row, judged_all=False)
                 self._truncate(seq, base + row)
@@ -518,6 +570,8 @@ class LlamaEngine:
                 break
             piece = self._pieces[token]
             heal = heal[len(piece):] if heal.startswith(piece) else b""
+            if step == 0:
+                result.first_token = token
             result.generated_tokens += 1
             self.counters.tokens_generated += 1
             if history is not None:
@@ -553,6 +607,112 @@ class LlamaEngine:
         if history is not None:
             self._remember(request.key, history)
         result.text = rules.text
+
+    def _first_tokens(self, heal: bytes, heal_code: bool, count: int) -> list[int]:
+        """From the last decode's logits: the `count` most likely first tokens after the greedy
+        one, among those that keep the healed text (as `_pick` chooses) and are at least
+        MIN_ALTERNATIVE_PROBABILITY likely among them; never an end or control token."""
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1),
+                                       shape=(self.n_vocab,))
+        allowed = self._heal_candidates(heal, heal_code) if heal else None
+        if allowed is not None and allowed.size == 0:
+            allowed = None  # as `_pick` does
+        ids = allowed if allowed is not None else np.arange(self.n_vocab)
+        values = logits[ids]
+        greedy = int(np.argmax(values))  # the same choice `_pick` makes
+        probabilities = np.exp(values.astype(np.float64) - float(values[greedy]))
+        probabilities /= probabilities.sum()
+        # The best few in order (a few stop tokens may come first), without sorting them all.
+        best = min(len(values), count + 64)
+        top = np.argpartition(-values, best - 1)[:best]
+        order = top[np.argsort(-values[top], kind="stable")]
+        picks: list[int] = []
+        for index in order:
+            if len(picks) == count or probabilities[index] < MIN_ALTERNATIVE_PROBABILITY:
+                break
+            token = int(ids[index])
+            if index != greedy and not self._stop_mask[token]:
+                picks.append(token)
+        return picks
+
+    def _scratch(self, key: str) -> _Sequence:
+        """A sequence id for work that leaves nothing behind (alternatives): a free one, else
+        one freed by dropping an aside sequence (another file's first: it only holds idle
+        work). Not registered: the caller releases it with `_release`."""
+        if not self._free_ids:
+            asides = sorted(self._asides.values(), key=lambda a: a.key == key)
+            if asides:
+                self._drop(asides[0])
+        return _Sequence(key, self._free_ids.pop(0), aside=True)
+
+    def _release(self, scratch: _Sequence) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, scratch.seq_id, -1, -1)
+        self._free_ids.append(scratch.seq_id)
+
+    def alternatives(self, request: GenerationRequest, count: int,
+                     cancel: CancelToken) -> list[GenerationResult]:
+        """Other suggestions for the prompt (see `Engine.alternatives`).
+
+        They are computed in a scratch sequence of their own: it starts as a copy of the
+        prompt's cached prefix (`llama_memory_seq_cp` shares the cells, nothing is
+        recomputed), decodes the rest of the prompt for the first-step logits, then each
+        alternative in turn from the prompt's end, its generated cells removed after it; the
+        scratch sequence is removed at the end. The file's sequences are never written: the
+        next keystroke finds what the plain request left.
+        """
+        prompt = request.tokens
+        if count <= 0 or not prompt:
+            return []
+        results: list[GenerationResult] = []
+        with self._lock:
+            self.counters.alternative_calls += 1
+            seq = self._acquire(request.key)
+            scratch = self._scratch(request.key)  # (may drop an aside: look at them after)
+            held = [s for s in (seq, self._asides.get(request.key)) if s is not None]
+            source = max(held, key=lambda s: common_prefix_length(s.tokens, prompt))
+            # The last prompt token is decoded again: its logits choose the first tokens.
+            shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
+            try:
+                if shared:
+                    llama_cpp.llama_memory_seq_cp(
+                        self._mem, source.seq_id, scratch.seq_id, 0, shared
+                    )
+                    scratch.tokens = prompt[:shared]
+                needed = len(prompt) - shared + request.max_tokens
+                if self._cells_in_use() + needed > self.n_ctx - 64:
+                    return []  # no room without evicting a file's cache: not worth it
+                if not self._decode(scratch, prompt[shared:], True, cancel, abortable=True):
+                    return []
+                self.counters.tokens_encoded += len(prompt) - shared
+                self.counters.tokens_reused += shared
+                firsts = self._first_tokens(request.heal.encode("utf-8"), request.heal_code,
+                                            count)
+                budget = (None if request.deadline is None
+                          else request.deadline - time.monotonic())
+                texts: set[str] = set()
+                for token in firsts:
+                    if cancel.cancelled:
+                        break
+                    self._truncate(scratch, len(prompt))
+                    deadline = None if budget is None else time.monotonic() + budget
+                    # Plain greedy steps: drafting from a previous suggestion is for the
+                    # primary (and must not replace what `_remember` keeps for it).
+                    alt = replace(request, speculation="off", deadline=deadline)
+                    result = GenerationResult(text="", prompt_tokens=len(prompt),
+                                              reused_tokens=shared)
+                    started = time.perf_counter()
+                    self._generate(scratch, alt, cancel, result, first=token)
+                    result.generate_ms = (time.perf_counter() - started) * 1000
+                    self.counters.alternative_tokens += result.generated_tokens
+                    if result.stop_reason == "cancelled":
+                        break
+                    produced = result.text[len(request.heal):]
+                    if produced.strip() and result.text not in texts:
+                        texts.add(result.text)
+                        results.append(result)
+            finally:
+                self._release(scratch)
+        return results
 
     def _pick(self, row: int, heal: bytes, heal_code: bool,
               gap: bool = False) -> tuple[int, float]:

@@ -154,6 +154,7 @@ class RemoteEngine:
             headers["Authorization"] = f"Bearer {options.api_key}"
         self.http = HttpClient(url, headers, options.connect_timeout_s)
         self.counters = EngineCounters()
+        self.prefill_rate: float | None = None  # the server's own business
         self._tokenizer = tokenizer
         self.state = "not contacted"  # connected | unreachable | error | not contacted
         self.last_error = ""
@@ -409,6 +410,14 @@ class RemoteEngine:
         if result.stop_reason != "cancelled":
             self._check_result(request, result)
         return result
+
+    def alternatives(self, request: GenerationRequest, count: int,
+                     cancel: CancelToken) -> list[GenerationResult]:
+        """None from a server: neither API picks several first tokens in one request, so each
+        alternative would cost a full round trip of its own (and one more for the first-step
+        probabilities), each holding a server slot that other files and clients need. An
+        explicit request gets the one suggestion."""
+        return []
 
     # ---- bookkeeping shared with the Engine protocol
 

@@ -1,6 +1,7 @@
 """Requests for a suggestion: typing-ahead, joining the computation already running for what
-the user typed, debounce, then one job on the worker; and the edit the client is given, its
-range and accept command built once for the inline item and the menu item alike."""
+the user typed, debounce, then one job on the worker; an explicit request's alternatives (those
+idle work computed for the suggestion shown, or computed then); and the edit the client is
+given, its range and accept command built once for the inline item and the menu item alike."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import contextlib
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Completion, prepare
-from lsp_complete.server.files import DocState, InFlight
+from lsp_complete.scheduler import Job
+from lsp_complete.server.files import DocState, InFlight, Shown
 from lsp_complete.server.protocol import ACCEPT_COMMAND
 
 if TYPE_CHECKING:
@@ -63,16 +66,36 @@ class Suggester:
 
     async def suggestion(self, uri: str, position: types.Position) -> Suggestion | None:
         """The suggestion at `position`, or None."""
+        found = await self.suggestions(uri, position)
+        return found[0] if found else None
+
+    async def suggestions(self, uri: str, position: types.Position,
+                          alternatives: bool = False) -> list[Suggestion]:
+        """The suggestion at `position` (none or one); with `alternatives` (an explicit
+        request), followed by up to `settings.alternatives` others, each starting differently."""
         ls = self._ls
         found = await self.suggest(uri, position)
         # The document `suggest` checked last: nothing ran on the loop since it returned.
         doc = ls.files.documents.get(uri)
         if found is None or doc is None:
-            return None
+            return []
         text, cursor = found
+        texts = [text]
+        if alternatives and ls.settings.alternatives > 0:
+            version = doc.version
+            more = await self._alternatives(uri, text, cursor)
+            if ls.files.documents.get(uri) is not doc or doc.version != version:
+                return []  # the text changed meanwhile: all of it is stale
+            texts += [t for t in more if t != text][: ls.settings.alternatives]
+        return [self._suggestion(uri, doc, position, cursor, t, alternative=i > 0)
+                for i, t in enumerate(texts)]
+
+    def _suggestion(self, uri: str, doc: Document, position: types.Position, cursor: int,
+                    text: str, alternative: bool = False) -> Suggestion:
+        ls = self._ls
         word = _WORD.search(doc.text[doc.line_start(cursor) : cursor])
         start = cursor - len(word.group(0)) if word else cursor
-        suggestion_id = ls.telemetry.shown(uri, text)
+        suggestion_id = ls.telemetry.shown(uri, text, alternative=alternative)
         start_line, start_char = doc.position_at(start, ls.encoding)
         typed = doc.text[start:cursor]
         return Suggestion(
@@ -180,11 +203,68 @@ class Suggester:
             return None
         source = "model" if completion.text else "empty"
         telemetry.record(uri, version, started, source, completion)
+        ls.files.forget_shown(state)
+        if completion.text:  # idle work computes its alternatives (schedule_reanchor)
+            state.shown = Shown(version, cursor, prepared, completion, completer)
         ls.files.schedule_reanchor(uri)
         if not completion.text:
             telemetry.counters["empty"] += 1
             return None
         return completion.text, cursor
+
+    async def _alternatives(self, uri: str, primary: str, cursor: int) -> list[str]:
+        """Other suggestions than `primary` at `cursor`: those idle work computed for it when
+        it is the suggestion shown there (waiting for that work if it is running), else
+        computed now; for a suggestion typing-ahead derived from an earlier one, a fresh
+        computation at this spot, whose own first suggestion becomes an alternative too."""
+        ls = self._ls
+        doc, state = ls.files.documents.get(uri), ls.files.states.get(uri)
+        if doc is None or state is None or ls.model.completer is None:
+            return []
+        shown = state.shown
+        if (shown is not None and shown.version == doc.version and shown.cursor == cursor
+                and shown.completion.text == primary):
+            if shown.alternatives is not None:
+                return shown.alternatives
+            job = shown.job
+            if job is not None and job.started is not None and not job.future.done():
+                # Idle work is computing them now: its prefix is already encoded, wait for it.
+                with contextlib.suppress(Exception):
+                    await asyncio.wrap_future(job.future)
+                if shown.alternatives is not None or state.shown is not shown:
+                    return shown.alternatives or []
+            if job is not None:
+                ls.scheduler.cancel(job)  # still queued behind other idle work: run it now
+            shown.job = job = ls.scheduler.submit(uri, ls.files.alternatives_work(state, shown))
+            return await _answer(ls, job) or []
+        return await self._fresh_alternatives(uri, doc, state, cursor)
+
+    async def _fresh_alternatives(self, uri: str, doc: Document, state: DocState,
+                                  cursor: int) -> list[str]:
+        """A suggestion and its alternatives computed now at `cursor`, all as alternatives."""
+        ls = self._ls
+        completer = ls.model.completer
+        if completer is None or doc.needs_parse:
+            return []
+        prepared = prepare(doc, cursor, state.anchor, ls.settings)
+        count = ls.settings.alternatives
+
+        def run(cancel: CancelToken) -> list[str]:
+            usual = ls.repo.current(prepared)
+            completion = completer.run(usual, cancel)
+            more = completer.alternatives(usual, completion, count, cancel) or []
+            return [t for t in (completion.text, *more) if t]
+
+        return await _answer(ls, ls.scheduler.submit(uri, run)) or []
+
+
+async def _answer(ls: CompletionServer, job: Job) -> Any:
+    """The job's answer (None when superseded); $/cancelRequest cancels it."""
+    try:
+        return await asyncio.wrap_future(job.future)
+    except asyncio.CancelledError:
+        ls.scheduler.cancel(job)
+        raise
 
 
 async def _join_inflight(state: DocState, before: str, after: str) -> bool:

@@ -1,6 +1,7 @@
 """The open documents, their per-file state, and the idle work done on them: encoding a newly
 opened file's head, re-anchoring its prompt at the cursor line after a suggestion or a cursor
-move, and saving its KV cache a while after the last suggestion.
+move, computing the alternatives of the suggestion shown (for an explicit request, which
+cycles through them), and saving its KV cache a while after the last suggestion.
 
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
 in the state it was planned for (`generation`) before it touches the file's cache.
@@ -14,6 +15,7 @@ a thread would not free the loop); its suggestions wait for the tree.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,14 @@ from lsprotocol import types
 
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import fresh_anchor, prepare, prepare_head
+from lsp_complete.pipeline import (
+    Completer,
+    Completion,
+    Prepared,
+    fresh_anchor,
+    prepare,
+    prepare_head,
+)
 from lsp_complete.scheduler import Job
 
 if TYPE_CHECKING:
@@ -31,6 +40,7 @@ IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
+ALTERNATIVES_KEY = "\0alternatives:"  # + URI: the scheduler key of a file's alternatives work
 
 
 @dataclass
@@ -44,6 +54,20 @@ class InFlight:
 
 
 @dataclass
+class Shown:
+    """The suggestion the model made last for a file, where, and its alternatives: the answer
+    to an explicit request at the same spot (computed in idle time, or then)."""
+
+    version: int  # the document's version and cursor offset it was made for
+    cursor: int
+    prepared: Prepared
+    completion: Completion
+    completer: Completer  # the one that made it: a reloaded model cannot use its prompt
+    alternatives: list[str] | None = None  # None: not computed (yet)
+    job: Job | None = None  # the work computing them
+
+
+@dataclass
 class DocState:
     anchor: int | None = None
     last_cursor: int | None = None
@@ -51,6 +75,7 @@ class DocState:
     disabled_reason: str = ""
     inflight: InFlight | None = None
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
+    shown: Shown | None = None  # until the text changes or the cursor leaves the spot
 
 
 class OpenFiles:
@@ -124,6 +149,7 @@ class OpenFiles:
             return
         state = self.states[doc.uri]
         state.generation += 1
+        self.forget_shown(state)  # a keystroke: the alternatives of the old text are moot
         was_disabled = state.disabled_reason
         recheck = bool(was_disabled)
         encoding = self._ls.encoding
@@ -149,7 +175,9 @@ class OpenFiles:
     def close(self, uri: str) -> None:
         ls = self._ls
         self.documents.pop(uri, None)
-        self.states.pop(uri, None)
+        state = self.states.pop(uri, None)
+        if state is not None:
+            self.forget_shown(state)
         ls.typeahead.forget(uri)
         ls.scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
         completer = ls.model.completer
@@ -202,6 +230,7 @@ class OpenFiles:
             # prompt, and this encodes the full context (a no-op when it is cached already).
             if state.last_cursor is not None:
                 self.prepare_at(uri, state, state.last_cursor, generation)
+            self.schedule_alternatives(uri, state)  # after re-anchoring: that comes first
 
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
@@ -246,6 +275,44 @@ class OpenFiles:
 
         ls.scheduler.submit_background(uri, warm)
 
+    def schedule_alternatives(self, uri: str, state: DocState) -> None:
+        """In idle time after a suggestion was shown, compute its alternatives, so that an
+        explicit request at the same spot (cycling to the next suggestion) is answered at
+        once. It runs after the re-anchoring queued before it, yields to any keystroke's
+        request, and a keystroke in the file cancels it (`forget_shown`)."""
+        shown = state.shown
+        if shown is None or shown.job is not None or shown.alternatives is not None:
+            return
+        if self.states.get(uri) is not state or self._ls.settings.alternatives <= 0:
+            return
+        shown.job = self._ls.scheduler.submit_background(
+            ALTERNATIVES_KEY + uri, self.alternatives_work(state, shown)
+        )
+
+    def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
+                                                                          list[str] | None]:
+        """The worker's part: a shown suggestion's alternatives, kept in it once complete."""
+        ls = self._ls
+        count = ls.settings.alternatives
+
+        def run(cancel: CancelToken) -> list[str] | None:
+            if state.shown is not shown or shown.completer is not ls.model.completer:
+                return None  # the text changed, or the model was reloaded
+            if shown.alternatives is not None:
+                return shown.alternatives
+            texts = shown.completer.alternatives(shown.prepared, shown.completion, count, cancel)
+            if texts is not None and not cancel.cancelled:
+                shown.alternatives = texts
+            return texts
+
+        return run
+
+    def forget_shown(self, state: DocState) -> None:
+        """The spot of the suggestion shown is left: stop computing its alternatives."""
+        shown, state.shown = state.shown, None
+        if shown is not None and shown.job is not None and not shown.job.future.done():
+            self._ls.scheduler.cancel(shown.job)
+
     def cursor_moved(self, uri: str, line: int, character: int) -> None:
         """The client says the cursor moved (lsp-complete/didMoveCursor). Unless the file's
         prompt is anchored at that line already, prepare the prompt anchored there while the
@@ -260,6 +327,8 @@ class OpenFiles:
         if not (0 <= line < doc.line_count and character >= 0):
             return
         cursor = doc.offset_at(line, character, ls.encoding)
+        if state.shown is not None and state.shown.cursor != cursor:
+            self.forget_shown(state)  # the suggestion's spot is left
         if fresh_anchor(doc, cursor) == state.anchor:
             return  # typing on the line the prompt is anchored at: nothing new to prepare
         ls.telemetry.counters["cursorMoves"] += 1

@@ -73,8 +73,13 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     async def inline_completion(
         ls: CompletionServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
-        found = await ls.suggester.suggestion(params.text_document.uri, params.position)
-        return types.InlineCompletionList(items=[inline_item(found)] if found else [])
+        # Asked explicitly (a key to suggest now, or to cycle): alternatives follow the first.
+        kind = getattr(getattr(params, "context", None), "trigger_kind", None)
+        invoked = kind == types.InlineCompletionTriggerKind.Invoked
+        found = await ls.suggester.suggestions(
+            params.text_document.uri, params.position, alternatives=invoked
+        )
+        return types.InlineCompletionList(items=[inline_item(s) for s in found])
 
     @server.feature(
         types.TEXT_DOCUMENT_COMPLETION,

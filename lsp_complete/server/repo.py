@@ -46,15 +46,12 @@ REGISTER_TIMEOUT_S = 5  # a client that does not answer must not hold up loading
 
 
 def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
-    """The same suggestion with another repository block."""
+    """The same suggestion with another repository block. The small prompt for a file with a
+    cold cache goes without it: the first suggestion in a newly opened file must not wait for
+    hundreds of tokens of other files; the full prompt, built aside in idle time, has them."""
     if prepared.ctx.repo is repo:
         return prepared
-    cold = prepared.cold_ctx
-    return dataclasses.replace(
-        prepared,
-        ctx=dataclasses.replace(prepared.ctx, repo=repo),
-        cold_ctx=dataclasses.replace(cold, repo=repo) if cold is not None else None,
-    )
+    return dataclasses.replace(prepared, ctx=dataclasses.replace(prepared.ctx, repo=repo))
 
 
 class RepoHost:

@@ -59,7 +59,7 @@ class Telemetry:
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
-            "cursorMoves": 0,
+            "cursorMoves": 0, "alternativesShown": 0,
         }
         self._suggestions: dict[str, dict[str, Any]] = {}
 
@@ -77,13 +77,14 @@ class Telemetry:
             record.accepted_tokens = completion.result.accepted_tokens
         self.recent.append(record)
 
-    def shown(self, uri: str, text: str) -> str:
-        """Count a suggestion shown; returns the id its accept command carries back."""
+    def shown(self, uri: str, text: str, alternative: bool = False) -> str:
+        """Count a suggestion shown (or an `alternative` offered after it, counted apart: the
+        editor shows one at a time); returns the id its accept command carries back."""
         suggestion_id = uuid.uuid4().hex[:12]
         self._suggestions[suggestion_id] = {"uri": uri, "text": text}
         if len(self._suggestions) > _SUGGESTIONS_KEPT:
             self._suggestions.pop(next(iter(self._suggestions)))
-        self.counters["shown"] += 1
+        self.counters["alternativesShown" if alternative else "shown"] += 1
         return suggestion_id
 
     def accepted(self, suggestion_id: str) -> None:
@@ -115,6 +116,10 @@ def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str,
             "state": model.state,
             "error": model.error,
             "device": described.get("device") if described else None,
+            # Measured at load; what the first prompt in a newly opened file may hold.
+            "prefillTokensPerSecond": round(engine.prefill_rate, 1)
+            if engine and engine.prefill_rate else None,
+            "firstPromptTokens": model.completer.cold_budget if model.completer else None,
         },
         "engine": described,
         "engineCounters": vars(engine.counters) if engine else None,

@@ -1,6 +1,7 @@
 """The whole chain in a real VS Code: our .vsix installed, our server started by it, ghost text
 from our model as the user types, Tab accepting it, the status bar, the on/off toggle, the
-snooze and the per-language switch of the status bar menu, and the extension's Alt+\\ key.
+snooze and the per-language switch of the status bar menu, the extension's Alt+\\ key, and
+cycling through the server's alternative suggestions with VS Code's Alt+] and Alt+[.
 
 1. `editors/vscode/scripts/ci.sh` builds, unit-tests and packages the extension.
 2. code-server (VS Code 1.139 for the browser, from scripts/e2e-setup.sh) installs the .vsix into
@@ -14,10 +15,14 @@ snooze and the per-language switch of the status bar menu, and the extension's A
    it, accepts it with Tab, saves; undoes, turns suggestions off (lspComplete.toggle) and checks
    none show, turns them on; from the status bar item's menu snoozes for 5 minutes (no ghost
    text), resumes and presses Alt+\\ alone (the extension's keybinding: the ghost text is
-   back), turns suggestions off for Python (none show; the user settings say so) and on again.
+   back), turns suggestions off for Python (none show; the user settings say so) and on again;
+   then opens another new line, types `y = `, waits for the ghost text, presses Alt+] (VS Code's
+   "Show next inline suggestion": it asks explicitly, and the server answers with the
+   suggestion and its alternatives) and sees another suggestion, then Alt+[ and sees the first.
 4. Meanwhile this test asks the server itself, over LSP (tests/lsp_helpers.py), for the
    suggestion at the same document content and position: the ghost text must be that text, and
-   the saved file must be the typed file with it inserted at the cursor.
+   the saved file must be the typed file with it inserted at the cursor; likewise for the
+   alternatives at the second spot.
 
 Run: bash scripts/e2e-setup.sh && pytest -m e2e tests/e2e   (skipped without -m e2e).
 Artifacts (screenshots, logs, the driver's observations) go to tests/e2e/artifacts/.
@@ -47,6 +52,7 @@ from urllib.parse import quote
 
 import pytest
 from lsp_helpers import alive, descendants, signal_alive, start_server
+from lsprotocol import types
 
 from lsp_complete.testing.lsp_client import inline, move_cursor, open_doc, suggestion_of, wait_idle
 
@@ -68,6 +74,10 @@ TYPED = "q = 0"
 # editor.action.inlineSuggest.trigger has no default key in VS Code; the extension binds
 # alt+\ (package.json contributes.keybindings), and the profile here has no keybindings.json.
 TRIGGER_KEY = "Alt+Backslash"  # alt+\, as Playwright names it
+# Typed on another new line below, where the tiny model has alternatives to cycle through with
+# VS Code's default keys for editor.action.inlineSuggest.showNext / showPrevious.
+CYCLE_TYPED = "y = "
+NEXT_KEY, PREVIOUS_KEY = "Alt+BracketRight", "Alt+BracketLeft"
 # The extension's settings, and the same options as initializationOptions for the direct
 # server (tests/lsp_helpers.start_server sends threads 1 and contextSize 4096 too).
 SERVER_OPTIONS = {"threads": 1, "contextSize": 4096}
@@ -190,6 +200,44 @@ async def _server_suggestions(
             typed_word = text.split("\n")[anchor + 1][start.character : column] if start else ""
             assert insert.startswith(typed_word), (insert, typed_word)
             out.append(insert[len(typed_word) :])
+        return out
+    finally:
+        await client.shutdown_session()
+
+
+def _cycle_text(original: list[str], anchor: int) -> str:
+    """The file when cycling: TYPED on the line below `anchor`, CYCLE_TYPED on the next."""
+    lines = original[: anchor + 1] + [INDENT + TYPED, INDENT + CYCLE_TYPED]
+    return "\n".join(lines + original[anchor + 1 :])
+
+
+async def _server_alternatives(model: Path, original: list[str], anchor: int,
+                               prepared: bool) -> list[str]:
+    """What our server offers at the cycling spot when asked explicitly (triggerKind Invoked)
+    after a suggestion was shown there: that suggestion and its alternatives, as ghost texts.
+    `prepared` as in `_server_suggestions`."""
+    client = await start_server(model, init_options=SERVER_OPTIONS)
+    try:
+        uri = f"file:///lsp-complete-e2e/cycle/{FILE_NAME}"
+        text = _cycle_text(original, anchor)
+        line, column = anchor + 2, len(INDENT + CYCLE_TYPED)
+        open_doc(client, uri, text)
+        if prepared:
+            move_cursor(client, uri, line, column)
+            await wait_idle(client)
+        await inline(client, uri, line, column)  # as you type: the suggestion shown
+        answer = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=column),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        ))
+        out = []
+        for item in answer.items if answer else []:
+            start = item.range.start.character if item.range else column
+            typed_word = text.split("\n")[line][start:column]
+            assert item.insert_text.startswith(typed_word), (item.insert_text, typed_word)
+            out.append(item.insert_text[len(typed_word) :])
         return out
     finally:
         await client.shutdown_session()
@@ -322,7 +370,13 @@ def test_vsix_in_vscode_shows_ghost_text_from_our_server(
     suggestions = asyncio.run(_server_suggestions(tiny_model_path, original, anchor, True))
     cold = asyncio.run(_server_suggestions(tiny_model_path, original, anchor, False))
     candidates = _ghost_candidates(suggestions, cold)
+    cycle = [*asyncio.run(_server_alternatives(tiny_model_path, original, anchor, True)),
+             *asyncio.run(_server_alternatives(tiny_model_path, original, anchor, False))]
     timings["server directly"] = time.monotonic() - t1
+    assert len(set(cycle)) >= 2, (
+        f"the server offers no alternatives after typing {CYCLE_TYPED!r}: pick another text "
+        f"for the cycling step (answers: {cycle})"
+    )
     assert candidates[0], (
         f"the server suggests nothing after typing {TYPED!r} below line {anchor + 1} of "
         f"{FILE_NAME}: pick another place for this test (answers per keystroke: {suggestions})"
@@ -375,6 +429,10 @@ def test_vsix_in_vscode_shows_ghost_text_from_our_server(
             "gotoLine": anchor + 1,
             "typed": TYPED,
             "triggerKey": TRIGGER_KEY,
+            "cycleTyped": CYCLE_TYPED,
+            "nextKey": NEXT_KEY,
+            "previousKey": PREVIOUS_KEY,
+            "cycleShot": str(tmp_path / "cycled.png"),
             "expectedGhost": candidates,
             "screenshot": str(tmp_path / "ghost-text.png"),
             "screenshotEditor": str(tmp_path / "ghost-text-editor.png"),
@@ -468,6 +526,19 @@ def test_vsix_in_vscode_shows_ghost_text_from_our_server(
     assert "codicon-sparkle" in result["statusLanguageOn"]["icons"]
     assert result["ghostLanguageOn"]["inline"] == ghost["inline"]
 
+    # Cycling: Alt+] showed another of the server's suggestions for that spot (VS Code asked
+    # explicitly and got the alternatives), Alt+[ the first one again.
+    first, following, back = (result[k] for k in ("cycleFirst", "cycleNext", "cyclePrevious"))
+
+    def whole(g: dict) -> str:
+        return "\n".join([g["inline"], *g["below"]])
+
+    assert first["any"] and following["any"], (first, following)
+    assert whole(following) != whole(first), (first, following)
+    offered = {text.split("\n")[0] for text in cycle}
+    assert following["inline"] in offered, f"{following} is not among the server's {cycle}"
+    assert whole(back) == whole(first), (first, back)
+
     assert not leftovers, f"processes that needed SIGKILL: {leftovers}"
     assert timings["total"] < 300, timings
 
@@ -477,6 +548,7 @@ def _save_artifacts(tmp_path: Path, user_data: Path) -> None:
     for name in (
         "ghost-text.png",
         "ghost-text-editor.png",
+        "cycled.png",
         "failure.png",
         "result.json",
         "drive.log",

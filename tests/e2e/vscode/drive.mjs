@@ -1,8 +1,9 @@
 // Drives a real VS Code (code-server, already running) in headless Chromium with Playwright,
 // as a user would: check the extension waits for a source file, open the file, type, see the
 // ghost text, accept it with Tab, save, turn suggestions off and on, snooze and resume from the
-// status bar menu, ask with Alt+\\, turn suggestions off and on for Python. It only observes and acts; tests/e2e/test_vscode_e2e.py decides what
-// is right. Every wait is bounded; the browser is always closed.
+// status bar menu, ask with Alt+\\, turn suggestions off and on for Python, cycle through the
+// suggestions with Alt+] and Alt+[. It only observes and acts; tests/e2e/test_vscode_e2e.py
+// decides what is right. Every wait is bounded; the browser is always closed.
 //
 // Usage: node drive.mjs CONFIG.json   (writes config.resultPath: JSON observations)
 
@@ -406,6 +407,76 @@ try {
     result.statusLanguageOn = await statusUntil(page, "show the model ready for python again", sparkle);
   });
   result.ghostLanguageOn = await step("ghost text for python again", () => ghostByTriggerKey(page, wanted));
+
+  // Cycling: on another new line, where the model has alternatives, Alt+] (VS Code's "Show
+  // next inline suggestion") asks explicitly and shows the next of the server's suggestions;
+  // Alt+[ goes back to the first.
+  const whole = (g) => [g.inline, ...g.below].join("\n");
+  await step("type on a new line to cycle", async () => {
+    await page.keyboard.press("Escape");
+    await page.keyboard.press("End");
+    await page.keyboard.press("Enter");
+    await page.waitForTimeout(1000);
+    await page.keyboard.type(config.cycleTyped, { delay: 60 });
+  });
+  result.cycleFirst = await step("ghost text to cycle from", async () => {
+    let lastTrigger = Date.now();
+    let since = Date.now();
+    let previous = null;
+    return until(
+      "steady ghost text on the new line",
+      async () => {
+        const g = await ghostText(page);
+        result.lastGhost = g;
+        if (!g.any) {
+          if (Date.now() - lastTrigger > 3000) {
+            await page.keyboard.press(config.triggerKey);
+            lastTrigger = Date.now();
+          }
+          previous = null;
+          return null;
+        }
+        if (previous === null || whole(g) !== whole(previous)) {
+          previous = g;
+          since = Date.now();
+        }
+        return Date.now() - since > 1000 ? g : null; // the same for a second: what is shown
+      },
+      config.ghostTimeoutMs,
+      100,
+      () => result.lastGhost,
+    );
+  });
+  result.cycleNext = await step("Alt+] shows the next suggestion", async () => {
+    await page.keyboard.press(config.nextKey);
+    const g = await until(
+      "another ghost text after Alt+]",
+      async () => {
+        const g = await ghostText(page);
+        result.lastGhost = g;
+        return g.any && whole(g) !== whole(result.cycleFirst) ? g : null;
+      },
+      config.ghostTimeoutMs,
+      100,
+      () => result.lastGhost,
+    );
+    await page.screenshot({ path: config.cycleShot });
+    return g;
+  });
+  result.cyclePrevious = await step("Alt+[ shows the first again", async () => {
+    await page.keyboard.press(config.previousKey);
+    return until(
+      "the first ghost text after Alt+[",
+      async () => {
+        const g = await ghostText(page);
+        result.lastGhost = g;
+        return g.any && whole(g) === whole(result.cycleFirst) ? g : null;
+      },
+      10_000,
+      100,
+      () => result.lastGhost,
+    );
+  });
   result.notifications.push(...(await notifications(page)));
 } catch (err) {
   result.error = String(err?.stack ?? err);
