@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -144,9 +145,22 @@ class Completer:
         self.settings = settings
         self.tokenize = SegmentTokenizer(engine.tokenize)
         self.last_error = ""
-        # Fixed for the engine's life: a budget that moved would move the cold prompt too.
-        self.cold_budget = cold_budget(engine.prefill_rate)
+        # Fixed per file once chosen: a budget that moved would move its cold prompt too.
+        self._cold_budgets: OrderedDict[str, int] = OrderedDict()
         self._count_cache = SegmentTokenizer(engine.tokenize, max_entries=512)
+
+    @property
+    def cold_budget(self) -> int:
+        """What a newly opened file's first prompt may hold now (the engine's prefill speed
+        is measured at load and kept up to date by every long prefill)."""
+        return cold_budget(self.engine.prefill_rate)
+
+    def cold_budget_for(self, key: str) -> int:
+        budget = self._cold_budgets.pop(key, None) or self.cold_budget
+        self._cold_budgets[key] = budget
+        if len(self._cold_budgets) > 256:
+            self._cold_budgets.popitem(last=False)
+        return budget
 
     def choose_prompt(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
         """The full-context prompt (`full`, when the caller has built it already), unless the
@@ -163,7 +177,8 @@ class Completer:
         if full_cost <= FULL_PROMPT_SLACK:
             return full
         cold = self.build_prompt(fit_context(
-            prepared.cold_ctx, self.cold_budget, lambda text: len(self._count_cache(text))
+            prepared.cold_ctx, self.cold_budget_for(prepared.key),
+            lambda text: len(self._count_cache(text))
         ))
         cold_cost = len(cold) - (self.engine.cached_prefix(prepared.key, cold.tokens) or 0)
         return full if full_cost <= cold_cost + max(FULL_PROMPT_SLACK, cold_cost // 2) else cold

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 # Copying another file's cells must save at least this many tokens of prefill (~130 ms on 2
 # cores with the 0.5B model); below it, the scan and the copy are not worth it.
 BORROW_MIN_TOKENS = 32
+PREFILL_SAMPLE_TOKENS = 64  # prefills at least this long update the measured speed
 # What the load-time prefill measurement encodes: ordinary code, as the first prompts are.
 _CALIBRATION_TEXT = "def total(items):\n    return sum(item.price * item.count for item in items)\n"
 
@@ -459,8 +460,13 @@ class LlamaEngine:
         self._truncate(seq, reused)
         todo = prompt[reused:]
         self._make_room(seq, len(todo))
+        started = time.perf_counter()
         if not self._decode(seq, todo, want_logits, cancel, abortable=True):
             return None
+        if len(todo) >= PREFILL_SAMPLE_TOKENS:  # keep the measured speed current
+            rate = len(todo) / max(time.perf_counter() - started, 1e-6)
+            self.prefill_rate = rate if self.prefill_rate is None else (
+                0.7 * self.prefill_rate + 0.3 * rate)
         return reused, len(todo)
 
     # ------------------------------------------------------------------ public API
