@@ -56,3 +56,23 @@ def _isolated_daemon() -> Iterator[Path]:
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny llama GGUF (lsp_complete.testing), written once per test session."""
     return write_tiny_gguf(tmp_path_factory.mktemp("tiny-model") / "tiny.gguf")
+
+
+# One engine per test module on the tiny model, and a second one that forgets everything
+# before each request: the uncached reference (test_engine.uncached).
+@pytest.fixture(scope="module")
+def engine(tiny_model_path: Path):
+    from lsp_complete.engine.llama import LlamaEngine
+
+    eng = LlamaEngine(tiny_model_path, n_ctx=2048, n_threads=1, slots=3)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def fresh(tiny_model_path: Path):
+    from lsp_complete.engine.llama import LlamaEngine
+
+    eng = LlamaEngine(tiny_model_path, n_ctx=2048, n_threads=1, slots=1)
+    yield eng
+    eng.close()

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import llama_cpp
-import pytest
 from lsprotocol import types
 
 from lsp_complete.engine.base import MIN_ALTERNATIVE_PROBABILITY, CancelToken
@@ -21,32 +20,12 @@ from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.testing.lsp_client import insert, open_doc, poll_status, status, wait_idle
 from tests.lsp_helpers import SOURCE, start_server
-from tests.test_engine import BEFORE, SUFFIX_TEXT, CancelAfter, fim_request, make_engine
+from tests.test_engine import BEFORE, SUFFIX_TEXT, CancelAfter, fim_request, make_engine, uncached
 
 # Middles after which the tiny model has more than one likely first token (some of them with
 # a healed, half-typed word), single- and multi-line.
 MIDDLES = [("    x = ", True), ("    x = ", False), ("    with op", True), ("    x = r", False),
            ("    to", True)]
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_path: Path):
-    eng = make_engine(tiny_model_path, slots=3)
-    yield eng
-    eng.close()
-
-
-@pytest.fixture(scope="module")
-def fresh(tiny_model_path: Path):
-    """An engine that forgets everything before each request: the uncached reference."""
-    eng = make_engine(tiny_model_path, slots=1)
-    yield eng
-    eng.close()
-
-
-def uncached(fresh: LlamaEngine, request):
-    fresh.forget(request.key)
-    return fresh.complete(request, CancelToken())
 
 
 def forced(fresh: LlamaEngine, request, first: int) -> str:

@@ -39,21 +39,6 @@ def fim_request(engine: LlamaEngine, key: str, before: str, middle: str, suffix:
     return GenerationRequest(key=key, segments=[head, tail, mid], heal=healed, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_path: Path):
-    eng = make_engine(tiny_model_path, slots=3)
-    yield eng
-    eng.close()
-
-
-@pytest.fixture(scope="module")
-def fresh(tiny_model_path: Path):
-    """A second engine that forgets everything before each request: the uncached reference."""
-    eng = make_engine(tiny_model_path, slots=1)
-    yield eng
-    eng.close()
-
-
 def uncached(fresh: LlamaEngine, request: GenerationRequest):
     fresh.forget(request.key)
     return fresh.complete(request, CancelToken())
