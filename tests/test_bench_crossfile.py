@@ -100,3 +100,90 @@ def test_the_replay_workspace_of_a_python_module_is_above_its_top_package(site: 
     other.parent.mkdir()
     other.write_text("package main\n")
     assert workload.workspace_root(str(other)) == str(site)
+
+
+# --- JavaScript/TypeScript packages in node_modules (bench/crossfile_js.py) ----------------------
+
+SHAPES_JS = '''"use strict";
+const UNIT = 1.0;
+
+class Circle {
+  constructor(radius) {
+    this.radius = radius;
+  }
+
+  scaledArea(factor) {
+    return this.radius * factor;
+  }
+}
+
+function makeSquare(side, rounded) {
+  return side;
+}
+
+module.exports = { Circle, makeSquare, UNIT };
+'''
+
+USES_JS = '''const { Circle, makeSquare } = require('./shapes');
+const shapes = require('./shapes.js');
+const outside = require('../../outside');
+
+function circleArea(r) {
+  const c = new Circle(r);
+  return Circle.scaledArea(c, 2);
+}
+
+function square() {
+  // makeSquare(1) in a comment is no task
+  return shapes.makeSquare(4, shapes.UNIT);
+}
+''' + "\n".join(f"// filler {i}" for i in range(40)) + "\n"
+
+USES_TS = '''import { makeSquare } from './shapes.js';
+import * as geometry from './shapes';
+
+export function twice(n: number): number {
+  return makeSquare(n, geometry.UNIT);
+}
+''' + "\n".join(f"// filler {i}" for i in range(40)) + "\n"
+
+
+@pytest.fixture
+def node_modules(tmp_path: Path) -> Path:
+    root = tmp_path / "node_modules"
+    package = root / "geometry"
+    (package / "lib").mkdir(parents=True)
+    (package / "package.json").write_text('{"name": "geometry"}')
+    (package / "lib" / "shapes.js").write_text(SHAPES_JS)
+    (package / "lib" / "uses.js").write_text(USES_JS)
+    (package / "lib" / "twice.ts").write_text(USES_TS)
+    (tmp_path / "outside.js").write_text("function secret() {}\n")
+    return root
+
+
+def test_javascript_tasks_need_what_only_the_required_module_defines(node_modules: Path) -> None:
+    from lsp_complete.bench import crossfile_js
+
+    (package,) = crossfile_js.package_dirs((str(node_modules),))
+    tasks = [t for module in crossfile_js.modules(package)
+             for t in crossfile_js.module_tasks(module, package, "geometry")]
+    by_target = {(Path(t.path).name, t.target): t for t in tasks}
+    # require with names and a whole module, ESM named and namespace imports.
+    assert set(by_target) == {
+        ("uses.js", "scaledArea(c, 2);"),
+        ("uses.js", "makeSquare(4, shapes.UNIT);"),
+        ("uses.js", "UNIT);"),
+        ("twice.ts", "n, geometry.UNIT);"),  # after `makeSquare(`: UNIT is B's too
+        ("twice.ts", "UNIT);"),
+    }
+    # makeSquare is named before the cursor (the require line): only UNIT is needed.
+    assert by_target[("uses.js", "makeSquare(4, shapes.UNIT);")].needed == ("UNIT",)
+    scaled = by_target[("uses.js", "scaledArea(c, 2);")]
+    assert scaled.needed == ("scaledArea",) and "class Circle" in scaled.definition
+    assert scaled.language == "javascript" and Path(scaled.root) == package
+    assert by_target[("twice.ts", "UNIT);")].language == "typescript"
+    # Nothing outside the package is read, whatever the path says.
+    assert all("outside" not in t.imported_path for t in tasks)
+    # Without a repository format the oracle is a block of the language's comments.
+    plain, special = crossfile.oracle_text(scaled, None)
+    assert not special and plain.startswith("// Path: lib/shapes.js\n// class Circle {")

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "side-by-side variant (full 5, quick 1; 0: none)")
     p.add_argument("--crossfile", type=int,
                    help="cross-file lines from installed packages (full 96, quick 1; 0: none)")
+    p.add_argument("--crossfile-js", type=float, default=0.25, metavar="SHARE",
+                   help="share of the cross-file lines from JavaScript/TypeScript packages in "
+                   "node_modules, when there are any (default 0.25; 0: Python only)")
     p.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
                    help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
     p.add_argument("--repo-context-tokens", type=int,
@@ -188,7 +191,8 @@ def main(argv: list[str]) -> int:
         # Each replayed file's project folder is (d)'s workspace: repository context.
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )
-    cross_tasks = crossfile.build_tasks(_setting(args, "crossfile") or 0, args.seed)
+    cross_tasks = crossfile.build_tasks(_setting(args, "crossfile") or 0, args.seed,
+                                        js_share=args.crossfile_js)
     print(
         f"bench: {len(work.episodes)} spans, {work.n_keystrokes} keystrokes, "
         f"{len(work.tasks)} HumanEval lines, engines {','.join(engines)}",
@@ -213,6 +217,7 @@ def main(argv: list[str]) -> int:
         meta["variants"] = side_meta
     meta["settings"]["crossfile"] = len(cross_tasks)
     meta["settings"]["crossfile_packages"] = len({t.package for t in cross_tasks})
+    meta["settings"]["crossfile_js_lines"] = sum(t.language != "python" for t in cross_tasks)
     meta["settings"]["repo_context_tokens"] = args.repo_context_tokens
     paths = report.write_all(out, meta, summary, samples)
     print("\n".join(str(p) for p in paths))

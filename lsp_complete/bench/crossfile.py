@@ -34,7 +34,7 @@ from typing import Any
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.context.imports import extract_imports
-from lsp_complete.languages import spec_for
+from lsp_complete.languages import spec_for, syntax_for
 from lsp_complete.testing.lsp_client import position_at
 
 LINES_BEFORE = 80  # the (b) windows the issue's table used
@@ -78,6 +78,7 @@ class CrossFileTask:
     target: str  # the rest of the line
     needed: tuple[str, ...]  # identifiers B defines, in `target`, never before the cursor
     definition: str  # B's source of what the line needs (the oracle's context)
+    language: str = "python"  # A's and B's language id (crossfile_js.py: javascript, typescript)
 
     @property
     def text(self) -> str:
@@ -296,9 +297,44 @@ def _module_tasks(path: Path, root: Path, package: str) -> list[CrossFileTask]:
     return tasks
 
 
-def build_tasks(n: int, seed: int = 0, roots: list[Path] | None = None) -> list[CrossFileTask]:
+def build_tasks(n: int, seed: int = 0, roots: list[Path] | None = None,
+                js_share: float = 0.0) -> list[CrossFileTask]:
     """`n` tasks from packages taken in an order `seed` decides, about n / PACKAGES_WANTED
-    from each (MAX_PER_MODULE per module); packages are read only until there are enough."""
+    from each (MAX_PER_MODULE per module); packages are read only until there are enough.
+    With `js_share`, that share of them comes from JavaScript/TypeScript packages in
+    node_modules (crossfile_js.py) when the machine has any, the rest from Python."""
+    if n <= 0:
+        return []
+    js = build_js_tasks(round(n * js_share), seed) if js_share > 0 else []
+    return js + build_python_tasks(n - len(js), seed, roots)
+
+
+def build_js_tasks(n: int, seed: int = 0) -> list[CrossFileTask]:
+    from lsp_complete.bench import crossfile_js
+
+    if n <= 0:
+        return []
+    rng = random.Random(f"crossfile-js:{seed}")
+    folders = crossfile_js.package_dirs()
+    rng.shuffle(folders)
+    per_package = max(1, -(-n // 4))
+    chosen: list[CrossFileTask] = []
+    for folder in folders:
+        package = crossfile_js.package_name(folder)
+        found: list[CrossFileTask] = []
+        for module in crossfile_js.modules(folder):
+            tasks = crossfile_js.module_tasks(module, folder, package)
+            rng.shuffle(tasks)
+            found += tasks[:MAX_PER_MODULE]
+        rng.shuffle(found)
+        chosen += found[:per_package]
+        if len(chosen) >= n:
+            break
+    return chosen[:n]
+
+
+def build_python_tasks(n: int, seed: int = 0,
+                       roots: list[Path] | None = None) -> list[CrossFileTask]:
     if n <= 0:
         return []
     rng = random.Random(f"crossfile:{seed}")
@@ -343,13 +379,15 @@ def _sample(variant: str, task: CrossFileTask, c: Completion) -> Sample:
 def oracle_text(task: CrossFileTask, fim: Any) -> tuple[str, bool]:
     """The oracle's context before the PSM prompt: (text, whether it holds special markers).
     In the repository format when the template has one, else as a commented block."""
-    package = task.relative(task.path).split("/", 1)[0]
+    package = task.relative(task.path).split("/", 1)[0] if task.language == "python" \
+        else Path(task.root).name
     if fim is not None and getattr(fim, "file_sep", None):
         repo = f"{fim.repo_name}{package}\n" if getattr(fim, "repo_name", None) else ""
         return (f"{repo}{fim.file_sep}{task.relative(task.imported_path)}\n{task.definition}\n"
                 f"{fim.file_sep}{task.relative(task.path)}\n"), True
-    lines = "".join(f"# {line}\n" for line in task.definition.split("\n"))
-    return f"# Path: {task.relative(task.imported_path)}\n{lines}\n", False
+    mark = syntax_for(task.language).comment_prefix
+    lines = "".join(f"{mark} {line}".rstrip() + "\n" for line in task.definition.split("\n"))
+    return f"{mark} Path: {task.relative(task.imported_path)}\n{lines}\n", False
 
 
 def run_baselines(model_path: str, fim: FimTokens | None, repo_fim: Any, stop: tuple[str, ...],
@@ -387,9 +425,10 @@ async def run_lsp_config(session: Any, tasks: list[CrossFileTask], variant: str,
         uri = Path(task.path).resolve().as_uri()
         other = Path(task.imported_path).resolve().as_uri()
         if open_imported:
-            session.open(other, "python", Path(task.imported_path).read_text(encoding="utf-8"),
+            session.open(other, task.language,
+                         Path(task.imported_path).read_text(encoding="utf-8"),
                          version)
-        session.open(uri, "python", task.text, version)
+        session.open(uri, task.language, task.text, version)
         session.move_cursor(uri, position_at(task.text, task.offset))
         await asyncio.sleep(0.05)
         await lsp_client.wait_idle(session.client, WAIT_IDLE_S)

@@ -265,7 +265,9 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
             "right after `name(` or `name.`, and the rest of the line uses an identifier B "
             "defines that A's text before the cursor never mentions "
             f"({meta['settings'].get('crossfile', '?')} lines of "
-            f"{meta['settings'].get('crossfile_packages', '?')} installed packages).  Needed "
+            f"{meta['settings'].get('crossfile_packages', '?')} installed packages, "
+            f"{meta['settings'].get('crossfile_js_lines', 0)} of them JavaScript/TypeScript).  "
+            "Needed "
             "identifiers: the share of those identifiers the first suggested line holds.  "
             "(d) gets a moment at the spot (didMoveCursor, idle work done) before it is asked.",
             "",

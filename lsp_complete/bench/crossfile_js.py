@@ -1,0 +1,214 @@
+"""Cross-file lines from JavaScript packages in node_modules (see crossfile.py for the task).
+
+Module A takes names from module B of the same package by a relative path
+(`const b = require('./b')`, `const { f } = require('../b')`, `import { f } from './b.js'`,
+`import * as b from './b'`); the cursor sits right after `f(`/`b.`, and the rest of the line
+uses an identifier B defines (a top-level function, class or constant, an exported name, a
+method of the class) that A's text before the cursor never mentions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench.crossfile import (
+    _DEFINITION_LINES,
+    _IDENT,
+    _MAX_LINES,
+    _MIN_LINES,
+    CrossFileTask,
+)
+from lsp_complete.languages import spec_for
+
+NODE_MODULES = ("/usr/lib/node_modules", "/usr/local/lib/node_modules")
+_SUFFIXES = (".js", ".cjs", ".mjs", ".ts")
+_MAX_MODULES = 400  # per package: enough for a few tasks without reading all of a huge one
+_JS_IDENT = r"[A-Za-z_$][\w$]*"
+_REQUIRE = re.compile(
+    rf"(?:const|let|var)\s+(?:(?P<module>{_JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s*=\s*"
+    r"require\(\s*['\"](?P<path>\.{1,2}/[^'\"]+)['\"]\s*\)")
+_IMPORT = re.compile(
+    rf"import\s+(?:\*\s+as\s+(?P<module>{_JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s+from\s+"
+    r"['\"](?P<path>\.{1,2}/[^'\"]+)['\"]")
+_STRINGS = ("string", "comment", "template_string", "string_fragment", "regex")
+
+
+def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[Path]:
+    """Packages (with a package.json) in the node_modules folders, scoped ones included, and
+    those in their own node_modules (npm ships its dependencies so)."""
+    found: list[Path] = []
+    for root in map(Path, roots):
+        if not root.is_dir():
+            continue
+        for entry in sorted(root.iterdir()):
+            inner = sorted(entry.iterdir()) if entry.name.startswith("@") and entry.is_dir() \
+                else [entry]
+            for package in inner:
+                if (package / "package.json").is_file():
+                    found.append(package)
+                    if depth > 1 and (package / "node_modules").is_dir():
+                        found += package_dirs((str(package / "node_modules"),), depth - 1)
+    return found
+
+
+def package_name(folder: Path) -> str:
+    try:
+        return str(json.loads((folder / "package.json").read_text()).get("name") or folder.name)
+    except (OSError, ValueError):
+        return folder.name
+
+
+def modules(folder: Path) -> Iterator[Path]:
+    count = 0
+    for path in sorted(folder.rglob("*")):
+        if count >= _MAX_MODULES:
+            return
+        if path.suffix in _SUFFIXES and "node_modules" not in path.relative_to(folder).parts \
+                and not path.name.endswith((".min.js", ".d.ts")) and path.is_file():
+            count += 1
+            yield path
+
+
+def resolve(path: Path, spec: str, folder: Path) -> Path | None:
+    base = (path.parent / spec).resolve()
+    candidates = [base, *(base.with_name(base.name + s) for s in _SUFFIXES),
+                  *(base / f"index{s}" for s in _SUFFIXES)]
+    if base.suffix == ".js":  # TypeScript sources import "./b.js" for "./b.ts"
+        candidates.append(base.with_suffix(".ts"))
+    for candidate in candidates:
+        if candidate.is_file() and candidate.suffix in _SUFFIXES and \
+                folder.resolve() in candidate.parents:
+            return candidate
+    return None
+
+
+def _names(text: str) -> list[str]:
+    """Local names bound by `{ a, b: c }` (require) or `{ a, b as c }` (import)."""
+    found = []
+    for part in text.split(","):
+        part = part.strip()
+        local = re.split(r"\s+as\s+|\s*:\s*", part)[-1].strip()
+        if re.fullmatch(_JS_IDENT, local):
+            found.append(local)
+    return found
+
+
+def definitions(path: Path) -> tuple[dict[str, str], dict[str, set[str]]] | None:
+    """B's top-level names -> their source, and class/function name -> member names."""
+    spec = spec_for("typescript" if path.suffix == ".ts" else "javascript")
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if spec is None:
+        return None
+    root = spec.parser().parse(data).root_node
+    top: dict[str, str] = {}
+    members: dict[str, set[str]] = {}
+    for node in root.named_children:
+        inner = node.child_by_field_name("declaration") or node \
+            if node.type == "export_statement" else node
+        text = data[inner.start_byte:inner.end_byte].decode("utf-8", "replace")
+        source = "\n".join(text.split("\n")[:_DEFINITION_LINES])
+        if inner.type in ("function_declaration", "class_declaration",
+                          "generator_function_declaration"):
+            name = inner.child_by_field_name("name")
+            if name is None:
+                continue
+            key = data[name.start_byte:name.end_byte].decode()
+            top[key] = source
+            found = set(re.findall(rf"^\s+(?:static\s+|async\s+|get\s+|set\s+)*({_JS_IDENT})\s*\(",
+                                   text, re.MULTILINE))
+            found |= set(re.findall(rf"this\.({_JS_IDENT})\s*=", text))
+            signature = re.search(r"\(([^)]*)\)", text)
+            found |= set(_IDENT.findall(signature.group(1))) if signature else set()
+            members[key] = found - {"constructor", "if", "for", "while", "switch", "catch",
+                                    "function", "return"}
+        elif inner.type in ("lexical_declaration", "variable_declaration"):
+            for declarator in inner.named_children:
+                name = declarator.child_by_field_name("name")
+                if name is not None and name.type == "identifier":
+                    top[data[name.start_byte:name.end_byte].decode()] = source
+        elif inner.type == "expression_statement":
+            # exports.f = ..., module.exports.f = ..., module.exports = { f, g() {} }
+            for key in re.findall(rf"^(?:module\.)?exports\.({_JS_IDENT})\s*=", text):
+                top.setdefault(key, source)
+            block = re.match(r"module\.exports\s*=\s*\{(.*)\}", text, re.DOTALL)
+            if block:
+                for key in re.findall(rf"(?:^|,|\n)\s*({_JS_IDENT})\s*(?=[,:(\n}}]|$)",
+                                      block.group(1)):
+                    top.setdefault(key, source)
+    return top, members
+
+
+def _in_string_or_comment(root: Any, byte: int) -> bool:
+    node = root.descendant_for_byte_range(byte, byte)
+    while node is not None:
+        if node.type in _STRINGS:
+            return True
+        node = node.parent
+    return False
+
+
+def module_tasks(path: Path, folder: Path, package: str) -> list[CrossFileTask]:
+    try:
+        text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not _MIN_LINES <= text.count("\n") <= _MAX_LINES or \
+            max(map(len, text.split("\n"))) > 220:
+        return []
+    language = "typescript" if path.suffix == ".ts" else "javascript"
+    spec = spec_for(language)
+    if spec is None:
+        return []
+    tree = spec.parser().parse(text.encode()).root_node
+    tasks: list[CrossFileTask] = []
+    for match in (*_REQUIRE.finditer(text), *_IMPORT.finditer(text)):
+        sibling = resolve(path, match.group("path"), folder)
+        if sibling is None or sibling == path.resolve():
+            continue
+        found = definitions(sibling)
+        if found is None:
+            continue
+        top, members = found
+        module = match.group("module")
+        locals_ = [(module, True)] if module else \
+            [(n, False) for n in _names(match.group("names") or "") if n in top]
+        for local, is_module in locals_:
+            candidates = set(top) | members.get(local, set())
+            for use in re.finditer(rf"(?<![\w.$]){re.escape(local)}[.(]", text):
+                cursor = use.end()
+                if cursor <= match.end():
+                    continue
+                line_start = text.rfind("\n", 0, cursor) + 1
+                line_end = text.find("\n", cursor)
+                line_end = len(text) if line_end < 0 else line_end
+                if text[line_start:line_end].lstrip().startswith(("//", "*", "import ")):
+                    continue
+                target = text[cursor:line_end].rstrip()
+                if len(target.strip()) < 2 or \
+                        _in_string_or_comment(tree, len(text[:cursor].encode()) - 1):
+                    continue
+                seen = set(re.findall(_JS_IDENT, text[:cursor]))
+                needed = tuple(dict.fromkeys(
+                    n for n in re.findall(_JS_IDENT, target) if n in candidates and n not in seen
+                ))
+                if not needed:
+                    continue
+                names = [n for n in ([] if is_module else [local]) + list(needed) if n in top]
+                definition = "\n\n".join(dict.fromkeys(top[n] for n in names))
+                if not definition:
+                    continue
+                tasks.append(CrossFileTask(
+                    name=f"{package}/{path.relative_to(folder).as_posix()}:"
+                         f"{text.count(chr(10), 0, cursor) + 1}",
+                    package=package, root=str(folder), path=str(path),
+                    imported_path=str(sibling), prefix=text[:cursor], suffix=text[line_end:],
+                    target=target, needed=needed, definition=definition, language=language,
+                ))
+    return tasks
