@@ -29,7 +29,7 @@ from lsp_complete.documents import Document
 from lsp_complete.languages import spec_for
 from lsp_complete.models import FimTemplate
 from lsp_complete.prompt import SegmentTokenizer, build_prompt
-from lsp_complete.workspace import Workspace
+from lsp_complete.workspace import SourceText, Workspace
 
 # --------------------------------------------------------------------------- helpers
 
@@ -650,3 +650,21 @@ async def test_the_watcher_is_registered_when_the_client_can(harness: Harness,
     assert registration["method"] == "workspace/didChangeWatchedFiles"
     harness.deliver({"id": message["id"], "result": None})
     await asyncio.wait_for(task, 60)
+
+
+def test_commonjs_exports_are_definitions(tmp_path: Path) -> None:
+    """Compiled TypeScript and Babel output define what a module exports by assignment."""
+    text = ('"use strict";\n'
+            'exports.ROOT = exports.PSEUDO = void 0;\n'
+            'exports.PSEUDO = "pseudo";\n'
+            'exports.ROOT = "root";\n'
+            'function verify(entry) {\n  return entry;\n}\n'
+            'exports.verify = verify;\n'
+            'module.exports.MAX = 256;\n'
+            'module.exports = { verify, parse: (x) => x, check(y) { return y; } };\n')
+    outline = file_outline(SourceText(path=tmp_path / "types.js", root=tmp_path, text=text,
+                                           language_id="javascript", version=(1,)))
+    assert outline is not None
+    names = [entry.names for entry in outline.entries]
+    assert names == [("PSEUDO",), ("ROOT",), ("verify",), ("MAX",),
+                     ("verify", "parse", "check")]

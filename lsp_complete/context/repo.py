@@ -59,6 +59,8 @@ _USED_CHARS = 512 * 1024  # identifiers of the file are looked for in this much 
 _WINDOWS_PER_FILE = 200  # similar-code windows compared per file (the step grows with size)
 _TYPE_LINES = 12  # a type declaration (struct fields...) kept whole up to this many lines
 _VALUE_LINES = 2  # a constant or field: its first lines
+_COMMONJS = frozenset({"javascript", "typescript"})  # `exports.f = ...` is a definition
+_EXPORT = re.compile(r"(?:module\.)?exports\.([A-Za-z_$][\w$]*)")
 _LINE_CHARS = 160
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -245,7 +247,41 @@ class _Outliner:
         ):
             limit = _TYPE_LINES if kind in _TYPE_KINDS else _VALUE_LINES
             return OutlineEntry(self._names(inner), self._verbatim(start, node, limit), line)
+        if kind == "expression_statement" and spec.name in _COMMONJS and depth == 0:
+            names = self._exported(inner)
+            if names:
+                return OutlineEntry(names, self._verbatim(start, node, _VALUE_LINES), line)
         return None
+
+    def _exported(self, statement: tree_sitter.Node) -> tuple[str, ...]:
+        """The names a CommonJS module exports by assignment: `exports.f = ...`,
+        `module.exports.f = ...`, `module.exports = { f, g: ..., h() {} }` (compiled
+        TypeScript and Babel output export everything so). The `exports.a = exports.b = void 0`
+        preamble, `exports.f = f` and `exports.a = void 0` name nothing new."""
+        assignment = statement.named_children[0] if statement.named_children else None
+        if assignment is None or assignment.type != "assignment_expression":
+            return ()
+        left, right = assignment.child_by_field_name("left"), \
+            assignment.child_by_field_name("right")
+        if left is None or right is None or right.type == "assignment_expression":
+            return ()
+        target = self.text(left.start_byte, left.end_byte)
+        named = _EXPORT.fullmatch(target)
+        if named:
+            value = self.text(right.start_byte, right.end_byte)
+            # `exports.f = f` (f is outlined where it is defined) and `= void 0` say nothing.
+            return () if value in (named.group(1), "void 0") else (named.group(1),)
+        if target != "module.exports" or right.type != "object":
+            return ()
+        names = []
+        for item in right.named_children:
+            key = item if item.type == "shorthand_property_identifier" else \
+                item.child_by_field_name("key") if item.type == "pair" else \
+                item.child_by_field_name("name") if item.type == "method_definition" else None
+            if key is not None and key.type in ("property_identifier", "identifier",
+                                                "shorthand_property_identifier"):
+                names.append(self.text(key.start_byte, key.end_byte))
+        return tuple(names)
 
     def _container(self, start: tree_sitter.Node, inner: tree_sitter.Node,
                    body: tree_sitter.Node, depth: int) -> OutlineEntry:
