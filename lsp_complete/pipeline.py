@@ -163,9 +163,15 @@ class Completer:
         return budget
 
     def choose_prompt(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
-        """The full-context prompt (`full`, when the caller has built it already), unless the
+        """The full-context prompt (`full`, when the caller has built it already), unless a
         smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
-        prompt idle work has not finished building yet (it is, in idle time)."""
+        prompt idle work has not finished building yet (it is, in idle time).
+
+        Two smaller ones: the cold window (`window_prompt`: what idle work prepares first at a
+        spot), and, where nothing was prepared at this spot (a newly opened file asked at
+        once), that window cut to what prefills in ~0.5 s (`cold_budget`). A window idle work
+        started is finished rather than given up for the cut one: the keystrokes after it keep
+        its context."""
         if full is None:
             full = self.build_prompt(prepared.ctx)
         if prepared.cold_ctx is None:
@@ -176,12 +182,27 @@ class Completer:
         full_cost = len(full) - full_cached
         if full_cost <= FULL_PROMPT_SLACK:
             return full
-        cold = self.build_prompt(fit_context(
+        window = self.window_prompt(prepared)
+        window_cached = self.engine.cached_prefix(prepared.key, window.tokens) or 0
+        small = self.build_prompt(fit_context(
             prepared.cold_ctx, self.cold_budget_for(prepared.key),
             lambda text: len(self._count_cache(text))
         ))
-        cold_cost = len(cold) - (self.engine.cached_prefix(prepared.key, cold.tokens) or 0)
-        return full if full_cost <= cold_cost + max(FULL_PROMPT_SLACK, cold_cost // 2) else cold
+        small_cached = self.engine.cached_prefix(prepared.key, small.tokens) or 0
+        if window_cached >= small_cached + FULL_PROMPT_SLACK:  # idle work prepared this spot
+            candidates, base = [full], window
+        else:
+            candidates, base = [full, window], small
+        base_cost = len(base) - (window_cached if base is window else small_cached)
+        allowed = base_cost + max(FULL_PROMPT_SLACK, base_cost // 2)
+        costs = {id(full): full_cost, id(window): len(window) - window_cached}
+        return next((p for p in candidates if costs[id(p)] <= allowed), base)
+
+    def window_prompt(self, prepared: Prepared) -> Prompt:
+        """The cold window's prompt (at most COLD_MAX_TOKENS of context besides the middle)."""
+        assert prepared.cold_ctx is not None
+        return self.build_prompt(fit_context(prepared.cold_ctx, COLD_MAX_TOKENS,
+                                             lambda text: len(self._count_cache(text))))
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
         return build_prompt(
@@ -295,12 +316,14 @@ class Completer:
 
     def warm_for(self, prepared: Prepared, cancel: CancelToken) -> int:
         """Idle time: encode what a keystroke at the prepared cursor will need. First the prompt
-        `choose_prompt` picks now (the small one when the file's cache is cold), then the
-        full-context one, which the engine builds aside and uses once complete. Returns the
-        tokens encoded."""
+        `choose_prompt` picks now (the cold window rather than its cut when the file's cache is
+        cold: there is no request waiting), then the full-context one, which the engine builds
+        aside and uses once complete. Returns the tokens encoded."""
         try:
             full = self.build_prompt(prepared.ctx)
             first = self.choose_prompt(prepared, full)
+            if first is not full and prepared.cold_ctx is not None:
+                first = self.window_prompt(prepared)
             done = self.engine.warm(prepared.key, first.segments, cancel)
             if not cancel.cancelled and full.tokens != first.tokens:
                 done += self.engine.warm(prepared.key, full.segments, cancel)
