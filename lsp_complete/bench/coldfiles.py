@@ -81,11 +81,9 @@ async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
             suggestion, latency, error = await session.inline(uri, text, offset)
             record = lsp_driver.stats_by_version(await session.status(), uri).get(index + 1)
             c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-            samples.append(Sample(
-                engine="d", workload=WORKLOAD, case=Path(case.path).name, index=index,
-                latency_ms=c.latency_ms, suggestion=c.text, prompt_tokens=c.prompt_tokens,
-                encoded_tokens=c.encoded_tokens, generated_tokens=c.generated_tokens,
-                source=c.source, line_exact=line_exact(typed, c.text, case.line),
+            samples.append(Sample.of(
+                "d", WORKLOAD, Path(case.path).name, index, c,
+                line_exact=line_exact(typed, c.text, case.line),
                 extra={"error": error} if error else {},
             ))
         session.close(uri)

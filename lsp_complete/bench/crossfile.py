@@ -26,7 +26,7 @@ import asyncio
 import random
 import re
 import sysconfig
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,20 +317,12 @@ def build_js_tasks(n: int, seed: int = 0) -> list[CrossFileTask]:
     rng = random.Random(f"crossfile-js:{seed}")
     folders = crossfile_js.package_dirs()
     rng.shuffle(folders)
-    per_package = max(1, -(-n // 4))
-    chosen: list[CrossFileTask] = []
-    for folder in folders:
-        package = crossfile_js.package_name(folder)
-        found: list[CrossFileTask] = []
-        for module in crossfile_js.modules(folder):
-            tasks = crossfile_js.module_tasks(module, folder, package)
-            rng.shuffle(tasks)
-            found += tasks[:MAX_PER_MODULE]
-        rng.shuffle(found)
-        chosen += found[:per_package]
-        if len(chosen) >= n:
-            break
-    return chosen[:n]
+
+    def package(folder: Path) -> Iterator[list[CrossFileTask]]:
+        name = crossfile_js.package_name(folder)
+        return (crossfile_js.module_tasks(m, folder, name) for m in crossfile_js.modules(folder))
+
+    return _spread(n, rng, max(1, -(-n // 4)), map(package, folders))
 
 
 def build_python_tasks(n: int, seed: int = 0,
@@ -341,12 +333,23 @@ def build_python_tasks(n: int, seed: int = 0,
     per_package = max(1, -(-n // PACKAGES_WANTED))
     folders = [(root, folder) for root in roots or package_roots() for folder in _packages(root)]
     rng.shuffle(folders)
+
+    def package(root: Path, folder: Path) -> Iterator[list[CrossFileTask]]:
+        name = folder.relative_to(root).as_posix().replace("/", ".")
+        return (_module_tasks(m, root, name) for m in sorted(folder.glob("*.py")))
+
+    return _spread(n, rng, per_package, (package(root, folder) for root, folder in folders))
+
+
+def _spread(n: int, rng: random.Random, per_package: int,
+            packages: Iterable[Iterable[list[CrossFileTask]]]) -> list[CrossFileTask]:
+    """About `per_package` tasks from each package in turn (MAX_PER_MODULE from each of its
+    modules) until there are `n`. A package is its modules' task lists, found only when it is
+    reached: packages after the last one needed are never read."""
     chosen: list[CrossFileTask] = []
-    for root, folder in folders:
-        package = folder.relative_to(root).as_posix().replace("/", ".")
+    for modules in packages:
         found: list[CrossFileTask] = []
-        for module in sorted(folder.glob("*.py")):
-            tasks = _module_tasks(module, root, package)
+        for tasks in modules:
             rng.shuffle(tasks)
             found += tasks[:MAX_PER_MODULE]
         rng.shuffle(found)
@@ -359,18 +362,8 @@ def build_python_tasks(n: int, seed: int = 0,
 # ---------------------------------------------------------------------- engines
 
 def _sample(variant: str, task: CrossFileTask, c: Completion) -> Sample:
-    return Sample(
-        engine="d" if variant.startswith("d") else variant,
-        workload="crossfile",
-        case=task.name,
-        index=0,
-        latency_ms=c.latency_ms,
-        suggestion=c.text,
-        prompt_tokens=c.prompt_tokens,
-        encoded_tokens=c.encoded_tokens,
-        generated_tokens=c.generated_tokens,
-        source=c.source,
-        exact_match=None,
+    return Sample.of(
+        "d" if variant.startswith("d") else variant, "crossfile", task.name, 0, c,
         extra={"variant": variant, "target": task.target, "needed": list(task.needed),
                **score(task, c.text)},
     )

@@ -48,6 +48,15 @@ class Sample:
     fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,
+           **kw: Any) -> Sample:
+        """The sample of one answer `c`; `kw` sets the quality fields and `extra`."""
+        return cls(engine=engine, workload=workload, case=case, index=index,
+                   latency_ms=c.latency_ms, suggestion=c.text, prompt_tokens=c.prompt_tokens,
+                   encoded_tokens=c.encoded_tokens, generated_tokens=c.generated_tokens,
+                   source=c.source, **kw)
+
 
 class StatelessEngine(Protocol):
     """An engine that sees the whole document on every request (baselines a, b, c)."""

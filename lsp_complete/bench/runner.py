@@ -81,28 +81,12 @@ def _bar(desc: str, total: int) -> tqdm:
     return tqdm(total=total, desc=desc, unit="req", file=sys.stderr, dynamic_ncols=True)
 
 
-def _sample(engine: str, workload: str, case: str, index: int, c: Completion, **kw) -> Sample:
-    return Sample(
-        engine=engine,
-        workload=workload,
-        case=case,
-        index=index,
-        latency_ms=c.latency_ms,
-        suggestion=c.text,
-        prompt_tokens=c.prompt_tokens,
-        encoded_tokens=c.encoded_tokens,
-        generated_tokens=c.generated_tokens,
-        source=c.source,
-        **kw,
-    )
-
-
 def _err(error: str | None) -> dict[str, Any]:
     return {"extra": {"error": error}} if error else {}
 
 
 def _humaneval_sample(engine: str, task: InfillTask, c: Completion, passes: PassRunner) -> Sample:
-    return _sample(
+    return Sample.of(
         engine,
         "humaneval",
         task.name,
@@ -127,7 +111,7 @@ def run_stateless(engine: StatelessEngine, work: Workload, rest_ms: float = 0.0)
             for k, ks in enumerate(ep.keystrokes):
                 c = engine.complete(ep.text_after(k + 1), ks.offset, ep.path)
                 exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-                samples.append(_sample(key, "replay", ep.name, k, c, line_exact=exact))
+                samples.append(Sample.of(key, "replay", ep.name, k, c, line_exact=exact))
                 bar.update()
     if work.open_case is not None:
         samples += open_stateless(engine, work.open_case)
@@ -153,7 +137,7 @@ def open_stateless(engine: StatelessEngine, case: OpenCase) -> list[Sample]:
     samples = []
     for phase, text, offset in phases:
         c = engine.complete(text, offset, case.path)
-        samples.append(_sample(engine.key, "open", phase, 0, c))
+        samples.append(Sample.of(engine.key, "open", phase, 0, c))
     return samples
 
 
@@ -289,7 +273,7 @@ async def replay_lsp(
         ):
             c = lsp_driver.completion_with_stats(suggestion, latency, records.get(ver), error)
             exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-            samples.append(_sample("d", "replay", ep.name, k, c, line_exact=exact, **_err(error)))
+            samples.append(Sample.of("d", "replay", ep.name, k, c, line_exact=exact, **_err(error)))
         session.close(uri)
     return samples
 
@@ -329,7 +313,7 @@ async def paced_lsp(
             exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
             fresh = newest and c.source not in ("superseded", "error")
             samples.append(
-                _sample("d", "paced", ep.name, k, c, line_exact=exact, fresh=fresh, **_err(error))
+                Sample.of("d", "paced", ep.name, k, c, line_exact=exact, fresh=fresh, **_err(error))
             )
         session.close(uri)
     return samples
@@ -421,7 +405,7 @@ async def _with_status(
 ) -> Sample:
     record = lsp_driver.stats_by_version(await session.status(), uri).get(version)
     c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-    return _sample("d", "open", phase, 0, c, **_err(error))
+    return Sample.of("d", "open", phase, 0, c, **_err(error))
 
 
 async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:

@@ -38,7 +38,6 @@ from lsp_complete.bench.runner import (
     Workload,
     _bar,
     _episode_version,
-    _sample,
     _warm_up,
     replay_lsp,
 )
@@ -268,7 +267,7 @@ async def idle_requests(
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
         exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
-        sample = _sample("d", workload, task.name, 0, c, exact_match=exact,
+        sample = Sample.of("d", workload, task.name, 0, c, exact_match=exact,
                          passed=passes.passed(task, c.text))
         sample.extra["generate_ms"] = (record or {}).get("generateMs")
         if error:
