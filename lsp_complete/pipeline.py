@@ -147,6 +147,7 @@ class Completer:
         self.last_error = ""
         # Fixed per file once chosen: a budget that moved would move its cold prompt too.
         self._cold_budgets: OrderedDict[str, int] = OrderedDict()
+        # fit_context counts line by line: its own cache keeps the prompt segments' one warm.
         self._count_cache = SegmentTokenizer(engine.tokenize, max_entries=512)
 
     @property
@@ -185,24 +186,25 @@ class Completer:
         window = self.window_prompt(prepared)
         window_cached = self.engine.cached_prefix(prepared.key, window.tokens) or 0
         small = self.build_prompt(fit_context(
-            prepared.cold_ctx, self.cold_budget_for(prepared.key),
-            lambda text: len(self._count_cache(text))
-        ))
+            prepared.cold_ctx, self.cold_budget_for(prepared.key), self._count_tokens))
         small_cached = self.engine.cached_prefix(prepared.key, small.tokens) or 0
-        if window_cached >= small_cached + FULL_PROMPT_SLACK:  # idle work prepared this spot
-            candidates, base = [full], window
-        else:
-            candidates, base = [full, window], small
-        base_cost = len(base) - (window_cached if base is window else small_cached)
+        # Most context first; the last is the fallback. The cut prompt only where idle work
+        # did not prepare this spot.
+        options = [(full, full_cost), (window, len(window) - window_cached)]
+        if window_cached < small_cached + FULL_PROMPT_SLACK:
+            options.append((small, len(small) - small_cached))
+        base_cost = options[-1][1]
         allowed = base_cost + max(FULL_PROMPT_SLACK, base_cost // 2)
-        costs = {id(full): full_cost, id(window): len(window) - window_cached}
-        return next((p for p in candidates if costs[id(p)] <= allowed), base)
+        return next(prompt for prompt, cost in options if cost <= allowed)
 
     def window_prompt(self, prepared: Prepared) -> Prompt:
         """The cold window's prompt (at most COLD_MAX_TOKENS of context besides the middle)."""
         assert prepared.cold_ctx is not None
         return self.build_prompt(fit_context(prepared.cold_ctx, COLD_MAX_TOKENS,
-                                             lambda text: len(self._count_cache(text))))
+                                             self._count_tokens))
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self._count_cache(text))
 
     def build_prompt(self, ctx: CodeContext) -> Prompt:
         return build_prompt(

@@ -153,7 +153,7 @@ class LlamaEngine:
         """Prompt tokens per second on this machine, timed on one batch at load. It also pages
         the weights in, so that the first file's first suggestion does not pay for that."""
         tokens = (self.tokenize(_CALIBRATION_TEXT) * 8)[: self.n_batch]
-        scratch = _Sequence("", self._free_ids.pop(0), aside=True)
+        scratch = self._scratch("")
         try:
             started = time.perf_counter()
             if not self._decode(scratch, tokens, 0, CancelToken(), abortable=False):
@@ -162,8 +162,7 @@ class LlamaEngine:
         except EngineError:
             return None
         finally:
-            llama_cpp.llama_memory_seq_rm(self._mem, scratch.seq_id, -1, -1)
-            self._free_ids.insert(0, scratch.seq_id)
+            self._release(scratch)
 
     # ------------------------------------------------------------------ vocabulary
 
