@@ -20,7 +20,15 @@ from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.testing.lsp_client import insert, open_doc, poll_status, status, wait_idle
 from tests.lsp_helpers import SOURCE, start_server
-from tests.test_engine import BEFORE, SUFFIX_TEXT, CancelAfter, fim_request, make_engine, uncached
+from tests.test_engine import (
+    BEFORE,
+    SUFFIX_TEXT,
+    CancelAfter,
+    cancel_after_text,
+    fim_request,
+    make_engine,
+    uncached,
+)
 
 # Middles after which the tiny model has more than one likely first token (some of them with
 # a healed, half-typed word), single- and multi-line.
@@ -137,15 +145,7 @@ def test_cancelling_alternatives_stops_with_no_work_after(engine, fresh) -> None
     cached = engine.cached_tokens(key)
     assert engine.alternatives(request, 3, CancelAfter(0)) == []  # cancelled before it began
     for after in (1, 3, 9, 20):  # a keystroke after that many tokens
-        cancel = CancelToken()
-        calls = [0]
-
-        def on_text(_text: str, cancel: CancelToken = cancel, calls: list = calls,
-                    after: int = after) -> None:
-            calls[0] += 1
-            if calls[0] == after:
-                cancel.cancel()
-
+        cancel, on_text = cancel_after_text(after)
         before = engine.counters.tokens_after_cancel
         decodes = engine.counters.generation_decodes
         alternatives = engine.alternatives(dataclasses.replace(request, on_text=on_text), 3,

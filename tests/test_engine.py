@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,20 @@ def test_an_abandoned_suggestion_stops_generating_and_returns_no_text(engine) ->
     assert result.text == request.heal  # nothing of what the model wrote is kept
     # It saw what the unabandoned run produced, token by token.
     assert full.text[len(request.heal):].startswith(seen[-1])
+
+
+def cancel_after_text(pieces: int) -> tuple[CancelToken, Callable[[str], None]]:
+    """A cancel token and an `on_text` that sets it at the `pieces`-th piece of generated
+    text: a keystroke arriving mid-generation."""
+    cancel = CancelToken()
+    seen = [0]
+
+    def on_text(_text: str) -> None:
+        seen[0] += 1
+        if seen[0] == pieces:
+            cancel.cancel()
+
+    return cancel, on_text
 
 
 class CancelAfter(CancelToken):

@@ -12,7 +12,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 import pytest
-from test_engine import BEFORE, SUFFIX_TEXT, TYPED, fim_request, make_engine
+from test_engine import BEFORE, SUFFIX_TEXT, TYPED, cancel_after_text, fim_request, make_engine
 
 from lsp_complete.config import Settings, parse_settings
 from lsp_complete.documents import Document
@@ -285,15 +285,7 @@ def test_cancelling_mid_generation_stops_at_the_same_token_with_no_work_after(
     for after in (1, 3, 7, 15):
         results = []
         for engine, mode in ((plain, "off"), (spec, "lookup")):
-            cancel = CancelToken()
-            calls = [0]
-
-            def on_text(_text: str, cancel: CancelToken = cancel, calls: list = calls,
-                        after: int = after) -> None:
-                calls[0] += 1
-                if calls[0] == after:
-                    cancel.cancel()
-
+            cancel, on_text = cancel_after_text(after)
             before = engine.counters.generation_decodes
             result = engine.complete(
                 dataclasses.replace(request, speculation=mode, on_text=on_text), cancel
