@@ -17,11 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_complete.engine.base import HEALING_MODES, default_threads
-from lsp_complete.engine.speculation import SPECULATION_MODES
-
 MULTILINE_MODES = ("auto", "always", "never")
 ENGINES = ("local", "llama-server", "openai")
+# Token healing on a remote engine: as a grammar, as a regex, or none (auto: what it supports).
+HEALING_MODES = ("auto", "grammar", "regex", "off")
+# Speculative decoding in the local engine (engine/speculation.py says what each does).
+SPECULATION_MODES = ("auto", "off", "lookup", "draft")
+
+
+def default_threads() -> int:
+    # Generation is memory-bound: more threads than physical cores only adds contention.
+    return max(1, min(8, (os.cpu_count() or 2)))
 
 
 def _int(default: int | Callable[[], int], low: int, high: int) -> Any:

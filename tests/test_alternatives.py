@@ -49,12 +49,12 @@ def forced(fresh: LlamaEngine, request, first: int) -> str:
 
 
 def assert_kv_in_sync(engine: LlamaEngine) -> None:
-    for seq in [*engine._sequences.values(), *engine._asides.values()]:
+    for seq in [*engine._table.files.values(), *engine._table.asides.values()]:
         held = llama_cpp.llama_memory_seq_pos_max(engine._mem, seq.seq_id) + 1
         assert held == len(seq.tokens), (seq.key, held, len(seq.tokens))
-    used = {s.seq_id for s in [*engine._sequences.values(), *engine._asides.values()]}
-    assert sorted([*used, *engine._free_ids]) == list(range(2 * engine.slots))  # none leaked
-    for seq_id in engine._free_ids:
+    used = {s.seq_id for s in [*engine._table.files.values(), *engine._table.asides.values()]}
+    assert sorted([*used, *engine._table.free_ids]) == list(range(2 * engine.slots))  # none leaked
+    for seq_id in engine._table.free_ids:
         assert llama_cpp.llama_memory_seq_pos_max(engine._mem, seq_id) == -1  # nothing left
 
 
@@ -170,7 +170,7 @@ def test_alternatives_with_every_sequence_in_use(tiny_model_path: Path, fresh) -
         eng.complete(request, CancelToken())
         moved = fim_request(eng, key, BEFORE * 3, "    x", SUFFIX_TEXT)
         eng.warm(key, moved.segments, CancelAfter(2))  # interrupted: stays aside
-        assert not eng._free_ids and eng._asides
+        assert not eng._table.free_ids and eng._table.asides
         assert len(eng.alternatives(request, 2, CancelToken())) >= 1
         assert_kv_in_sync(eng)
         assert eng.complete(request, CancelToken()).text == uncached(fresh, request).text

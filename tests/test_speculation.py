@@ -201,7 +201,7 @@ def assert_same(off, on, what: object = "") -> None:
 
 
 def assert_kv_in_sync(engine: LlamaEngine) -> None:
-    for seq in engine._sequences.values():
+    for seq in engine._table.files.values():
         held = llama_cpp.llama_memory_seq_pos_max(engine._mem, seq.seq_id) + 1
         assert held == len(seq.tokens), (seq.key, held, len(seq.tokens))
 

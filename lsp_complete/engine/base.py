@@ -7,7 +7,6 @@ share. Nothing here loads llama.cpp: the settings and the remote engines import 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +16,6 @@ from typing import Protocol
 import numpy as np
 
 # Token healing on a remote server: how the healed characters are forced (`remoteHealing`).
-HEALING_MODES = ("auto", "grammar", "regex", "off")
 # An alternative suggestion's first token must be at least this likely (softmax over the
 # tokens healing allows there): below it the model is writing noise, not another idea.
 MIN_ALTERNATIVE_PROBABILITY = 0.02
@@ -203,6 +201,3 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
     return int(diff[0]) if diff.size else n
 
 
-def default_threads() -> int:
-    # Generation is memory-bound: more threads than physical cores only adds contention.
-    return max(1, min(8, (os.cpu_count() or 2)))

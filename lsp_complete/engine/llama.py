@@ -15,12 +15,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
+from lsp_complete.config import default_threads
 from lsp_complete.engine.base import (
     MIN_ALTERNATIVE_PROBABILITY,
     CancelToken,
@@ -29,10 +30,10 @@ from lsp_complete.engine.base import (
     GenerationRequest,
     GenerationResult,
     common_prefix_length,
-    default_threads,
 )
 from lsp_complete.engine.kvstore import KVStore, model_identity
 from lsp_complete.engine.llama_backend import init_backend, token_piece, vocab_tokenize
+from lsp_complete.engine.sequences import KVSequence, SequenceTable
 from lsp_complete.engine.speculation import (
     NEAR_TIE,
     PREVIOUS_TAIL,
@@ -54,15 +55,6 @@ BORROW_MIN_TOKENS = 32
 PREFILL_SAMPLE_TOKENS = 64  # prefills at least this long update the measured speed
 # What the load-time prefill measurement encodes: ordinary code, as the first prompts are.
 _CALIBRATION_TEXT = "def total(items):\n    return sum(item.price * item.count for item in items)\n"
-
-
-@dataclass
-class _Sequence:
-    key: str
-    seq_id: int
-    tokens: list[int] = field(default_factory=list)
-    dirty: bool = False  # holds KV that the disk store does not have yet
-    aside: bool = False  # a file's second sequence, where idle work builds its next prompt
 
 
 class LlamaEngine:
@@ -143,9 +135,8 @@ class LlamaEngine:
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        self._sequences: OrderedDict[str, _Sequence] = OrderedDict()  # LRU order, oldest first
-        self._asides: dict[str, _Sequence] = {}
-        self._free_ids = list(range(2 * self.slots))
+        self._table = SequenceTable(self._mem, self.slots, self.n_ctx, self.counters,
+                                    self._save, self._restore)
         self._load_vocab_pieces()
         self.prefill_rate = self._measure_prefill()
 
@@ -153,7 +144,7 @@ class LlamaEngine:
         """Prompt tokens per second on this machine, timed on one batch at load. It also pages
         the weights in, so that the first file's first suggestion does not pay for that."""
         tokens = (self.tokenize(_CALIBRATION_TEXT) * 8)[: self.n_batch]
-        scratch = self._scratch("")
+        scratch = self._table.scratch("")
         try:
             started = time.perf_counter()
             if not self._decode(scratch, tokens, 0, CancelToken(), abortable=False):
@@ -162,7 +153,7 @@ class LlamaEngine:
         except EngineError:
             return None
         finally:
-            self._release(scratch)
+            self._table.release(scratch)
 
     # ------------------------------------------------------------------ vocabulary
 
@@ -234,87 +225,7 @@ class LlamaEngine:
         cancel = self._active_cancel
         return bool(cancel is not None and cancel.hard)
 
-    def _acquire(self, key: str) -> _Sequence:
-        seq = self._sequences.get(key)
-        if seq is not None:
-            self._sequences.move_to_end(key)
-            return seq
-        while len(self._sequences) >= self.slots and self._evict_file(exclude=None):
-            pass
-        seq = _Sequence(key=key, seq_id=self._free_ids.pop(0))
-        self._sequences[key] = seq
-        self._restore(seq)
-        return seq
-
-    def _aside_for(self, key: str) -> _Sequence:
-        aside = self._asides.get(key)
-        if aside is None:
-            aside = self._asides[key] = _Sequence(key, self._free_ids.pop(0), aside=True)
-        return aside
-
-    def _drop(self, seq: _Sequence) -> None:
-        llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
-        self._free_ids.append(seq.seq_id)
-        if seq.aside:
-            del self._asides[seq.key]
-        else:
-            del self._sequences[seq.key]
-
-    @staticmethod
-    def _further(a: _Sequence, b: _Sequence, prompt: list[int]) -> bool:
-        return common_prefix_length(a.tokens, prompt) > common_prefix_length(b.tokens, prompt)
-
-    def _promote(self, aside: _Sequence) -> _Sequence:
-        """The aside sequence becomes the file's sequence; the old one is freed."""
-        main = self._sequences.get(aside.key)
-        if main is not None:
-            self._drop(main)
-        del self._asides[aside.key]
-        aside.aside, aside.dirty = False, True
-        self._sequences[aside.key] = aside  # most recently used
-        return aside
-
-    def _evict_lru(self, exclude: str | None) -> bool:
-        """Free KV cells held for files other than `exclude`: an aside sequence first (it only
-        holds idle work), else the least recently used file's sequences."""
-        for key, aside in list(self._asides.items()):
-            if key != exclude:
-                self._drop(aside)
-                return True
-        return self._evict_file(exclude)
-
-    def _evict_file(self, exclude: str | None) -> bool:
-        """Free the least recently used file's sequences (saved to disk first), not `exclude`'s."""
-        for key, victim in self._sequences.items():
-            if key == exclude:
-                continue
-            if victim.dirty:
-                self._save(victim)
-            self._drop(victim)
-            if key in self._asides:
-                self._drop(self._asides[key])
-            self.counters.evictions += 1
-            log.debug("evicted KV sequence of %s", key)
-            return True
-        return False
-
-    def _cells_in_use(self) -> int:
-        # Counts cells an aside shares with its file's sequence twice: errs towards room.
-        held = [*self._sequences.values(), *self._asides.values()]
-        return sum(len(s.tokens) for s in held)
-
-    def _make_room(self, seq: _Sequence, needed: int) -> None:
-        # Keep a little slack: llama.cpp places a ubatch in free cells, fragmentation included.
-        while self._cells_in_use() + needed > self.n_ctx - 64:
-            if not self._evict_lru(exclude=seq.key):
-                break
-
-    def _truncate(self, seq: _Sequence, keep: int) -> None:
-        if keep < len(seq.tokens):
-            llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, keep, -1)
-            del seq.tokens[keep:]
-
-    def _restore(self, seq: _Sequence) -> None:
+    def _restore(self, seq: KVSequence) -> None:
         if self.kv_store is None:
             return
         entry = self.kv_store.load(self._kv_model, seq.key)
@@ -324,7 +235,7 @@ class LlamaEngine:
         if tokens and not 0 <= min(tokens) <= max(tokens) < self.n_vocab:
             self.kv_store.discard(self._kv_model, seq.key)  # intact, but not this vocabulary's
             return
-        self._make_room(seq, len(tokens))
+        self._table.make_room(seq, len(tokens))
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         read = llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(data), seq.seq_id)
         pos_max = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id)
@@ -337,7 +248,7 @@ class LlamaEngine:
         seq.tokens = list(tokens)
         self.counters.restored_from_disk += 1
 
-    def _save(self, seq: _Sequence) -> bool:
+    def _save(self, seq: KVSequence) -> bool:
         if self.kv_store is None or not seq.tokens:
             return False
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq.seq_id)
@@ -351,7 +262,7 @@ class LlamaEngine:
 
     # ------------------------------------------------------------------ decoding
 
-    def _decode(self, seq: _Sequence, tokens: list[int], logit_rows: int, cancel: CancelToken,
+    def _decode(self, seq: KVSequence, tokens: list[int], logit_rows: int, cancel: CancelToken,
                 abortable: bool) -> bool:
         """Append tokens to a sequence in batches, with logits for the last `logit_rows` of
         them (True: the last one; a draft's verify step: each). Returns False when cancelled
@@ -364,7 +275,7 @@ class LlamaEngine:
             last_chunk = start + len(chunk) >= len(tokens)
             rows = logit_rows if last_chunk else 0
             status = self._decode_chunk(seq, chunk, rows, cancel, abortable)
-            if status == 1 and self._evict_lru(exclude=seq.key):
+            if status == 1 and self._table.evict_lru(exclude=seq.key):
                 continue  # no free KV cells: retry after dropping another file's cache
             if status != 0:
                 self._resync(seq, chunk)
@@ -381,7 +292,7 @@ class LlamaEngine:
             start += len(chunk)
         return True
 
-    def _resync(self, seq: _Sequence, chunk: list[int]) -> None:
+    def _resync(self, seq: KVSequence, chunk: list[int]) -> None:
         """After an aborted or failed decode, make our token list match llama.cpp's cells.
 
         The micro-batches a decode finished before an abort stay in memory and are valid
@@ -396,7 +307,7 @@ class LlamaEngine:
             del seq.tokens[max(held, 0) :]
         llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, len(seq.tokens), -1)
 
-    def _decode_chunk(self, seq: _Sequence, chunk: list[int], logit_rows: int,
+    def _decode_chunk(self, seq: KVSequence, chunk: list[int], logit_rows: int,
                       cancel: CancelToken, abortable: bool) -> int:
         batch = self._batch
         base = len(seq.tokens)
@@ -428,7 +339,7 @@ class LlamaEngine:
             seq.dirty = True
         return status
 
-    def _borrow_prefix(self, seq: _Sequence, prompt: list[int]) -> None:
+    def _borrow_prefix(self, seq: KVSequence, prompt: list[int]) -> None:
         """Give `seq` the longest prefix of `prompt` that another file's sequence holds, when
         that is BORROW_MIN_TOKENS longer than its own: open files that share an opening (the
         same repository block, a license header) encode it once. In llama.cpp's unified cache
@@ -437,28 +348,26 @@ class LlamaEngine:
         if len(prompt) - own < BORROW_MIN_TOKENS:
             return  # a keystroke: almost all of it is there already
         donor, best = None, own + BORROW_MIN_TOKENS - 1
-        for other in (*self._sequences.values(), *self._asides.values()):
+        for other in (*self._table.files.values(), *self._table.asides.values()):
             if other is not seq and len(other.tokens) > best:
                 shared = common_prefix_length(other.tokens, prompt)
                 if shared > best:
                     donor, best = other, shared
         if donor is None:
             return
-        self._truncate(seq, 0)
-        llama_cpp.llama_memory_seq_cp(self._mem, donor.seq_id, seq.seq_id, 0, best)
-        seq.tokens = prompt[:best]
+        self._table.copy_prefix(donor, seq, prompt[:best])
         seq.dirty = True
         self.counters.tokens_borrowed += best - own
 
-    def _prefill(self, seq: _Sequence, prompt: list[int], cancel: CancelToken,
+    def _prefill(self, seq: KVSequence, prompt: list[int], cancel: CancelToken,
                  want_logits: bool) -> tuple[int, int] | None:
         self._borrow_prefix(seq, prompt)
         reused = common_prefix_length(seq.tokens, prompt)
         if want_logits and reused == len(prompt):
             reused -= 1  # the last prompt token must be decoded again to get its logits
-        self._truncate(seq, reused)
+        self._table.truncate(seq, reused)
         todo = prompt[reused:]
-        self._make_room(seq, len(todo))
+        self._table.make_room(seq, len(todo))
         started = time.perf_counter()
         if not self._decode(seq, todo, want_logits, cancel, abortable=True):
             return None
@@ -484,24 +393,20 @@ class LlamaEngine:
         if not prompt:
             return 0
         with self._lock:
-            seq = self._acquire(key)
+            seq = self._table.acquire(key)
             shared = common_prefix_length(seq.tokens, prompt)
             if shared < len(seq.tokens):
                 if extend_only:
                     return 0
-                seq = self._aside_for(key)
+                seq = self._table.aside_for(key)
                 if common_prefix_length(seq.tokens, prompt) < shared:
-                    self._truncate(seq, 0)
-                    llama_cpp.llama_memory_seq_cp(
-                        self._mem, self._sequences[key].seq_id, seq.seq_id, 0, shared
-                    )
-                    seq.tokens = prompt[:shared]
+                    self._table.copy_prefix(self._table.files[key], seq, prompt[:shared])
             self.counters.warm_calls += 1
             done = self._prefill(seq, prompt, cancel, want_logits=False)
             if done is None:
                 return 0
             if seq.aside:
-                self._promote(seq)
+                self._table.promote(seq)
             self.counters.tokens_encoded += done[1]
             self.counters.tokens_reused += done[0]
             return done[1]
@@ -515,10 +420,10 @@ class LlamaEngine:
         with self._lock:
             self.counters.calls += 1
             t0 = time.perf_counter()
-            seq = self._acquire(request.key)
-            aside = self._asides.get(request.key)
-            if aside is not None and self._further(aside, seq, prompt):
-                seq = self._promote(aside)  # idle work got further towards this prompt
+            seq = self._table.acquire(request.key)
+            aside = self._table.asides.get(request.key)
+            if aside is not None and _further(aside, seq, prompt):
+                seq = self._table.promote(aside)  # idle work got further towards this prompt
             done = self._prefill(seq, prompt, cancel, want_logits=True)
             result.prefill_ms = (time.perf_counter() - t0) * 1000
             if done is None:
@@ -532,7 +437,7 @@ class LlamaEngine:
             result.generate_ms = (time.perf_counter() - t1) * 1000
             return result
 
-    def _generate(self, seq: _Sequence, request: GenerationRequest, cancel: CancelToken,
+    def _generate(self, seq: KVSequence, request: GenerationRequest, cancel: CancelToken,
                   result: GenerationResult, first: int | None = None) -> None:
         """Greedy decoding, token by token as far as every rule is concerned; with `first`,
         that token is the first one instead of the greedy choice (an alternative).
@@ -562,7 +467,7 @@ class LlamaEngine:
                 token, lead = self._pick(row, heal, request.heal_code, gap=row >= 0)
             if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
                 self._verified(result, kind, len(pending) - 1, row, judged_all=False)
-                self._truncate(seq, base + row)
+                self._table.truncate(seq, base + row)
                 pending, base, row = pending[row : row + 1], base + row, -1
                 if not self._decode(seq, pending, True, cancel, abortable=False):
                     result.stop_reason = "cancelled"
@@ -593,7 +498,7 @@ class LlamaEngine:
                 continue
             if row >= 0:  # the draft ends here: accepted up to `row`, the rest leaves the KV
                 self._verified(result, kind, len(pending) - 1, row, judged_all=True)
-                self._truncate(seq, base + row + 1)
+                self._table.truncate(seq, base + row + 1)
             draft = self._draft(drafter, history, request.max_tokens - step - 2)
             pending, kind, base = [token, *draft.tokens], draft.kind, len(seq.tokens)
             started = time.perf_counter()
@@ -608,7 +513,7 @@ class LlamaEngine:
             row = 0 if draft.tokens else -1
         if row >= 0:  # stopped inside a draft: its unjudged rest leaves the KV
             self._verified(result, kind, len(pending) - 1, row, judged_all=False)
-            self._truncate(seq, base + row + 1)
+            self._table.truncate(seq, base + row + 1)
         if history is not None:
             self._remember(request.key, history)
         result.text = rules.text
@@ -640,20 +545,6 @@ class LlamaEngine:
                 picks.append(token)
         return picks
 
-    def _scratch(self, key: str) -> _Sequence:
-        """A sequence id for work that leaves nothing behind (alternatives): a free one, else
-        one freed by dropping an aside sequence (another file's first: it only holds idle
-        work). Not registered: the caller releases it with `_release`."""
-        if not self._free_ids:
-            asides = sorted(self._asides.values(), key=lambda a: a.key == key)
-            if asides:
-                self._drop(asides[0])
-        return _Sequence(key, self._free_ids.pop(0), aside=True)
-
-    def _release(self, scratch: _Sequence) -> None:
-        llama_cpp.llama_memory_seq_rm(self._mem, scratch.seq_id, -1, -1)
-        self._free_ids.append(scratch.seq_id)
-
     def alternatives(self, request: GenerationRequest, count: int,
                      cancel: CancelToken) -> list[GenerationResult]:
         """Other suggestions for the prompt (see `Engine.alternatives`).
@@ -671,20 +562,16 @@ class LlamaEngine:
         results: list[GenerationResult] = []
         with self._lock:
             self.counters.alternative_calls += 1
-            seq = self._acquire(request.key)
-            scratch = self._scratch(request.key)  # (may drop an aside: look at them after)
-            held = [s for s in (seq, self._asides.get(request.key)) if s is not None]
-            source = max(held, key=lambda s: common_prefix_length(s.tokens, prompt))
+            self._table.acquire(request.key)  # (restored from disk, if need be)
+            scratch = self._table.scratch(request.key)  # (may drop an aside: look at them after)
+            source = max(self._table.held(request.key),
+                         key=lambda s: common_prefix_length(s.tokens, prompt))
             # The last prompt token is decoded again: its logits choose the first tokens.
             shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
             try:
-                if shared:
-                    llama_cpp.llama_memory_seq_cp(
-                        self._mem, source.seq_id, scratch.seq_id, 0, shared
-                    )
-                    scratch.tokens = prompt[:shared]
+                self._table.copy_prefix(source, scratch, prompt[:shared])
                 needed = len(prompt) - shared + request.max_tokens
-                if self._cells_in_use() + needed > self.n_ctx - 64:
+                if not self._table.has_room(needed):
                     return []  # no room without evicting a file's cache: not worth it
                 if not self._decode(scratch, prompt[shared:], True, cancel, abortable=True):
                     return []
@@ -698,7 +585,7 @@ class LlamaEngine:
                 for token in firsts:
                     if cancel.cancelled:
                         break
-                    self._truncate(scratch, len(prompt))
+                    self._table.truncate(scratch, len(prompt))
                     deadline = None if budget is None else time.monotonic() + budget
                     # Plain greedy steps: drafting from a previous suggestion is for the
                     # primary (and must not replace what `_remember` keeps for it).
@@ -716,7 +603,7 @@ class LlamaEngine:
                         texts.add(result.text)
                         results.append(result)
             finally:
-                self._release(scratch)
+                self._table.release(scratch)
         return results
 
     def _pick(self, row: int, heal: bytes, heal_code: bool,
@@ -782,29 +669,27 @@ class LlamaEngine:
     def forget(self, key: str) -> None:
         with self._lock:
             self._previous.pop(key, None)
-            for seq in (self._asides.get(key), self._sequences.get(key)):
-                if seq is not None:
-                    self._drop(seq)
+            self._table.forget(key)
 
     def persist(self, key: str | None = None) -> int:
         """Write dirty sequences (or one) to the disk store; returns how many were saved."""
         with self._lock:
             saved = 0
-            for seq in list(self._sequences.values()):
+            for seq in list(self._table.files.values()):
                 if (key is None or seq.key == key) and seq.dirty and self._save(seq):
                     saved += 1
             return saved
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
         """How many leading tokens of a prompt this file's KV sequences already hold."""
-        held = (self._sequences.get(key), self._asides.get(key))
-        return max((common_prefix_length(s.tokens, tokens) for s in held if s), default=0)
+        return self._table.cached_prefix(key, tokens)
 
     def cached_tokens(self, key: str) -> list[int]:
-        seq = self._sequences.get(key)
+        seq = self._table.files.get(key)
         return list(seq.tokens) if seq else []
 
     def describe(self) -> dict[str, object]:
+        asides = self._table.asides
         return {
             "backend": "llama.cpp (in process)",
             "path": str(self.model_path),
@@ -812,14 +697,14 @@ class LlamaEngine:
             "threads": self.n_threads,
             "contextSize": self.n_ctx,
             "slots": self.slots,
-            "cellsInUse": self._cells_in_use(),
+            "cellsInUse": self._table.cells_in_use(),
             # Speculation: recent acceptance of each kind of draft (source, n-gram length) and
             # what a verify step of each size costs, relative to a single-token step.
             "speculation": self.draft_policy.describe(),
             "sequences": [
                 {"uri": s.key, "tokens": len(s.tokens),
-                 "asideTokens": len(self._asides[s.key].tokens) if s.key in self._asides else 0}
-                for s in self._sequences.values()
+                 "asideTokens": len(aside.tokens) if (aside := asides.get(s.key)) else 0}
+                for s in self._table.files.values()
             ],
         }
 
@@ -834,6 +719,11 @@ class LlamaEngine:
                 self._model = None
             if getattr(self, "kv_store", None) is not None:
                 self.kv_store.close()  # its SQLite handle: a settings reload makes a new store
+
+
+def _further(a: KVSequence, b: KVSequence, prompt: list[int]) -> bool:
+    """`a` holds more of `prompt` than `b` does."""
+    return common_prefix_length(a.tokens, prompt) > common_prefix_length(b.tokens, prompt)
 
 
 def _device(n_gpu_layers: int) -> str:

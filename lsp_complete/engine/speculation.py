@@ -19,8 +19,9 @@ from typing import Protocol
 
 import numpy as np
 
+from lsp_complete.config import SPECULATION_MODES
+
 # The `speculation` setting. "auto": the fastest lossless choice for the engine in use.
-SPECULATION_MODES = ("auto", "off", "lookup", "draft")
 # The longest n-gram looked up: a longer match predicts the continuation better (acceptance is
 # learned per length: 1, 2, 3, 4-5, 6 and more).
 LOOKUP_NGRAM_MAX = 8
