@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lsp_complete.testing import write_tiny_gguf
+# Server state written off its owning thread raises (server/state.py), in this process and in
+# every server the tests start (they inherit the environment).
+os.environ["LSP_COMPLETE_CHECK_THREADS"] = "1"
+
+from lsp_complete.testing import write_tiny_gguf  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,14 +17,14 @@ from lsprotocol import types
 from lsp_complete.context import CodeContext
 from lsp_complete.context.imports import extract_imports, resolve_imports
 from lsp_complete.context.limits import RepoContext, RepoFile
+from lsp_complete.context.outline import file_outline
 from lsp_complete.context.repo import (
-    OpenText,
     _render_entry,
     build_repo_context,
     document_imports,
-    file_outline,
     repo_request,
 )
+from lsp_complete.context.similar import OpenText
 from lsp_complete.documents import Document
 from lsp_complete.languages import spec_for
 from lsp_complete.models import FimTemplate

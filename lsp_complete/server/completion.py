@@ -9,20 +9,25 @@ import asyncio
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
+from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import Completion, prepare
-from lsp_complete.scheduler import Job
-from lsp_complete.server.files import DocState, InFlight, Shown
+from lsp_complete.pipeline import Completion, prepare, with_repo
+from lsp_complete.scheduler import Job, Scheduler
+from lsp_complete.server.client import EditorClient
+from lsp_complete.server.files import OpenFiles
+from lsp_complete.server.model import ModelHost
 from lsp_complete.server.protocol import ACCEPT_COMMAND
-
-if TYPE_CHECKING:
-    from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.state import DocState, InFlight, Shown
+from lsp_complete.server.telemetry import Telemetry
+from lsp_complete.typeahead import TypeAhead
 
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
 
@@ -61,8 +66,17 @@ def menu_item(suggestion: Suggestion) -> types.CompletionItem:
 
 
 class Suggester:
-    def __init__(self, ls: CompletionServer) -> None:
-        self._ls = ls
+    def __init__(self, files: OpenFiles, model: ModelHost, repo: RepoHost,
+                 typeahead: TypeAhead, telemetry: Telemetry, scheduler: Scheduler,
+                 settings: Callable[[], Settings], client: EditorClient) -> None:
+        self._files = files
+        self._model = model
+        self._repo = repo
+        self._typeahead = typeahead
+        self._telemetry = telemetry
+        self._scheduler = scheduler
+        self._settings = settings
+        self._client = client
 
     async def suggestion(self, uri: str, position: types.Position) -> Suggestion | None:
         """The suggestion at `position`, or None."""
@@ -73,30 +87,29 @@ class Suggester:
                           alternatives: bool = False) -> list[Suggestion]:
         """The suggestion at `position` (none or one); with `alternatives` (an explicit
         request), followed by up to `settings.alternatives` others, each starting differently."""
-        ls = self._ls
         found = await self.suggest(uri, position)
         # The document `suggest` checked last: nothing ran on the loop since it returned.
-        doc = ls.files.documents.get(uri)
+        doc = self._files.documents.get(uri)
         if found is None or doc is None:
             return []
         text, cursor = found
         texts = [text]
-        if alternatives and ls.settings.alternatives > 0:
+        count = self._settings().alternatives
+        if alternatives and count > 0:
             version = doc.version
             more = await self._alternatives(uri, text, cursor)
-            if ls.files.documents.get(uri) is not doc or doc.version != version:
+            if self._files.documents.get(uri) is not doc or doc.version != version:
                 return []  # the text changed meanwhile: all of it is stale
-            texts += [t for t in more if t != text][: ls.settings.alternatives]
+            texts += [t for t in more if t != text][:count]
         return [self._suggestion(uri, doc, position, cursor, t, alternative=i > 0)
                 for i, t in enumerate(texts)]
 
     def _suggestion(self, uri: str, doc: Document, position: types.Position, cursor: int,
                     text: str, alternative: bool = False) -> Suggestion:
-        ls = self._ls
         word = _WORD.search(doc.text[doc.line_start(cursor) : cursor])
         start = cursor - len(word.group(0)) if word else cursor
-        suggestion_id = ls.telemetry.shown(uri, text, alternative=alternative)
-        start_line, start_char = doc.position_at(start, ls.encoding)
+        suggestion_id = self._telemetry.shown(uri, text, alternative=alternative)
+        start_line, start_char = doc.position_at(start, self._client.encoding)
         typed = doc.text[start:cursor]
         return Suggestion(
             insert=typed + text,
@@ -112,10 +125,11 @@ class Suggester:
 
     async def suggest(self, uri: str, position: types.Position) -> tuple[str, int] | None:
         """The text to insert at `position` and the cursor offset, or None."""
-        ls = self._ls
+        files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
+        settings = self._settings()
         started = time.perf_counter()
-        doc = ls.files.documents.get(uri)
-        state = ls.files.states.get(uri)
+        doc = files.documents.get(uri)
+        state = files.states.get(uri)
         if doc is None or state is None:
             return None
         version = doc.version
@@ -123,52 +137,50 @@ class Suggester:
         def current() -> bool:
             # The same open document (not one closed and opened again under this URI, whose
             # version numbers start over) at the same version as when asked.
-            files = ls.files
             return (files.documents.get(uri) is doc and files.states.get(uri) is state
                     and doc.version == version)
 
-        if (parsing := ls.files.parsing(uri)) is not None:
+        if (parsing := files.parsing(uri)) is not None:
             await asyncio.shield(parsing)  # a large file: its prompt needs the tree
             if not current():
-                ls.telemetry.record(uri, version, started, "superseded")
+                telemetry.record(uri, version, started, "superseded")
                 return None
-        if state.disabled_reason or not ls.settings.language_enabled(doc.language_id):
+        if state.disabled_reason or not settings.language_enabled(doc.language_id):
             return None
         if position.line < 0 or position.character < 0 or position.line >= doc.line_count:
             return None
-        cursor = doc.offset_at(position.line, position.character, ls.encoding)
-        state.generation += 1
-        state.last_cursor = cursor
+        cursor = doc.offset_at(position.line, position.character, self._client.encoding)
+        state.at_cursor(cursor)
         before, after = doc.text[:cursor], doc.text[cursor:]
-        telemetry = ls.telemetry
-        hit = ls.typeahead.lookup(uri, before, after)
+        hit = typeahead.lookup(uri, before, after)
         if hit is not None:
-            ls.scheduler.drop(uri)  # an older keystroke's computation is now pointless
+            self._scheduler.drop(uri)  # an older keystroke's computation is now pointless
             telemetry.counters["typeahead"] += 1
             telemetry.record(uri, version, started, "typeahead")
             return hit, cursor
-        completer = ls.model.completer
-        if completer is None or ls.model.state != "ready":
+        completer = self._model.completer
+        if completer is None or self._model.state != "ready":
             telemetry.record(uri, version, started, "not-ready")
             return None
         if await _join_inflight(state, before, after):
             if not current():
                 telemetry.record(uri, version, started, "superseded")
                 return None
-            hit = ls.typeahead.lookup(uri, before, after)
+            hit = typeahead.lookup(uri, before, after)
             if hit is not None:
                 telemetry.counters["joined"] += 1
                 telemetry.record(uri, version, started, "typeahead")
                 return hit, cursor
-        if ls.settings.debounce_ms:
+        if settings.debounce_ms:
             generation = state.generation
-            await asyncio.sleep(ls.settings.debounce_ms / 1000)
-            if state.generation != generation or not current():
+            await asyncio.sleep(settings.debounce_ms / 1000)
+            if not state.current(generation) or not current():
                 telemetry.record(uri, version, started, "superseded")
                 return None
-        prepared = prepare(doc, cursor, state.anchor, ls.settings)
+        prepared = prepare(doc, cursor, state.anchor, settings)
         state.anchor = prepared.ctx.anchor
         inflight = InFlight(before=before, after=after)
+        repo = self._repo
 
         def run(cancel: CancelToken) -> Completion:
             def progress(text: str) -> None:
@@ -176,26 +188,26 @@ class Suggester:
 
             # The file's repository block is read here, on the worker, where idle work
             # switches it: it always matches what that work left in the cache.
-            completion = completer.run(ls.repo.current(prepared), cancel, progress)
-            if completion.text and not cancel.cancelled and ls.files.states.get(uri) is state:
+            completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel,
+                                       progress)
+            if completion.text and not cancel.cancelled and files.states.get(uri) is state:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file
                 # was closed: its typing-ahead was dropped then.
-                ls.typeahead.remember(uri, before, after, completion.text)
+                typeahead.remember(uri, before, after, completion.text)
             return completion
 
-        job = inflight.job = ls.scheduler.submit(uri, run)
+        job = inflight.job = self._scheduler.submit(uri, run)
         state.inflight = inflight
         try:
             completion: Completion | None = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:  # $/cancelRequest
-            ls.scheduler.cancel(job)
+            self._scheduler.cancel(job)
             telemetry.record(uri, version, started, "cancelled")
             raise
-        if completer.last_error:  # a remote engine failed: say so once, until it recovers
-            ls.tell_failure("engine-error", f"lsp-complete: {completer.last_error}")
-        elif completion is not None:
-            ls.tell_failure("engine-error", None)
+        if completion is not None:  # a remote engine failed: say so once, until it recovers
+            self._client.tell_failure(
+                "engine-error", f"lsp-complete: {completion.error}" if completion.error else None)
         if completion is None or job.cancel.cancelled or not current():
             # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1
@@ -203,10 +215,10 @@ class Suggester:
             return None
         source = "model" if completion.text else "empty"
         telemetry.record(uri, version, started, source, completion)
-        ls.files.forget_shown(state)
+        files.forget_shown(state)
         if completion.text:  # idle work computes its alternatives (schedule_reanchor)
             state.shown = Shown(version, cursor, prepared, completion, completer)
-        ls.files.schedule_reanchor(uri)
+        files.schedule_reanchor(uri)
         if not completion.text:
             telemetry.counters["empty"] += 1
             return None
@@ -217,54 +229,59 @@ class Suggester:
         it is the suggestion shown there (waiting for that work if it is running), else
         computed now; for a suggestion typing-ahead derived from an earlier one, a fresh
         computation at this spot, whose own first suggestion becomes an alternative too."""
-        ls = self._ls
-        doc, state = ls.files.documents.get(uri), ls.files.states.get(uri)
-        if doc is None or state is None or ls.model.completer is None:
+        files = self._files
+        doc, state = files.documents.get(uri), files.states.get(uri)
+        if doc is None or state is None or self._model.completer is None:
             return []
         shown = state.shown
-        if (shown is not None and shown.version == doc.version and shown.cursor == cursor
-                and shown.completion.text == primary):
+        if shown is not None and shown.answers(doc.version, cursor, primary):
             if shown.alternatives is not None:
                 return shown.alternatives
             job = shown.job
             if job is not None and job.started is not None and not job.future.done():
                 # Idle work is computing them now: its prefix is already encoded, wait for it.
+                texts = None
                 with contextlib.suppress(Exception):
-                    await asyncio.wrap_future(job.future)
-                if shown.alternatives is not None or state.shown is not shown:
-                    return shown.alternatives or []
+                    texts = await asyncio.wrap_future(job.future)
+                if state.shown is not shown:
+                    return shown.alternatives or texts or []
+                files.keep_alternatives(shown, texts)
+                if shown.alternatives is not None:
+                    return shown.alternatives
             if job is not None:
-                ls.scheduler.cancel(job)  # still queued behind other idle work: run it now
-            shown.job = job = ls.scheduler.submit(uri, ls.files.alternatives_work(state, shown))
-            return await _answer(ls, job) or []
+                self._scheduler.cancel(job)  # still queued behind other idle work: run it now
+            shown.job = job = self._scheduler.submit(uri, files.alternatives_work(state, shown))
+            texts = await self._answer(job)
+            files.keep_alternatives(shown, texts)
+            return texts or []
         return await self._fresh_alternatives(uri, doc, state, cursor)
 
     async def _fresh_alternatives(self, uri: str, doc: Document, state: DocState,
                                   cursor: int) -> list[str]:
         """A suggestion and its alternatives computed now at `cursor`, all as alternatives."""
-        ls = self._ls
-        completer = ls.model.completer
+        completer = self._model.completer
         if completer is None or doc.needs_parse:
             return []
-        prepared = prepare(doc, cursor, state.anchor, ls.settings)
-        count = ls.settings.alternatives
+        settings = self._settings()
+        prepared = prepare(doc, cursor, state.anchor, settings)
+        count = settings.alternatives
+        repo = self._repo
 
         def run(cancel: CancelToken) -> list[str]:
-            usual = ls.repo.current(prepared)
+            usual = with_repo(prepared, repo.active_for(uri))
             completion = completer.run(usual, cancel)
             more = completer.alternatives(usual, completion, count, cancel) or []
             return [t for t in (completion.text, *more) if t]
 
-        return await _answer(ls, ls.scheduler.submit(uri, run)) or []
+        return await self._answer(self._scheduler.submit(uri, run)) or []
 
-
-async def _answer(ls: CompletionServer, job: Job) -> Any:
-    """The job's answer (None when superseded); $/cancelRequest cancels it."""
-    try:
-        return await asyncio.wrap_future(job.future)
-    except asyncio.CancelledError:
-        ls.scheduler.cancel(job)
-        raise
+    async def _answer(self, job: Job) -> Any:
+        """The job's answer (None when superseded); $/cancelRequest cancels it."""
+        try:
+            return await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:
+            self._scheduler.cancel(job)
+            raise
 
 
 async def _join_inflight(state: DocState, before: str, after: str) -> bool:
@@ -272,13 +289,9 @@ async def _join_inflight(state: DocState, before: str, after: str) -> bool:
     instead of superseding it: a fast typist would otherwise cancel every suggestion
     before it is finished. Returns whether it waited."""
     inflight = state.inflight
-    if inflight is None or inflight.job is None or inflight.job.future.done():
+    if inflight is None or not inflight.joinable(before, after):
         return False
-    if inflight.after != after or not before.startswith(inflight.before):
-        return False
-    typed = before[len(inflight.before) :]
-    if not typed or not inflight.partial.startswith(typed):
-        return False
+    assert inflight.job is not None
     with contextlib.suppress(Exception):
         await asyncio.wrap_future(inflight.job.future)
     return True

@@ -1,15 +1,15 @@
-"""`CompletionServer`: the parts of the language server and what they share.
+"""`CompletionServer`: the language server, which builds its parts and hands each the
+collaborators it uses (never the server itself).
 
-The parts, one job each: `ModelHost` (model lifecycle), `OpenFiles` (documents, their state
-and idle work), `Suggester` (suggestion requests), `Telemetry` (counters and the status).
-The server itself holds the settings, the worker thread (scheduler) and typing-ahead, knows
-the client's capabilities, and tells the user what went wrong.
+The parts, one job each: `EditorClient` (what is said to and asked of the editor),
+`ModelHost` (model lifecycle), `RepoHost` (workspace roots and repository blocks),
+`OpenFiles` (documents, their state and idle work), `Suggester` (suggestion requests),
+`Telemetry` (counters and records). The server itself holds the settings (parts read the
+current ones through a callable), the worker thread (scheduler) and typing-ahead.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -19,19 +19,21 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from lsp_complete import __version__
-from lsp_complete.config import EngineSettings, api_key_env_refusal, parse_settings
+from lsp_complete.config import EngineSettings, Settings, api_key_env_refusal, parse_settings
+from lsp_complete.documents import Document
 from lsp_complete.scheduler import Scheduler
+from lsp_complete.server.client import EditorClient
 from lsp_complete.server.completion import Suggester
 from lsp_complete.server.files import OpenFiles
 from lsp_complete.server.model import ModelHost
 from lsp_complete.server.protocol import SECTION, Protocol
 from lsp_complete.server.repo import RepoHost
-from lsp_complete.server.status import Telemetry
+from lsp_complete.server.status import RECENT_LIMIT, server_status
+from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 log = logging.getLogger(__name__)
 
-_ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
 _CONFIGURATION_TIMEOUT_S = 5  # a client that does not answer must not block loading
 
 
@@ -56,55 +58,31 @@ class CompletionServer(LanguageServer):
         self.scheduler = scheduler or Scheduler()
         self.typeahead = TypeAhead()
         self.telemetry = Telemetry()
-        self.model = ModelHost(self)
-        self.files = OpenFiles(self)
-        self.repo = RepoHost(self)  # workspace roots and each file's repository context
-        self.suggester = Suggester(self)
-        self._told: set[str] = set()
+        self.client = EditorClient(self)
+        current: Callable[[], Settings] = lambda: self.settings  # noqa: E731
+        self.model = ModelHost(self.scheduler, current, self.client)
+        documents: dict[str, Document] = {}
+        # Workspace roots and each file's repository context.
+        self.repo = RepoHost(current, self.client, documents)
+        self.files = OpenFiles(documents, current, self.client, self.scheduler, self.model,
+                               self.repo, self.typeahead, self.telemetry, self._idle_error)
+        self.suggester = Suggester(self.files, self.model, self.repo, self.typeahead,
+                                   self.telemetry, self.scheduler, current, self.client)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
         # A daemon session's: the daemon's part of `lsp-complete/status` (None in process).
         self.daemon_status: Callable[[], dict[str, Any]] | None = None
 
-    # ------------------------------------------------------------------ telling the user
+    def _idle_error(self, message: str) -> None:
+        """Idle work's engine failure: told once, as a request's would be."""
+        self.client.tell_failure("engine-error", f"lsp-complete: {message}")
 
-    def tell(self, message: str, kind: types.MessageType = types.MessageType.Error,
-             once_key: str | None = None) -> None:
-        """Log, and show a person a message once per cause (a bad file must not spam)."""
-        log.log(logging.ERROR if kind == types.MessageType.Error else logging.WARNING, message)
-        key = once_key or message
-        if key in self._told:
-            return
-        self._told.add(key)
-        # Not connected yet (tests, CLI): the log has it.
-        with contextlib.suppress(Exception):
-            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
-
-    def tell_failure(self, key: str, message: str | None) -> None:
-        """A failure that may last (a remote engine down): tell `message` once, with no log
-        line per keystroke, until a call with None says it is over."""
-        if message is None:
-            self._told.discard(key)
-        elif key not in self._told:
-            self.tell(message, once_key=key)
-
-    def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
-        with contextlib.suppress(Exception):
-            self.window_log_message(types.LogMessageParams(type=kind, message=message))
-
-    # ------------------------------------------------------------------ the client
-
-    @property
-    def client_has_inline_completion(self) -> bool:
-        caps = self.client_capabilities
-        return bool(caps and caps.text_document and caps.text_document.inline_completion)
-
-    @property
-    def encoding(self) -> str:
-        try:
-            encoding = self.workspace.position_encoding
-        except RuntimeError:  # before initialize
-            return "utf-16"
-        return _ENCODINGS.get(getattr(encoding, "value", encoding), "utf-16")
+    def status(self, recent: int = RECENT_LIMIT) -> dict[str, Any]:
+        """The `lsp-complete/status` answer."""
+        return server_status(
+            model=self.model, files=self.files, repo=self.repo, telemetry=self.telemetry,
+            typeahead=self.typeahead, scheduler=self.scheduler, encoding=self.client.encoding,
+            daemon_status=self.daemon_status, recent=recent,
+        )
 
     # ------------------------------------------------------------------ model and settings
 
@@ -124,7 +102,7 @@ class CompletionServer(LanguageServer):
             problems.append(refusal)
             new = dataclasses.replace(new, api_key_env=self.settings.api_key_env)
         for problem in problems:
-            self.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
+            self.client.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
         reload = new.engine_settings != self.settings.engine_settings
         self.settings = new
         self.model.use_settings(new)
@@ -133,21 +111,13 @@ class CompletionServer(LanguageServer):
 
     async def pull_configuration(self) -> None:
         """Ask the client for our settings section (workspace/configuration) and apply it."""
-        caps = self.client_capabilities
-        if not (caps and caps.workspace and caps.workspace.configuration):
-            return
         try:
-            result = await asyncio.wait_for(
-                self.workspace_configuration_async(
-                    types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
-                ),
-                _CONFIGURATION_TIMEOUT_S,
-            )
+            options = await self.client.configuration(SECTION, _CONFIGURATION_TIMEOUT_S)
         except Exception as exc:
             log.debug("workspace/configuration failed: %s", exc)
             return
-        if result and result[0]:
-            await self.apply_settings(result[0])
+        if options:
+            await self.apply_settings(options)
 
     # ------------------------------------------------------------------ sessions
 
@@ -155,8 +125,7 @@ class CompletionServer(LanguageServer):
         """The client went away without `exit` (TCP mode keeps serving): forget the files it
         opened (their caches are saved) and the settings it sent, so that the next client
         starts as on a fresh launch and sees nothing of this one."""
-        for uri in list(self.files.documents):
-            self.files.close(uri)
+        self.files.close_all()
         self.settings = self.launch_settings
         self.model.use_settings(self.settings)
-        self._told.clear()
+        self.client.forget_told()

@@ -1,10 +1,14 @@
-"""The open documents, their per-file state, and the idle work done on them: encoding a newly
-opened file's head, re-anchoring its prompt at the cursor line after a suggestion or a cursor
-move, computing the alternatives of the suggestion shown (for an explicit request, which
-cycles through them), and saving its KV cache a while after the last suggestion.
+"""The open documents, their per-file state (state.py), and the idle work done on them:
+encoding a newly opened file's head, re-anchoring its prompt at the cursor line after a
+suggestion or a cursor move, computing the alternatives of the suggestion shown (for an
+explicit request, which cycles through them), and saving its KV cache a while after the last
+suggestion. What idle work encodes, and when a repository block switches, is the prompt-cache
+policy's (`pipeline.prompt_cache`); this module decides only when idle work runs.
 
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
-in the state it was planned for (`generation`) before it touches the file's cache.
+in the state it was planned for (`DocState.current`) before it touches the file's cache, and
+its answer is applied to the file's state on the event loop. Its engine failures go to one
+callback (`on_idle_error`).
 
 A file's size is checked before it is parsed: one over the limit is tracked as text only (no
 syntax tree, no suggestions) until edits bring it back under. A large file under the limit is
@@ -15,26 +19,24 @@ a thread would not free the loop); its suggestions wait for the tree.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from lsprotocol import types
 
+from lsp_complete.config import Settings
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import (
-    Completer,
-    Completion,
-    Prepared,
-    fresh_anchor,
-    prepare,
-    prepare_head,
-)
-from lsp_complete.scheduler import Job
-
-if TYPE_CHECKING:
-    from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.engine.base import CancelToken, EngineError
+from lsp_complete.pipeline import fresh_anchor, prepare, prepare_head
+from lsp_complete.scheduler import Job, Scheduler
+from lsp_complete.server.client import EditorClient
+from lsp_complete.server.model import ModelHost
+from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.state import DocState, Shown
+from lsp_complete.server.telemetry import Telemetry
+from lsp_complete.typeahead import TypeAhead
 
 IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
@@ -43,46 +45,23 @@ PARSE_PAUSE_S = 0.002
 ALTERNATIVES_KEY = "\0alternatives:"  # + URI: the scheduler key of a file's alternatives work
 
 
-@dataclass
-class InFlight:
-    """The model computation running for a file, and what it has written so far."""
-
-    before: str  # document text before / after the cursor it was asked for
-    after: str
-    job: Job | None = None
-    partial: str = ""
-
-
-@dataclass
-class Shown:
-    """The suggestion the model made last for a file, where, and its alternatives: the answer
-    to an explicit request at the same spot (computed in idle time, or then)."""
-
-    version: int  # the document's version and cursor offset it was made for
-    cursor: int
-    prepared: Prepared
-    completion: Completion
-    completer: Completer  # the one that made it: a reloaded model cannot use its prompt
-    alternatives: list[str] | None = None  # None: not computed (yet)
-    job: Job | None = None  # the work computing them
-
-
-@dataclass
-class DocState:
-    anchor: int | None = None
-    last_cursor: int | None = None
-    generation: int = 0  # bumped by every request and edit: stale idle work checks it
-    disabled_reason: str = ""
-    inflight: InFlight | None = None
-    parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
-    shown: Shown | None = None  # until the text changes or the cursor leaves the spot
-
-
 class OpenFiles:
-    def __init__(self, ls: CompletionServer) -> None:
-        self._ls = ls
-        self.documents: dict[str, Document] = {}
+    """`documents` is this object's to fill (the repository host reads it too)."""
+
+    def __init__(self, documents: dict[str, Document], settings: Callable[[], Settings],
+                 client: EditorClient, scheduler: Scheduler, model: ModelHost, repo: RepoHost,
+                 typeahead: TypeAhead, telemetry: Telemetry,
+                 on_idle_error: Callable[[str], None]) -> None:
+        self.documents = documents
         self.states: dict[str, DocState] = {}
+        self._settings = settings
+        self._client = client
+        self._scheduler = scheduler
+        self._model = model
+        self._repo = repo
+        self._typeahead = typeahead
+        self._telemetry = telemetry
+        self._on_idle_error = on_idle_error
 
     # ------------------------------------------------------------------ text sync
 
@@ -93,7 +72,7 @@ class OpenFiles:
         state = self.states[item.uri] = DocState()
         state.disabled_reason = self._refusal(doc)
         if state.disabled_reason:
-            self._ls.tell(
+            self._client.tell(
                 f"lsp-complete: no completions for {_short(item.uri)}: {state.disabled_reason}",
                 types.MessageType.Warning,
             )
@@ -104,7 +83,7 @@ class OpenFiles:
         """Why the file gets no suggestions ("" when it does). The size is known without a
         scan; `scan` also looks for binary content."""
         size = doc.byte_size
-        max_bytes = self._ls.settings.max_file_bytes
+        max_bytes = self._settings().max_file_bytes
         if size > max_bytes:
             return f"file is {size // 1024} KiB, over the {max_bytes // 1024} KiB limit"
         if scan and Document.is_binary(doc.text):
@@ -140,7 +119,7 @@ class OpenFiles:
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
         doc = self.documents.get(params.text_document.uri)
         if doc is None:
-            self._ls.tell(
+            self._client.tell(
                 f"lsp-complete: change for a document that was never opened: "
                 f"{_short(params.text_document.uri)}",
                 types.MessageType.Warning,
@@ -148,11 +127,11 @@ class OpenFiles:
             )
             return
         state = self.states[doc.uri]
-        state.generation += 1
+        state.edit_begins()
         self.forget_shown(state)  # a keystroke: the alternatives of the old text are moot
         was_disabled = state.disabled_reason
         recheck = bool(was_disabled)
-        encoding = self._ls.encoding
+        encoding = self._client.encoding
         for change in params.content_changes:
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
@@ -163,62 +142,101 @@ class OpenFiles:
             else:
                 start = doc.apply_change(change.text, None, encoding)
                 recheck = True
-            if state.anchor is not None and start < state.anchor:
-                state.anchor = None  # the text before the anchor changed: re-anchor
+            state.edited_at(start)
         doc.version = params.text_document.version
         # The size is checked on every change (it costs nothing): a file that grows over the
         # limit drops its tree, one cut back under it is parsed again.
         state.disabled_reason = self._refusal(doc, scan=recheck)
         if state.disabled_reason != was_disabled or doc.needs_parse:
             self._sync_syntax(doc.uri, doc, state)
+        self._repo.edited(params)
 
     def close(self, uri: str) -> None:
-        ls = self._ls
         self.documents.pop(uri, None)
         state = self.states.pop(uri, None)
         if state is not None:
             self.forget_shown(state)
-        ls.typeahead.forget(uri)
-        ls.scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
-        completer = ls.model.completer
+        self._repo.closed(uri)
+        self._typeahead.forget(uri)
+        self._scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
+        completer = self._model.completer
         if completer is not None:
-            def persist_and_free(_cancel: CancelToken) -> None:
-                if ls.settings.persist_cache:
-                    completer.engine.persist(uri)
-                if uri not in self.documents:  # not opened again meanwhile: free its cells
-                    completer.engine.forget(uri)
+            persist = self._settings().persist_cache
 
-            ls.scheduler.submit_background(uri, persist_and_free)
+            def persist_and_free(_cancel: CancelToken) -> None:
+                if persist:
+                    completer.persist(uri)
+                if uri not in self.documents:  # not opened again meanwhile: free its cells
+                    completer.forget(uri)
+
+            self._scheduler.submit_background(uri, persist_and_free)
+
+    def close_all(self) -> None:
+        for uri in list(self.documents):
+            self.close(uri)
 
     # ------------------------------------------------------------------ idle work
+
+    def _idle(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+        """Queue idle work; an engine failure goes to the one idle-error callback, on the
+        event loop."""
+        loop = asyncio.get_running_loop()
+
+        def guarded(cancel: CancelToken) -> Any:
+            try:
+                return run(cancel)
+            except EngineError as exc:
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                    loop.call_soon_threadsafe(self._on_idle_error, str(exc))
+                return None
+
+        return self._scheduler.submit_background(key, guarded)
+
+    def _when_done(self, job: Job, apply: Callable[[Any], None]) -> None:
+        """Apply a job's answer to the files' state, on the event loop, when it ends."""
+        loop = asyncio.get_running_loop()
+
+        def done(future: concurrent.futures.Future[Any]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                return
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(apply, future.result())
+
+        job.future.add_done_callback(done)
 
     def warm_all(self) -> None:
         """A model was loaded: warm every open file for it."""
         for uri in list(self.documents):
             self.schedule_warmup(uri)
 
+    def refresh_all(self, skip: str | None = None) -> None:
+        """Idle work for every open file: its repository block may name files that changed."""
+        for uri, state in list(self.states.items()):
+            if uri != skip and not state.disabled_reason:
+                cursor = state.last_cursor if state.last_cursor is not None else 0
+                self.prepare_at(uri, state, cursor, state.generation)
+
     def schedule_warmup(self, uri: str) -> None:
         """Encode the head of a newly opened file while the worker is idle."""
-        doc, completer = self.documents.get(uri), self._ls.model.completer
+        doc, completer = self.documents.get(uri), self._model.completer
         if doc is None or completer is None or self.states[uri].disabled_reason:
             return
         if doc.needs_parse:
             return  # warmed once its parse is done
         ctx = prepare_head(doc)
-        repo = self._ls.repo
+        repo = self._repo
         request = repo.request(doc, 0)
 
         def warm(cancel: CancelToken) -> None:
-            completer.warm_head(uri, repo.current_ctx(uri, ctx), cancel)
-            if not cancel.cancelled:  # then the same with the file's repository block
-                repo.refresh_head(ctx, uri, request, completer, cancel)
+            switch = completer.warm_head(uri, ctx, repo.active_for(uri),
+                                         lambda: repo.block(request, uri, cancel), cancel)
+            repo.apply(uri, switch)
 
-        self._ls.scheduler.submit_background(uri, warm)
+        self._idle(uri, warm)
 
     def schedule_reanchor(self, uri: str) -> None:
         """In idle time, move the anchor to the cursor line and encode that prompt, so the next
         keystroke appends to a fresh, short middle."""
-        ls = self._ls
         loop = asyncio.get_running_loop()
         state = self.states.get(uri)
         if state is None:
@@ -235,45 +253,56 @@ class OpenFiles:
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
             # loses nothing (close and shutdown save too).
-            completer = ls.model.completer
+            completer = self._model.completer
             if completer is None or not self._current(uri, state, generation):
                 return
-            if ls.settings.persist_cache:
-                ls.scheduler.submit_background(
-                    f"\0persist:{uri}", lambda _c: completer.engine.persist(uri)
+            if self._settings().persist_cache:
+                self._scheduler.submit_background(
+                    f"\0persist:{uri}", lambda _c: completer.persist(uri)
                 )
 
-        loop.call_later(ls.settings.idle_reanchor_ms / 1000, fire)
+        loop.call_later(self._settings().idle_reanchor_ms / 1000, fire)
         loop.call_later(IDLE_PERSIST_S, persist)
 
     def _current(self, uri: str, state: DocState, generation: int) -> bool:
         """Idle work is still wanted: the same edit state of the same open document (not a
         later edit, and not the file closed and opened again, whose cache it must not touch)."""
-        return self.states.get(uri) is state and state.generation == generation
+        return self.states.get(uri) is state and state.current(generation)
 
     def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
         the next keystroke there only encodes what it typed."""
-        ls = self._ls
-        doc, completer = self.documents.get(uri), ls.model.completer
+        doc, completer = self.documents.get(uri), self._model.completer
         if doc is None or completer is None or not self._current(uri, state, generation):
             return
         if cursor > len(doc.text) or doc.needs_parse:
             return
-        prepared = prepare(doc, cursor, None, ls.settings)
-        repo_request = ls.repo.request(doc, cursor)
+        prepared = prepare(doc, cursor, None, self._settings())
+        repo = self._repo
+        request = repo.request(doc, cursor)
+        loop = asyncio.get_running_loop()
+
+        def anchored() -> None:
+            if self._current(uri, state, generation):
+                state.anchor = prepared.ctx.anchor
+
+        def candidate(cancel: CancelToken) -> Any:
+            # The spot's prompt is encoded: keystrokes there may use its anchor from now on;
+            # then bring its repository block up to date, unless the file moved on meanwhile.
+            if not self._current(uri, state, generation):
+                return repo.active_for(uri)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(anchored)
+            return repo.block(request, uri, cancel)
 
         def warm(cancel: CancelToken) -> None:
             if not self._current(uri, state, generation):
                 return
-            usual = ls.repo.current(prepared)  # the repository block keystrokes use now
-            completer.warm_for(usual, cancel)
-            if not cancel.cancelled and self._current(uri, state, generation):
-                state.anchor = prepared.ctx.anchor
-                # Then bring the repository block up to date: a changed one is encoded aside.
-                ls.repo.refresh(usual, repo_request, completer, cancel)
+            switch = completer.warm_spot(prepared, repo.active_for(uri),
+                                         lambda: candidate(cancel), cancel)
+            repo.apply(uri, switch)
 
-        ls.scheduler.submit_background(uri, warm)
+        self._idle(uri, warm)
 
     def schedule_alternatives(self, uri: str, state: DocState) -> None:
         """In idle time after a suggestion was shown, compute its alternatives, so that an
@@ -283,58 +312,58 @@ class OpenFiles:
         shown = state.shown
         if shown is None or shown.job is not None or shown.alternatives is not None:
             return
-        if self.states.get(uri) is not state or self._ls.settings.alternatives <= 0:
+        if self.states.get(uri) is not state or self._settings().alternatives <= 0:
             return
-        shown.job = self._ls.scheduler.submit_background(
-            ALTERNATIVES_KEY + uri, self.alternatives_work(state, shown)
-        )
+        shown.job = self._idle(ALTERNATIVES_KEY + uri, self.alternatives_work(state, shown))
+        self._when_done(shown.job, lambda texts: self.keep_alternatives(shown, texts))
 
     def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
                                                                           list[str] | None]:
-        """The worker's part: a shown suggestion's alternatives, kept in it once complete."""
-        ls = self._ls
-        count = ls.settings.alternatives
+        """The worker's part: a shown suggestion's alternatives (None when cancelled)."""
+        model = self._model
+        count = self._settings().alternatives
 
         def run(cancel: CancelToken) -> list[str] | None:
-            if state.shown is not shown or shown.completer is not ls.model.completer:
+            if state.shown is not shown or shown.completer is not model.completer:
                 return None  # the text changed, or the model was reloaded
             if shown.alternatives is not None:
                 return shown.alternatives
-            texts = shown.completer.alternatives(shown.prepared, shown.completion, count, cancel)
-            if texts is not None and not cancel.cancelled:
-                shown.alternatives = texts
-            return texts
+            return shown.completer.alternatives(shown.prepared, shown.completion, count, cancel)
 
         return run
+
+    @staticmethod
+    def keep_alternatives(shown: Shown, texts: list[str] | None) -> None:
+        """On the loop: the alternatives computed for a suggestion shown (complete ones)."""
+        if texts is not None and shown.alternatives is None:
+            shown.alternatives = texts
 
     def forget_shown(self, state: DocState) -> None:
         """The spot of the suggestion shown is left: stop computing its alternatives."""
         shown, state.shown = state.shown, None
         if shown is not None and shown.job is not None and not shown.job.future.done():
-            self._ls.scheduler.cancel(shown.job)
+            self._scheduler.cancel(shown.job)
 
     def cursor_moved(self, uri: str, line: int, character: int) -> None:
         """The client says the cursor moved (lsp-complete/didMoveCursor). Unless the file's
         prompt is anchored at that line already, prepare the prompt anchored there while the
         user gets ready to type: the first keystroke of a new spot then costs what any other
         keystroke does, and its middle starts short."""
-        ls = self._ls
         doc, state = self.documents.get(uri), self.states.get(uri)
-        if doc is None or state is None or not ls.model.ready or state.disabled_reason:
+        if doc is None or state is None or not self._model.ready or state.disabled_reason:
             return
-        if not ls.settings.language_enabled(doc.language_id):
+        if not self._settings().language_enabled(doc.language_id):
             return
         if not (0 <= line < doc.line_count and character >= 0):
             return
-        cursor = doc.offset_at(line, character, ls.encoding)
+        cursor = doc.offset_at(line, character, self._client.encoding)
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
         if fresh_anchor(doc, cursor) == state.anchor:
             return  # typing on the line the prompt is anchored at: nothing new to prepare
-        ls.telemetry.counters["cursorMoves"] += 1
-        state.generation += 1  # idle work planned for the old spot is moot
-        state.last_cursor = cursor
-        self.prepare_at(uri, state, cursor, state.generation)
+        self._telemetry.counters["cursorMoves"] += 1
+        generation = state.at_cursor(cursor)  # idle work planned for the old spot is moot
+        self.prepare_at(uri, state, cursor, generation)
 
 
 def _short(uri: str) -> str:

@@ -15,8 +15,8 @@ from lsp_complete.server.completion import inline_item, menu_item
 from lsp_complete.server.completion_server import CompletionServer
 from lsp_complete.server.framing import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
 from lsp_complete.server.protocol import ACCEPT_COMMAND, CURSOR_METHOD, SECTION, STATUS_METHOD
-from lsp_complete.server.status import RECENT_LIMIT, server_status
 from lsp_complete.server.tcp import serve_tcp
+from lsp_complete.server.telemetry import RECENT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -48,26 +48,28 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompletionServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.files.change(params)
-        ls.repo.edited(params)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompletionServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.files.close(params.text_document.uri)
-        ls.repo.closed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CompletionServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.repo.saved(params.text_document.uri)
+        uri = params.text_document.uri
+        if ls.repo.saved(uri):  # the other files' repository blocks may name it
+            ls.files.refresh_all(skip=uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched_files(ls: CompletionServer,
                                  params: types.DidChangeWatchedFilesParams) -> None:
         ls.repo.files_changed(params)
+        ls.files.refresh_all()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def did_change_workspace_folders(ls: CompletionServer,
                                      params: types.DidChangeWorkspaceFoldersParams) -> None:
         ls.repo.folders_changed(params)
+        ls.files.refresh_all()
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
     async def inline_completion(
@@ -88,7 +90,7 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     async def completion(
         ls: CompletionServer, params: types.CompletionParams
     ) -> types.CompletionList:
-        if ls.client_has_inline_completion:
+        if ls.client.has_inline_completion:
             # The client shows inline suggestions: running the model for its completion
             # menu as well would double the work of every keystroke.
             return types.CompletionList(is_incomplete=False, items=[])
@@ -113,7 +115,7 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     @server.feature(STATUS_METHOD)
     def status(ls: CompletionServer, params: Any) -> dict[str, Any]:
         recent = _arg(params, "recent")
-        return server_status(ls, recent if isinstance(recent, int) else RECENT_LIMIT)
+        return ls.status(recent if isinstance(recent, int) else RECENT_LIMIT)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(

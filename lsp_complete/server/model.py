@@ -8,15 +8,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
 from lsp_complete.config import Settings
 from lsp_complete.pipeline import Completer, load_completer
-
-if TYPE_CHECKING:
-    from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.scheduler import Scheduler
+from lsp_complete.server.client import EditorClient
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +23,11 @@ log = logging.getLogger(__name__)
 class ModelHost:
     """The completer in use (None until the first load), and how its loading went."""
 
-    def __init__(self, ls: CompletionServer) -> None:
-        self._ls = ls
+    def __init__(self, scheduler: Scheduler, settings: Callable[[], Settings],
+                 client: EditorClient) -> None:
+        self._scheduler = scheduler
+        self._settings = settings
+        self._client = client
         self.completer: Completer | None = None
         self.state = "loading"  # loading | ready | error
         self.error = ""
@@ -42,31 +44,33 @@ class ModelHost:
 
     async def load(self) -> bool:
         """Load the model the settings name (seconds, on the worker); True once it is ready."""
-        ls = self._ls
+        client, scheduler = self._client, self._scheduler
         token = str(uuid.uuid4())
-        progress = await self._progress_begin(token, "lsp-complete: loading model")
+        progress = await client.progress_begin(token, "lsp-complete: loading model")
         self.state = "loading"
-        settings = ls.settings
+        settings = self._settings()
         loop = asyncio.get_running_loop()
         try:
             completer, info, warnings = await loop.run_in_executor(
-                None, lambda: ls.scheduler.call("\0load", lambda _c: self.loader(settings))
+                None, lambda: scheduler.call("\0load", lambda _c: self.loader(settings))
             )
         except Exception as exc:
             self.state = "error"
             self.error = str(exc)
-            ls.tell(f"lsp-complete: {exc}", once_key=f"model:{settings.model}")
-            self._progress_end(progress, token, "failed")
+            client.tell(f"lsp-complete: {exc}", once_key=f"model:{settings.model}")
+            if progress:
+                client.progress_end(token, "failed")
             return False
         old, self.completer = self.completer, completer
         if old is not None:  # a reload: free the previous model on the worker that owns it
-            ls.scheduler.submit_background("\0unload", lambda _c: old.engine.close())
+            scheduler.submit_background("\0unload", lambda _c: old.close())
         self.info = info
         self.state = "ready"
         for warning in warnings:
-            ls.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
-        ls.log_to_client(f"lsp-complete: model {info.get('name')} ready ({info.get('path')})")
-        self._progress_end(progress, token, "ready")
+            client.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
+        client.log(f"lsp-complete: model {info.get('name')} ready ({info.get('path')})")
+        if progress:
+            client.progress_end(token, "ready")
         return True
 
     def use_settings(self, settings: Settings) -> None:
@@ -77,29 +81,8 @@ class ModelHost:
     def persist_caches(self) -> None:
         """Save every file's KV cache (shutdown): waits for the worker, at most 30 s."""
         completer = self.completer
-        if completer is not None and self._ls.settings.persist_cache:
+        if completer is not None and self._settings().persist_cache:
             try:
-                self._ls.scheduler.call(
-                    "\0persist", lambda _c: completer.engine.persist(), timeout=30
-                )
+                self._scheduler.call("\0persist", lambda _c: completer.persist(), timeout=30)
             except Exception as exc:
                 log.warning("could not persist KV caches: %s", exc)
-
-    async def _progress_begin(self, token: str, title: str) -> bool:
-        ls = self._ls
-        caps = ls.client_capabilities
-        if not (caps and caps.window and caps.window.work_done_progress):
-            return False
-        try:
-            await ls.work_done_progress.create_async(token)
-            ls.work_done_progress.begin(
-                token, types.WorkDoneProgressBegin(title=title, cancellable=False)
-            )
-            return True
-        except Exception as exc:
-            log.debug("no progress reporting: %s", exc)
-            return False
-
-    def _progress_end(self, active: bool, token: str, message: str) -> None:
-        if active:
-            self._ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))

@@ -1,112 +1,32 @@
-"""Telemetry: what became of each request, the counters (suggestions shown and accepted...),
-and the `lsp-complete/status` answer that reports them with every part's state."""
+"""The `lsp-complete/status` answer: every part's state, the counters and recent requests."""
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from lsp_complete import __version__
-from lsp_complete.pipeline import Completion
-
-if TYPE_CHECKING:
-    from lsp_complete.server.completion_server import CompletionServer
-
-RECENT_LIMIT = 2000
-_SUGGESTIONS_KEPT = 256  # suggestions whose acceptance is still counted
-
-
-@dataclass
-class RequestRecord:
-    uri: str
-    version: int
-    latency_ms: float
-    source: str  # model | typeahead | superseded | empty | not-ready | cancelled
-    prompt_tokens: int = 0
-    reused_tokens: int = 0
-    encoded_tokens: int = 0
-    generated_tokens: int = 0
-    generate_ms: float = 0.0  # the engine's time generating (after the prompt): ms per token
-    # Speculation: decodes that verified a draft, draft tokens verified, accepted.
-    verify_steps: int = 0
-    draft_tokens: int = 0
-    accepted_tokens: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "uri": self.uri,
-            "version": self.version,
-            "latencyMs": round(self.latency_ms, 2),
-            "source": self.source,
-            "promptTokens": self.prompt_tokens,
-            "reusedTokens": self.reused_tokens,
-            "encodedTokens": self.encoded_tokens,
-            "generatedTokens": self.generated_tokens,
-            "generateMs": round(self.generate_ms, 2),
-            "verifySteps": self.verify_steps,
-            "draftTokens": self.draft_tokens,
-            "acceptedTokens": self.accepted_tokens,
-        }
+from lsp_complete.scheduler import Scheduler
+from lsp_complete.server.files import OpenFiles
+from lsp_complete.server.model import ModelHost
+from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.telemetry import RECENT_LIMIT, Telemetry
+from lsp_complete.typeahead import TypeAhead
 
 
-class Telemetry:
-    """The recent requests and the counters the status reports."""
-
-    def __init__(self) -> None:
-        self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
-        self.counters = {
-            "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
-            "cursorMoves": 0, "alternativesShown": 0,
-        }
-        self._suggestions: dict[str, dict[str, Any]] = {}
-
-    def record(self, uri: str, version: int, started: float, source: str,
-               completion: Completion | None = None) -> None:
-        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000, source)
-        if completion is not None:
-            record.prompt_tokens = completion.prompt_tokens
-            record.reused_tokens = completion.result.reused_tokens
-            record.generate_ms = completion.result.generate_ms
-            record.encoded_tokens = completion.result.encoded_tokens
-            record.generated_tokens = completion.result.generated_tokens
-            record.verify_steps = completion.result.verify_steps
-            record.draft_tokens = completion.result.draft_tokens
-            record.accepted_tokens = completion.result.accepted_tokens
-        self.recent.append(record)
-
-    def shown(self, uri: str, text: str, alternative: bool = False) -> str:
-        """Count a suggestion shown (or an `alternative` offered after it, counted apart: the
-        editor shows one at a time); returns the id its accept command carries back."""
-        suggestion_id = uuid.uuid4().hex[:12]
-        self._suggestions[suggestion_id] = {"uri": uri, "text": text}
-        if len(self._suggestions) > _SUGGESTIONS_KEPT:
-            self._suggestions.pop(next(iter(self._suggestions)))
-        self.counters["alternativesShown" if alternative else "shown"] += 1
-        return suggestion_id
-
-    def accepted(self, suggestion_id: str) -> None:
-        if self._suggestions.pop(suggestion_id, None) is not None:
-            self.counters["accepted"] += 1
-
-    def latency(self) -> dict[str, Any]:
-        """Percentiles of the requests that gave a suggestion."""
-        latencies = sorted(r.latency_ms for r in self.recent if r.source in ("model", "typeahead"))
-        return {
-            "p50": _percentile(latencies, 50),
-            "p95": _percentile(latencies, 95),
-            "count": len(latencies),
-        }
-
-    def recent_json(self, count: int) -> list[dict[str, Any]]:
-        return [r.as_json() for r in list(self.recent)[-count:]] if count > 0 else []
-
-
-def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str, Any]:
+def server_status(
+    *,
+    model: ModelHost,
+    files: OpenFiles,
+    repo: RepoHost,
+    telemetry: Telemetry,
+    typeahead: TypeAhead,
+    scheduler: Scheduler,
+    encoding: str,
+    daemon_status: Callable[[], dict[str, Any]] | None = None,
+    recent: int = RECENT_LIMIT,
+) -> dict[str, Any]:
     """The `lsp-complete/status` answer."""
-    model = ls.model
     engine = model.completer.engine if model.completer else None
     described = engine.describe() if engine else None
     return {
@@ -123,13 +43,13 @@ def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str,
         },
         "engine": described,
         "engineCounters": vars(engine.counters) if engine else None,
-        "scheduler": {"idle": ls.scheduler.idle, **vars(ls.scheduler.counters)},
-        "counters": ls.telemetry.counters,
-        "typeahead": dict(ls.typeahead.stats),
-        "latency": ls.telemetry.latency(),
+        "scheduler": {"idle": scheduler.idle, **vars(scheduler.counters)},
+        "counters": telemetry.counters,
+        "typeahead": dict(typeahead.stats),
+        "latency": telemetry.latency(),
         "memory": {"rssMiB": _rss_mib()},
         # A daemon session's: the daemon, its engine and every session (None in process).
-        "daemon": ls.daemon_status() if ls.daemon_status is not None else None,
+        "daemon": daemon_status() if daemon_status is not None else None,
         # Lists, not objects keyed by URI: clients map objects to records with field names.
         "documents": [
             {
@@ -137,23 +57,16 @@ def server_status(ls: CompletionServer, recent: int = RECENT_LIMIT) -> dict[str,
                 "version": doc.version,
                 "language": doc.language_id,
                 "cachedTokens": len(engine.cached_tokens(uri)) if engine else 0,
-                "disabled": ls.files.states[uri].disabled_reason,
+                "disabled": files.states[uri].disabled_reason,
                 # The repository context its prompts use: sources, files, tokens (or None).
-                "repoContext": ls.repo.describe(uri),
+                "repoContext": repo.describe(uri),
             }
-            for uri, doc in ls.files.documents.items()
+            for uri, doc in files.documents.items()
         ],
-        "repository": ls.repo.summary(),
-        "positionEncoding": ls.encoding,
-        "recent": ls.telemetry.recent_json(recent),
+        "repository": repo.summary(),
+        "positionEncoding": encoding,
+        "recent": telemetry.recent_json(recent),
     }
-
-
-def _percentile(values: list[float], pct: float) -> float | None:
-    if not values:
-        return None
-    index = min(len(values) - 1, max(0, round(pct / 100 * (len(values) - 1))))
-    return round(values[index], 2)
 
 
 def _rss_mib() -> float | None:

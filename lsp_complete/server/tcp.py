@@ -32,15 +32,24 @@ import stat
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from typing import Protocol as TypingProtocol
 
 import platformdirs
 
 from lsp_complete.server import framing
-from lsp_complete.server.protocol import INVALID_REQUEST, NOT_INITIALIZED, valid_id
+from lsp_complete.server.protocol import INVALID_REQUEST, NOT_INITIALIZED, Protocol, valid_id
 
-if TYPE_CHECKING:
-    from lsp_complete.server.completion_server import CompletionServer
+
+class SessionServer(TypingProtocol):
+    """What TCP mode needs of the language server (CompletionServer is one)."""
+
+    protocol: Protocol
+
+    def end_session(self) -> None:
+        """The client went away without `exit`: forget what it sent, keep serving."""
+
+    def shutdown(self) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +214,7 @@ class SessionWriter:
 class TcpSessions:
     """Accepts connections: authenticates them and runs one session at a time."""
 
-    def __init__(self, server: CompletionServer, max_message_bytes: int) -> None:
+    def __init__(self, server: SessionServer, max_message_bytes: int) -> None:
         self._server = server
         self.token = b""  # set before the first connection is accepted
         self._max_message_bytes = max_message_bytes
@@ -371,7 +380,7 @@ def _take_token(message: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- the server
 
 
-def serve_tcp(server: CompletionServer, port: int, token_file: Path | None,
+def serve_tcp(server: SessionServer, port: int, token_file: Path | None,
               max_message_bytes: int = framing.DEFAULT_MAX_MESSAGE_BYTES) -> int:
     """Listen on 127.0.0.1:`port` (0: any free port) until a client exits; the exit code."""
     try:
@@ -386,7 +395,7 @@ def serve_tcp(server: CompletionServer, port: int, token_file: Path | None,
         server.shutdown()
 
 
-async def _listen(server: CompletionServer, port: int, token: str | None,
+async def _listen(server: SessionServer, port: int, token: str | None,
                   max_message_bytes: int) -> int:
     sessions = TcpSessions(server, max_message_bytes)
     try:

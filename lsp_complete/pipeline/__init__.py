@@ -1,0 +1,39 @@
+"""One suggestion, start to finish: context -> prompt -> engine -> postprocess.
+
+- `prepare.py` runs where the document lives (the server's event loop: it reads the text and
+  the tree): `prepare`, `prepare_head`, `fresh_anchor`. The server reaches the document's
+  context only through these.
+- `prompt_cache.py` decides when a file's prompt is encoded, cut or switched: which prompt a
+  keystroke uses, what idle work encodes ahead of it, when a repository block changes.
+- `completer.py` runs on the worker thread (tokenizing and inference): `Completer.run` for one
+  suggestion, its alternatives, and idle work's entry points.
+
+Both the server and the one-shot `complete` command use this, so they give the same
+suggestion for the same position.
+"""
+
+from lsp_complete.pipeline.completer import MAX_LINES, Completer, Completion, load_completer
+from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
+from lsp_complete.pipeline.prompt_cache import (
+    FULL_PROMPT_SLACK,
+    PromptCache,
+    Switch,
+    cold_budget,
+    with_repo,
+)
+
+__all__ = [
+    "FULL_PROMPT_SLACK",
+    "MAX_LINES",
+    "Completer",
+    "Completion",
+    "PromptCache",
+    "Prepared",
+    "Switch",
+    "cold_budget",
+    "fresh_anchor",
+    "load_completer",
+    "prepare",
+    "prepare_head",
+    "with_repo",
+]

@@ -1,0 +1,207 @@
+"""One suggestion on the worker thread: prompt -> engine -> postprocess, for the server and the
+one-shot `complete` command alike, so both give the same suggestion for the same position.
+
+`Completer` owns what a request needs there: the engine, the model's template, the tokenizer
+cache, and the prompt-cache policy (`prompt_cache.PromptCache`) that picks each keystroke's
+prompt and what idle work encodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lsp_complete.config import Settings
+from lsp_complete.context import CodeContext
+from lsp_complete.context.limits import RepoContext
+from lsp_complete.engine.base import (
+    CancelToken,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    RemoteEngineError,
+)
+from lsp_complete.engine.factory import load_engine
+from lsp_complete.models import ModelSpec
+from lsp_complete.pipeline.prepare import Prepared
+from lsp_complete.pipeline.prompt_cache import PromptCache, Switch
+from lsp_complete.postprocess import clean_completion, copying_next_line, count_block_lines
+from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
+
+MAX_LINES = 12
+
+
+@dataclass
+class Completion:
+    text: str  # cleaned text to insert at the cursor ("" for no suggestion)
+    raw: str
+    result: GenerationResult
+    prompt_tokens: int
+    latency_ms: float = 0.0
+    # What the engine was asked (None when it was not reached): alternatives start from it.
+    request: GenerationRequest | None = None
+    # Why there is no suggestion when the engine failed (a remote server down, a bad key):
+    # the request is answered with none, and the server tells the user once.
+    error: str = ""
+
+
+class Completer:
+    """What a request needs on the worker thread: engine, template, tokenizer cache, and the
+    prompt-cache policy. A failure of a remote engine is data: `run` answers a Completion with
+    `error` set (and no text); idle work's `warm_*` raise EngineError for the caller's one
+    error callback."""
+
+    def __init__(self, engine: Engine, spec: ModelSpec, settings: Settings) -> None:
+        self.engine = engine
+        self.spec = spec
+        self.settings = settings
+        self.tokenize = SegmentTokenizer(engine.tokenize)
+        # fit_context counts line by line: its own cache keeps the prompt segments' one warm.
+        self._count_cache = SegmentTokenizer(engine.tokenize, max_entries=512)
+        self.cache = PromptCache(engine, self.build_prompt, self._count_tokens)
+
+    @property
+    def cold_budget(self) -> int:
+        """What a newly opened file's first prompt may hold now (for the status)."""
+        return self.cache.cold_budget
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self._count_cache(text))
+
+    def build_prompt(self, ctx: CodeContext) -> Prompt:
+        return build_prompt(
+            ctx,
+            self.spec.fim,
+            self.tokenize,
+            self.engine.detokenize,
+            self.settings.max_prompt_tokens,
+            heal=self.settings.token_healing,
+        )
+
+    def run(
+        self,
+        prepared: Prepared,
+        cancel: CancelToken,
+        progress: Callable[[str], None] | None = None,
+    ) -> Completion:
+        """Compute one suggestion; `progress` sees the raw text generated so far."""
+        started = time.perf_counter()
+        try:
+            return self._run(prepared, cancel, started, progress)
+        except RemoteEngineError as exc:
+            result = GenerationResult(text="", stop_reason="error")
+            return Completion("", "", result, 0, (time.perf_counter() - started) * 1000,
+                              error=str(exc))
+
+    def _run(
+        self,
+        prepared: Prepared,
+        cancel: CancelToken,
+        started: float,
+        progress: Callable[[str], None] | None,
+    ) -> Completion:
+        full = self.build_prompt(prepared.ctx)
+        prompt = self.cache.choose(prepared, full)
+        site = prepared.site
+        heal = prompt.heal
+
+        def on_text(text: str) -> None:
+            if progress is not None and text.startswith(heal):
+                progress(text[len(heal) :])
+
+        def block_ended(text: str) -> bool:
+            # Stop generating as soon as the multi-line rule would cut what follows anyway.
+            complete_lines = text.count("\n")
+            kept = count_block_lines(text, site, max_lines=MAX_LINES)
+            return kept < complete_lines or complete_lines >= MAX_LINES
+
+        request = GenerationRequest(
+            key=prepared.key,
+            segments=prompt.segments,
+            heal=prompt.heal,
+            heal_code=prompt.heal_code,
+            max_tokens=self.settings.max_tokens,
+            stop=self.spec.stop,
+            single_line=not prepared.multiline,
+            deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
+            line_check=block_ended if prepared.multiline else None,
+            on_text=on_text if progress is not None else None,
+            abandon=lambda produced: copying_next_line(produced, site),
+            speculation=self.settings.speculation,
+            # The smaller prompt was chosen: the full one's context still drafts well.
+            draft_context=[full.tokens] if prompt is not full else [],
+        )
+        result = self.engine.complete(request, cancel)
+        raw = result.text[len(prompt.heal) :] if result.text.startswith(prompt.heal) else ""
+        text = "" if cancel.cancelled else clean_completion(
+            raw, site, self.spec.stop, max_lines=MAX_LINES
+        )
+        return Completion(
+            text=text,
+            raw=raw,
+            result=result,
+            prompt_tokens=len(prompt),
+            latency_ms=(time.perf_counter() - started) * 1000,
+            request=request,
+        )
+
+    def alternatives(self, prepared: Prepared, primary: Completion, count: int,
+                     cancel: CancelToken) -> list[str] | None:
+        """Up to `count` other suggestions for the spot `primary` answered, from the same
+        prompt, each starting with another first token (`Engine.alternatives`), cleaned as the
+        primary is; none empty, none equal to the primary or to another. None when cancelled
+        (what was found is not all there is)."""
+        request = primary.request
+        if request is None or count <= 0:
+            return []
+        # The time budget starts now (the primary's has passed); nothing to report progress to.
+        request = dataclasses.replace(
+            request, on_text=None,
+            deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
+        )
+        results = self.engine.alternatives(request, count, cancel)
+        if cancel.cancelled:
+            return None
+        texts: list[str] = []
+        for result in results:
+            if not result.text.startswith(request.heal):
+                continue
+            raw = result.text[len(request.heal) :]
+            text = clean_completion(raw, prepared.site, self.spec.stop, max_lines=MAX_LINES)
+            if text.strip() and text != primary.text and text not in texts:
+                texts.append(text)
+        return texts
+
+    # ------------------------------------------------------------------ idle work
+
+    def warm_spot(self, prepared: Prepared, active: RepoContext | None,
+                  candidate: Callable[[], RepoContext | None],
+                  cancel: CancelToken) -> Switch | None:
+        """Encode what a keystroke at the prepared spot needs (`PromptCache.warm_spot`)."""
+        return self.cache.warm_spot(prepared, active, candidate, cancel)
+
+    def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
+                  candidate: Callable[[], RepoContext | None],
+                  cancel: CancelToken) -> Switch | None:
+        """Encode a newly opened file's stable head (`PromptCache.warm_head`)."""
+        return self.cache.warm_head(key, ctx, active, candidate, cancel)
+
+    def persist(self, key: str | None = None) -> int:
+        """Save the file's (or every file's) KV cache to disk; returns how many were saved."""
+        return self.engine.persist(key)
+
+    def forget(self, key: str) -> None:
+        """The file was closed: free its KV cells."""
+        self.engine.forget(key)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
+    """Resolve the model, check its template, and load it (seconds: run off the event loop)."""
+    loaded = load_engine(settings)
+    return Completer(loaded.engine, loaded.spec, settings), loaded.info, loaded.warnings

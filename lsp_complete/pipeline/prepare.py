@@ -1,0 +1,78 @@
+"""What a suggestion needs from the document, taken where the document lives (the server's
+event loop: it reads the text and the tree): the context windows, the small first-prompt
+windows, and the site post-processing judges the suggestion against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lsp_complete.config import Settings
+from lsp_complete.context import (
+    CodeContext,
+    ContextLimits,
+    build_context,
+    choose_anchor,
+    cold_limits,
+    enclosing_block_indent,
+    wants_multiline,
+)
+from lsp_complete.documents import Document
+from lsp_complete.postprocess import CompletionSite
+
+DEFAULT_LIMITS = ContextLimits()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    key: str
+    ctx: CodeContext
+    site: CompletionSite
+    multiline: bool
+    cold_ctx: CodeContext | None = None  # smaller windows, for a file with a cold KV cache
+
+
+def prepare(
+    doc: Document,
+    cursor: int,
+    previous_anchor: int | None,
+    settings: Settings,
+    limits: ContextLimits = DEFAULT_LIMITS,
+) -> Prepared:
+    """What a suggestion at `cursor` needs from the document. The prompt stays anchored at
+    `previous_anchor` while the middle stays small, else at the cursor's line."""
+    anchor = choose_anchor(doc, cursor, previous_anchor, limits)
+    ctx = build_context(doc, cursor, anchor, limits)
+    cold_ctx = build_context(doc, cursor, anchor, cold_limits(limits))
+    line_start = doc.line_start(cursor)
+    line_end = doc.line_range(doc.line_of(cursor))[1]
+    line_prefix = doc.text[line_start:cursor]
+    if settings.multiline == "always":
+        multiline = True
+    elif settings.multiline == "never":
+        multiline = False
+    else:
+        multiline = wants_multiline(doc, cursor)
+    indent = line_prefix[: len(line_prefix) - len(line_prefix.lstrip())]
+    site = CompletionSite(
+        line_prefix=line_prefix,
+        line_suffix=doc.text[cursor:line_end],
+        suffix=ctx.suffix,
+        indent=indent,
+        block_indent=enclosing_block_indent(doc, cursor),
+        multiline=multiline,
+        # The language the document was resolved to (an alias, or "plaintext" for a .py file,
+        # gets that language's bracket lexer too).
+        language_id=doc.spec.name if doc.spec is not None else doc.language_id,
+    )
+    return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx)
+
+
+def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:
+    """The context of a newly opened file seen from its start: idle work encodes its stable
+    head (`Completer.warm_head`) before the first keystroke."""
+    return build_context(doc, 0, 0, limits)
+
+
+def fresh_anchor(doc: Document, cursor: int, limits: ContextLimits = DEFAULT_LIMITS) -> int:
+    """Where `prepare` anchors a prompt for `cursor` when the file has no anchor yet."""
+    return choose_anchor(doc, cursor, None, limits)

@@ -1,0 +1,189 @@
+"""When a file's prompt is encoded, cut or switched: the one place for that policy.
+
+A keystroke's prompt (`choose`): the full-context prompt, unless a smaller one is clearly
+cheaper to encode because the file's KV cache does not hold the full one yet. Idle work
+(`warm_spot`, `warm_head`): what is encoded ahead of the next keystroke, in which order, and
+when a file's repository block (the first prompt segment: changing it re-encodes everything)
+may change. Everything here runs on the worker thread, where the engine lives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lsp_complete.context import CodeContext
+from lsp_complete.context.limits import RepoContext
+from lsp_complete.engine.base import CancelToken, Engine
+from lsp_complete.pipeline.prepare import Prepared
+from lsp_complete.prompt import Prompt, fit_context
+
+# The full-context prompt is used unless it costs more than this many tokens (~70 ms on
+# 2 cores) and more than half again as much as the smaller cold one to encode: more context
+# is worth a little more time, not a wait.
+FULL_PROMPT_SLACK = 16
+# The first prompt in a file whose cache is cold holds what the engine prefills in about this
+# long at its measured speed (~120 tokens for the 0.5B model on 2 cores), so that the first
+# suggestion comes within a second; the full context is built aside in idle time.
+COLD_PREFILL_SECONDS = 0.5
+COLD_MIN_TOKENS = 48  # the cursor line and the lines just above it, at least
+COLD_MAX_TOKENS = 320
+
+
+def cold_budget(prefill_rate: float | None) -> int:
+    """Tokens of context (besides the typed middle) in a cold file's first prompt."""
+    if prefill_rate is None:
+        return COLD_MAX_TOKENS
+    return max(COLD_MIN_TOKENS, min(COLD_MAX_TOKENS, int(prefill_rate * COLD_PREFILL_SECONDS)))
+
+
+def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
+    """The same suggestion with another repository block. The small prompt for a file with a
+    cold cache goes without it: the first suggestion in a newly opened file must not wait for
+    hundreds of tokens of other files; the full prompt, built aside in idle time, has them."""
+    if prepared.ctx.repo is repo:
+        return prepared
+    return dataclasses.replace(prepared, ctx=dataclasses.replace(prepared.ctx, repo=repo))
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Idle work found that the file's repository block should change: its prompt with `repo`
+    is cached now, and a keystroke with it costs no more than one with the old block."""
+
+    repo: RepoContext | None
+    tokens: int  # the block's prompt tokens
+
+
+class PromptCache:
+    """The policy over one engine's KV cache; `build` makes a context's prompt, `count` counts
+    a line's tokens (for cutting the first prompt)."""
+
+    def __init__(self, engine: Engine, build: Callable[[CodeContext], Prompt],
+                 count: Callable[[str], int]) -> None:
+        self.engine = engine
+        self._build = build
+        self._count = count
+        # Fixed per file once chosen: a budget that moved would move its cold prompt too.
+        self._cold_budgets: OrderedDict[str, int] = OrderedDict()
+
+    # ------------------------------------------------------------------ a keystroke's prompt
+
+    @property
+    def cold_budget(self) -> int:
+        """What a newly opened file's first prompt may hold now (the engine's prefill speed
+        is measured at load and kept up to date by every long prefill)."""
+        return cold_budget(self.engine.prefill_rate)
+
+    def cold_budget_for(self, key: str) -> int:
+        budget = self._cold_budgets.pop(key, None) or self.cold_budget
+        self._cold_budgets[key] = budget
+        if len(self._cold_budgets) > 256:
+            self._cold_budgets.popitem(last=False)
+        return budget
+
+    def choose(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
+        """The full-context prompt (`full`, when the caller has built it already), unless a
+        smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
+        prompt idle work has not finished building yet (it is, in idle time).
+
+        Two smaller ones: the cold window (`window_prompt`: what idle work prepares first at a
+        spot), and, where nothing was prepared at this spot (a newly opened file asked at
+        once), that window cut to what prefills in ~0.5 s (`cold_budget`). A window idle work
+        started is finished rather than given up for the cut one: the keystrokes after it keep
+        its context."""
+        if full is None:
+            full = self._build(prepared.ctx)
+        if prepared.cold_ctx is None:
+            return full
+        full_cached = self.engine.cached_prefix(prepared.key, full.tokens)
+        if full_cached is None:  # the engine cannot tell (a server's cache)
+            return full
+        full_cost = len(full) - full_cached
+        if full_cost <= FULL_PROMPT_SLACK:
+            return full
+        window = self.window_prompt(prepared)
+        window_cached = self.engine.cached_prefix(prepared.key, window.tokens) or 0
+        small = self._build(fit_context(
+            prepared.cold_ctx, self.cold_budget_for(prepared.key), self._count))
+        small_cached = self.engine.cached_prefix(prepared.key, small.tokens) or 0
+        # Most context first; the last is the fallback. The cut prompt only where idle work
+        # did not prepare this spot.
+        options = [(full, full_cost), (window, len(window) - window_cached)]
+        if window_cached < small_cached + FULL_PROMPT_SLACK:
+            options.append((small, len(small) - small_cached))
+        base_cost = options[-1][1]
+        allowed = base_cost + max(FULL_PROMPT_SLACK, base_cost // 2)
+        return next(prompt for prompt, cost in options if cost <= allowed)
+
+    def window_prompt(self, prepared: Prepared) -> Prompt:
+        """The cold window's prompt (at most COLD_MAX_TOKENS of context besides the middle)."""
+        assert prepared.cold_ctx is not None
+        return self._build(fit_context(prepared.cold_ctx, COLD_MAX_TOKENS, self._count))
+
+    # ------------------------------------------------------------------ idle work
+
+    def warm_spot(self, prepared: Prepared, active: RepoContext | None,
+                  candidate: Callable[[], RepoContext | None],
+                  cancel: CancelToken) -> Switch | None:
+        """Idle time at a spot: encode what a keystroke there will need, with the file's
+        `active` repository block. First the prompt `choose` picks now (the cold window rather
+        than its cut when the file's cache is cold: there is no request waiting), then the
+        full-context one, which the engine builds aside and uses once complete. Then bring
+        the block up to date: a `candidate` block that differs is encoded aside, and becomes
+        active (the Switch returned) once a keystroke with it costs no more than with the old.
+        """
+        usual = with_repo(prepared, active)
+        full = self._build(usual.ctx)
+        first = self.choose(usual, full)
+        if first is not full and usual.cold_ctx is not None:
+            first = self.window_prompt(usual)
+        self.engine.warm(usual.key, first.segments, cancel)
+        if not cancel.cancelled and full.tokens != first.tokens:
+            self.engine.warm(usual.key, full.segments, cancel)
+        if cancel.cancelled:
+            return None
+        new = candidate()
+        if new is active or cancel.cancelled:
+            return None
+        target = with_repo(prepared, new)
+        # The full-context prompt only (not first the smaller one, as for a cold file): it is
+        # built aside, and an interrupted build resumes where it stopped.
+        self.engine.warm(target.key, self._build(target.ctx).segments, cancel)
+        old_prompt, new_prompt = self.choose(usual), self.choose(target)
+        return self._switch(prepared.key, new, new_prompt.repo_tokens,
+                            old_prompt.tokens, new_prompt.tokens)
+
+    def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
+                  candidate: Callable[[], RepoContext | None],
+                  cancel: CancelToken) -> Switch | None:
+        """A newly opened file: encode the stable first segment of its prompt (with the
+        `active` block) if it extends the file's cache (its sequence may just have been
+        restored from disk); then the same with the `candidate` block, switched to as in
+        `warm_spot`."""
+        usual = dataclasses.replace(ctx, repo=active)
+        self.engine.warm(key, self._build(usual).segments[:1], cancel, extend_only=True)
+        if cancel.cancelled:
+            return None
+        new = candidate()
+        if new is active or new is None or cancel.cancelled:
+            return None
+        prompt = self._build(dataclasses.replace(ctx, repo=new))
+        self.engine.warm(key, prompt.segments[: prompt.head_segments], cancel)
+        return self._switch(key, new, prompt.repo_tokens, self._build(usual).head_tokens,
+                            prompt.head_tokens)
+
+    def _switch(self, key: str, new: RepoContext | None, tokens: int, old_prompt: list[int],
+                new_prompt: list[int]) -> Switch | None:
+        """Switch to `new` if a keystroke with its prompt encodes no more than with the old
+        one's (give or take a few tokens), or when the engine cannot tell."""
+        old_cost, new_cost = self._cost(key, old_prompt), self._cost(key, new_prompt)
+        if new_cost is None or old_cost is None or new_cost <= old_cost + FULL_PROMPT_SLACK:
+            return Switch(new, tokens if new is not None else 0)
+        return None
+
+    def _cost(self, key: str, tokens: list[int]) -> int | None:
+        cached = self.engine.cached_prefix(key, tokens)
+        return None if cached is None else len(tokens) - cached

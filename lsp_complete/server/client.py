@@ -1,0 +1,110 @@
+"""The editor as the server's parts see it: what they tell the user, what the client can do
+(capabilities, position encoding), and what they ask of it (progress, registrations). The
+parts get this, not the whole server. Call it on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger(__name__)
+
+_ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
+
+
+class EditorClient:
+    def __init__(self, lsp: LanguageServer) -> None:
+        self._lsp = lsp
+        self._told: set[str] = set()
+
+    # ------------------------------------------------------------------ telling the user
+
+    def tell(self, message: str, kind: types.MessageType = types.MessageType.Error,
+             once_key: str | None = None) -> None:
+        """Log, and show a person a message once per cause (a bad file must not spam)."""
+        log.log(logging.ERROR if kind == types.MessageType.Error else logging.WARNING, message)
+        key = once_key or message
+        if key in self._told:
+            return
+        self._told.add(key)
+        # Not connected yet (tests, CLI): the log has it.
+        with contextlib.suppress(Exception):
+            self._lsp.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def tell_failure(self, key: str, message: str | None) -> None:
+        """A failure that may last (a remote engine down): tell `message` once, with no log
+        line per keystroke, until a call with None says it is over."""
+        if message is None:
+            self._told.discard(key)
+        elif key not in self._told:
+            self.tell(message, once_key=key)
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        with contextlib.suppress(Exception):
+            self._lsp.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def forget_told(self) -> None:
+        """A new session: every message may be told again."""
+        self._told.clear()
+
+    # ------------------------------------------------------------------ what it can do
+
+    @property
+    def capabilities(self) -> types.ClientCapabilities | None:
+        return self._lsp.client_capabilities
+
+    @property
+    def has_inline_completion(self) -> bool:
+        caps = self.capabilities
+        return bool(caps and caps.text_document and caps.text_document.inline_completion)
+
+    @property
+    def encoding(self) -> str:
+        """The negotiated position encoding ("utf-16", the protocol's default, before
+        initialize)."""
+        try:
+            encoding = self._lsp.workspace.position_encoding
+        except RuntimeError:  # before initialize
+            return "utf-16"
+        return _ENCODINGS.get(getattr(encoding, "value", encoding), "utf-16")
+
+    # ------------------------------------------------------------------ what we ask of it
+
+    async def register(self, params: types.RegistrationParams, timeout: float) -> None:
+        await asyncio.wait_for(self._lsp.client_register_capability_async(params), timeout)
+
+    async def configuration(self, section: str, timeout: float) -> Any:
+        """Our settings section (workspace/configuration), or None."""
+        caps = self.capabilities
+        if not (caps and caps.workspace and caps.workspace.configuration):
+            return None
+        result = await asyncio.wait_for(
+            self._lsp.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=section)])
+            ),
+            timeout,
+        )
+        return result[0] if result else None
+
+    async def progress_begin(self, token: str, title: str) -> bool:
+        """Show progress where the client can; whether it is shown."""
+        caps = self.capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            return False
+        try:
+            await self._lsp.work_done_progress.create_async(token)
+            self._lsp.work_done_progress.begin(
+                token, types.WorkDoneProgressBegin(title=title, cancellable=False)
+            )
+            return True
+        except Exception as exc:
+            log.debug("no progress reporting: %s", exc)
+            return False
+
+    def progress_end(self, token: str, message: str) -> None:
+        self._lsp.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))

@@ -1,0 +1,115 @@
+"""Per-file server state, its transitions, and which thread owns each field.
+
+The event loop owns every field here: requests, edits, cursor moves and the answers of idle
+work (applied on the loop when the work ends) write them. The worker thread only reads them,
+with one exception, `InFlight.partial`: the suggestion being computed reports its text as it
+grows, and a keystroke on the loop reads it (a str reference, swapped whole).
+
+With LSP_COMPLETE_CHECK_THREADS=1 (the test suite sets it) a write from another thread than
+the one that made the object raises, so a worker that starts writing state fails loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lsp_complete.pipeline import Completer, Completion, Prepared
+from lsp_complete.scheduler import Job
+
+CHECK_THREADS = os.environ.get("LSP_COMPLETE_CHECK_THREADS") == "1"
+
+
+class LoopOwned:
+    """Fields written only on the thread that made the object (the event loop), except those
+    in `worker_fields`."""
+
+    worker_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_owner", threading.get_ident())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if CHECK_THREADS and name not in self.worker_fields:
+            owner = getattr(self, "_owner", None)
+            if owner is not None and owner != threading.get_ident():
+                raise AssertionError(
+                    f"{type(self).__name__}.{name} written off its owning thread "
+                    f"({threading.current_thread().name})"
+                )
+        object.__setattr__(self, name, value)
+
+
+@dataclass
+class InFlight(LoopOwned):
+    """The model computation running for a file, and what it has written so far."""
+
+    worker_fields: ClassVar[frozenset[str]] = frozenset({"partial"})
+
+    before: str  # document text before / after the cursor it was asked for
+    after: str
+    job: Job | None = None
+    partial: str = ""  # written by the worker as the suggestion grows
+
+    def joinable(self, before: str, after: str) -> bool:
+        """The model is already writing exactly what the user typed since it was asked: the
+        new keystroke's answer is the rest of it (wait for it instead of superseding it)."""
+        if self.job is None or self.job.future.done():
+            return False
+        if self.after != after or not before.startswith(self.before):
+            return False
+        typed = before[len(self.before) :]
+        return bool(typed) and self.partial.startswith(typed)
+
+
+@dataclass
+class Shown(LoopOwned):
+    """The suggestion the model made last for a file, where, and its alternatives: the answer
+    to an explicit request at the same spot (computed in idle time, or then)."""
+
+    version: int  # the document's version and cursor offset it was made for
+    cursor: int
+    prepared: Prepared
+    completion: Completion
+    completer: Completer  # the one that made it: a reloaded model cannot use its prompt
+    alternatives: list[str] | None = None  # None: not computed (yet)
+    job: Job | None = None  # the work computing them
+
+    def answers(self, version: int, cursor: int, text: str) -> bool:
+        """This is the suggestion shown at that spot of that text."""
+        return self.version == version and self.cursor == cursor and self.completion.text == text
+
+
+@dataclass
+class DocState(LoopOwned):
+    """What the server keeps about one open file besides its text (documents.Document)."""
+
+    anchor: int | None = None  # where the file's prompt is anchored (a line start)
+    last_cursor: int | None = None
+    generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
+    disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
+    inflight: InFlight | None = None
+    parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
+    shown: Shown | None = None  # until the text changes or the cursor leaves the spot
+
+    def edit_begins(self) -> None:
+        """An edit: idle work planned for the old text is moot."""
+        self.generation += 1
+
+    def edited_at(self, start: int) -> None:
+        """Text changed from `start` on: before the anchor, the prompt must be re-anchored."""
+        if self.anchor is not None and start < self.anchor:
+            self.anchor = None
+
+    def at_cursor(self, cursor: int) -> int:
+        """A request or a cursor move at `cursor`: returns the new generation."""
+        self.generation += 1
+        self.last_cursor = cursor
+        return self.generation
+
+    def current(self, generation: int) -> bool:
+        """Nothing happened to the file since `generation` was taken."""
+        return self.generation == generation
