@@ -349,3 +349,30 @@ def test_files_sharing_an_opening_encode_it_once(tiny_model_path: Path, fresh) -
         assert again.text == uncached(fresh, typed).text and again.encoded_tokens <= 4
     finally:
         eng.close()
+
+
+def test_a_build_with_amx_kernels_loads_without_extra_buffer_types(
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's AMX kernels crash on K-quant models (issue #20824, seen here): a build that
+    has them loads models without the extra buffer types, and still generates."""
+    import llama_cpp
+
+    real = llama_cpp.llama_print_system_info()
+    amx = b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: amx)
+    eng = LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1, slots=1)
+    try:
+        assert eng.describe()["cpuExtraBuffers"] is False
+        result = eng.complete(GenerationRequest(key="k", segments=[eng.tokenize("def f(")],
+                                                max_tokens=4), CancelToken())
+        assert result.generated_tokens > 0
+    finally:
+        eng.close()
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: real.replace(
+        b"AMX_INT8 = 1", b""))
+    eng = LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1, slots=1)
+    try:
+        assert eng.describe()["cpuExtraBuffers"] is True
+    finally:
+        eng.close()

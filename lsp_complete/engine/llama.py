@@ -32,7 +32,12 @@ from lsp_complete.engine.base import (
     common_prefix_length,
 )
 from lsp_complete.engine.kvstore import KVStore, model_identity
-from lsp_complete.engine.llama_backend import init_backend, token_piece, vocab_tokenize
+from lsp_complete.engine.llama_backend import (
+    extra_buffer_types_safe,
+    init_backend,
+    token_piece,
+    vocab_tokenize,
+)
 from lsp_complete.engine.sequences import KVSequence, SequenceTable
 from lsp_complete.engine.speculation import (
     NEAR_TIE,
@@ -103,6 +108,8 @@ class LlamaEngine:
 
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
+        self.extra_buffer_types = extra_buffer_types_safe()
+        mparams.use_extra_bufts = self.extra_buffer_types
         self._model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), mparams)
         if not self._model:
             raise EngineError(
@@ -695,6 +702,8 @@ class LlamaEngine:
             "path": str(self.model_path),
             "device": _device(self.n_gpu_layers),
             "threads": self.n_threads,
+            # Repacked weights (faster), off in a llama.cpp build whose AMX kernels crash.
+            "cpuExtraBuffers": self.extra_buffer_types,
             "contextSize": self.n_ctx,
             "slots": self.slots,
             "cellsInUse": self._table.cells_in_use(),

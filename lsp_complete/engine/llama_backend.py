@@ -49,6 +49,16 @@ def init_backend() -> None:
             _backend_ready = True
 
 
+def extra_buffer_types_safe() -> bool:
+    """Whether llama.cpp's extra CPU buffer types (weights repacked for faster matrix
+    products) may be used. Not in a build with the AMX kernels: on a CPU with AMX they crash
+    in ggml_backend_amx_mul_mat with K-quant models (seen here with Qwen2.5-Coder Q4_K_M;
+    llama.cpp issue #20824) or compute wrong results (#16315). The build's feature list says
+    whether it has them; without extra buffer types the plain CPU kernels run, correctly."""
+    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    return "AMX_INT8 = 1" not in info
+
+
 def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:
     """Tokenize with a llama.cpp vocabulary; no BOS is added (prompts are built by us).
     A lone surrogate (from a client's JSON) is tokenized as U+FFFD, never an error."""
