@@ -3,9 +3,10 @@
 The event loop never computes: it submits jobs and awaits their futures. A new interactive job
 for a document supersedes the queued or running one for the same document: the old future is
 answered at once with None, and the old computation sees its cancel flag between prefill
-batches, inside a decode (llama.cpp's abort callback) and between generated tokens. Interactive
-jobs for different documents run in arrival order; background jobs (warm-up, re-anchoring,
-persistence) run only when no interactive job waits, and yield to any that arrives.
+batches and between generated tokens. Interactive jobs for different documents run in arrival
+order; background jobs (warm-up, re-anchoring, persistence) run only when no interactive job
+waits, and yield at once to any that arrives: a decode in flight is aborted (llama.cpp's abort
+callback), except in a job's firm part (`CancelToken.firm`), which is short by design.
 """
 
 from __future__ import annotations
@@ -87,15 +88,22 @@ class Scheduler:
             if old is not None:
                 self._supersede(old)
             running = self._running
-            if running is not None and (running.key == key or not running.interactive):
+            if running is not None and running.interactive and running.key == key:
+                # Softly: its prefill batch in flight is the newer prompt's prefix too.
                 self._supersede(running)
+            elif running is not None and not running.interactive:
+                # Idle work yields at once: a decode in flight is aborted (the micro-batches
+                # it finished stay cached), so it never holds a keystroke for a whole batch.
+                self._supersede(running, hard=True)
             self._interactive[key] = job
             self._lock.notify()
         return job
 
-    def submit_background(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+                          first: bool = False) -> Job:
         """Idle work: replaces the queued or running idle work for the same key (the running
-        one stops softly, after its prefill batch)."""
+        one stops softly, after its prefill batch). With `first`, it goes before the idle work
+        queued already (what the last keystroke made urgent)."""
         job = Job(key=key, run=run, interactive=False)
         with self._lock:
             for queued in list(self._background):
@@ -106,7 +114,10 @@ class Scheduler:
             running = self._running
             if running is not None and running.key == key and not running.interactive:
                 self._supersede(running)
-            self._background.append(job)
+            if first:
+                self._background.appendleft(job)
+            else:
+                self._background.append(job)
             self._lock.notify()
         return job
 
@@ -141,8 +152,8 @@ class Scheduler:
             job.cancel.cancel(hard=True)
             _answer(job, None)
 
-    def _supersede(self, job: Job) -> None:
-        job.cancel.cancel()
+    def _supersede(self, job: Job, hard: bool = False) -> None:
+        job.cancel.cancel(hard=hard)
         if job.interactive:
             if not job.future.done():
                 self.counters.superseded += 1

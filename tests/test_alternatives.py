@@ -318,3 +318,23 @@ async def test_a_keystroke_cancels_the_idle_alternatives(tiny_model_path: Path) 
         assert len(await ask(client, uri, ALT_LINE, ALT_COL + 1, AUTOMATIC)) == 1
     finally:
         await client.shutdown_session()
+
+
+async def test_alternatives_wait_for_a_pause_not_for_every_keystroke(
+        tiny_model_path: Path) -> None:
+    """Typing on at a typist's pace (a key every half second: past the re-anchoring delay,
+    short of a pause) computes no alternatives; stopping on a suggestion does."""
+    client = await start_server(tiny_model_path, {"alternatives": 3})
+    try:
+        uri = "file:///work/typing.py"
+        open_doc(client, uri, SOURCE)
+        for i, char in enumerate("xyzw"):
+            insert(client, uri, 2 + i, ALT_LINE, ALT_COL + i, char)
+            await ask(client, uri, ALT_LINE, ALT_COL + i + 1, AUTOMATIC)
+            await asyncio.sleep(0.5)
+        assert (await status(client))["engineCounters"]["alternative_calls"] == 0
+        st = await poll_status(  # a pause: now the suggestion shown gets its alternatives
+            client, lambda s: s["engineCounters"]["alternative_calls"] > 0, timeout=30)
+        assert st["engineCounters"]["alternative_calls"] == 1
+    finally:
+        await client.shutdown_session()

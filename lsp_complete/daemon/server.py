@@ -72,8 +72,8 @@ class SessionScheduler:
     def submit(self, key: str, run: Any) -> Job:
         return self._shared.submit(self._prefix + key, run)
 
-    def submit_background(self, key: str, run: Any) -> Job:
-        return self._shared.submit_background(self._prefix + key, run)
+    def submit_background(self, key: str, run: Any, first: bool = False) -> Job:
+        return self._shared.submit_background(self._prefix + key, run, first)
 
     def call(self, key: str, run: Any, timeout: float | None = None) -> Any:
         return self._shared.call(self._prefix + key, run, timeout)

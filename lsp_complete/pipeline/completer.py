@@ -43,6 +43,9 @@ class Completion:
     latency_ms: float = 0.0
     # What the engine was asked (None when it was not reached): alternatives start from it.
     request: GenerationRequest | None = None
+    # The full-context prompt made it (else a smaller one: the file's cache did not hold
+    # the full one yet, which `Completer.climb` builds on).
+    full_prompt: bool = True
     # Why there is no suggestion when the engine failed (a remote server down, a bad key):
     # the request is answered with none, and the server tells the user once.
     error: str = ""
@@ -146,6 +149,7 @@ class Completer:
             prompt_tokens=len(prompt),
             latency_ms=(time.perf_counter() - started) * 1000,
             request=request,
+            full_prompt=prompt is full,
         )
 
     def alternatives(self, prepared: Prepared, primary: Completion, count: int,
@@ -182,6 +186,10 @@ class Completer:
                   cancel: CancelToken) -> Switch | None:
         """Encode what a keystroke at the prepared spot needs (`PromptCache.warm_spot`)."""
         return self.cache.warm_spot(prepared, active, candidate, cancel)
+
+    def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
+        """Build on towards the full prompt after a keystroke (`PromptCache.climb`)."""
+        return self.cache.climb(prepared, cancel)
 
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],

@@ -30,6 +30,12 @@ FULL_PROMPT_SLACK = 16
 COLD_PREFILL_SECONDS = 0.5
 COLD_MIN_TOKENS = 48  # the cursor line and the lines just above it, at least
 COLD_MAX_TOKENS = 320
+# After a keystroke answered with a smaller prompt than the full one, the file's full prompt
+# is built on, aside: the first slice, about this long at the measured prefill speed, no
+# keystroke interrupts (so the prompt grows even while the user types without a pause: a
+# keystroke waits for it at most once); the rest runs until the next keystroke aborts it.
+CLIMB_FIRM_SECONDS = 0.1
+CLIMB_MIN_TOKENS = 8
 
 
 def cold_budget(prefill_rate: float | None) -> int:
@@ -89,11 +95,10 @@ class PromptCache:
         smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
         prompt idle work has not finished building yet (it is, in idle time).
 
-        Two smaller ones: the cold window (`window_prompt`: what idle work prepares first at a
-        spot), and, where nothing was prepared at this spot (a newly opened file asked at
-        once), that window cut to what prefills in ~0.5 s (`cold_budget`). A window idle work
-        started is finished rather than given up for the cut one: the keystrokes after it keep
-        its context."""
+        Two smaller ones: the cold window (`window_prompt`: what is built first towards the
+        full one), and that window cut to what prefills in ~0.5 s (`cold_budget`: a newly
+        opened file asked at once). A bigger prompt that is not complete yet is not finished
+        by a keystroke: `climb` completes it in slices after each one."""
         if full is None:
             full = self._build(prepared.ctx)
         if prepared.cold_ctx is None:
@@ -109,12 +114,10 @@ class PromptCache:
         small = self._build(fit_context(
             prepared.cold_ctx, self.cold_budget_for(prepared.key), self._count))
         small_cached = self.engine.cached_prefix(prepared.key, small.tokens) or 0
-        # Most context first; the last is the fallback. The cut prompt only where idle work
-        # did not prepare this spot.
-        options = [(full, full_cost), (window, len(window) - window_cached)]
-        if window_cached < small_cached + FULL_PROMPT_SLACK:
-            options.append((small, len(small) - small_cached))
-        base_cost = options[-1][1]
+        # Most context first; the cheapest sets what a little more context may cost.
+        options = [(full, full_cost), (window, len(window) - window_cached),
+                   (small, len(small) - small_cached)]
+        base_cost = min(cost for _, cost in options)
         allowed = base_cost + max(FULL_PROMPT_SLACK, base_cost // 2)
         return next(prompt for prompt, cost in options if cost <= allowed)
 
@@ -124,6 +127,40 @@ class PromptCache:
         return self._build(fit_context(prepared.cold_ctx, COLD_MAX_TOKENS, self._count))
 
     # ------------------------------------------------------------------ idle work
+
+    def climb_slice(self) -> int:
+        """Tokens of the firm slice each keystroke pays towards the full prompt."""
+        rate = self.engine.prefill_rate or 0.0
+        return max(CLIMB_MIN_TOKENS, int(rate * CLIMB_FIRM_SECONDS))
+
+    def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
+        """After a keystroke answered with a smaller prompt than the full one: build towards
+        the full one, the cold window first when the cut prompt was used (it is what the next
+        keystrokes can use soonest). The file's own sequence keeps what keystrokes use; the
+        engine builds a target aside and swaps it in once complete. The first
+        `climb_slice()` tokens are firm; the rest yields to the next keystroke at once.
+        Returns the tokens encoded."""
+        full = self._build(prepared.ctx)
+        now = self.choose(prepared, full)
+        if now is full:
+            return 0
+        targets = [full]
+        if prepared.cold_ctx is not None:
+            window = self.window_prompt(prepared)
+            if now.tokens != window.tokens:
+                targets.insert(0, window)
+        done = 0
+        with cancel.firm():
+            for target in targets:
+                left = self.climb_slice() - done
+                if left <= 0:
+                    break
+                done += self.engine.warm(prepared.key, target.segments, cancel, limit=left)
+        for target in targets:
+            if cancel.cancelled:
+                break
+            done += self.engine.warm(prepared.key, target.segments, cancel)
+        return done
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],

@@ -218,6 +218,8 @@ class Suggester:
         files.forget_shown(state)
         if completion.text:  # idle work computes its alternatives (schedule_reanchor)
             state.shown = Shown(version, cursor, prepared, completion, completer)
+        if not completion.full_prompt:
+            files.schedule_climb(uri, prepared)
         files.schedule_reanchor(uri)
         if not completion.text:
             telemetry.counters["empty"] += 1

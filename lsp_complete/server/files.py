@@ -29,7 +29,7 @@ from lsprotocol import types
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken, EngineError
-from lsp_complete.pipeline import fresh_anchor, prepare, prepare_head
+from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head, with_repo
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.model import ModelHost
@@ -39,10 +39,14 @@ from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 IDLE_PERSIST_S = 5.0
+# The alternatives of a suggestion shown (for cycling) are computed once the user has paused
+# this long on it, not while typing: they cost several suggestions' worth of CPU each time.
+ALTERNATIVES_PAUSE_S = 2.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
 ALTERNATIVES_KEY = "\0alternatives:"  # + URI: the scheduler key of a file's alternatives work
+CLIMB_KEY = "\0climb:"  # + URI: building on towards a file's full prompt
 
 
 class OpenFiles:
@@ -177,7 +181,7 @@ class OpenFiles:
 
     # ------------------------------------------------------------------ idle work
 
-    def _idle(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+    def _idle(self, key: str, run: Callable[[CancelToken], Any], first: bool = False) -> Job:
         """Queue idle work; an engine failure goes to the one idle-error callback, on the
         event loop."""
         loop = asyncio.get_running_loop()
@@ -190,7 +194,7 @@ class OpenFiles:
                     loop.call_soon_threadsafe(self._on_idle_error, str(exc))
                 return None
 
-        return self._scheduler.submit_background(key, guarded)
+        return self._scheduler.submit_background(key, guarded, first=first)
 
     def _when_done(self, job: Job, apply: Callable[[Any], None]) -> None:
         """Apply a job's answer to the files' state, on the event loop, when it ends."""
@@ -248,7 +252,10 @@ class OpenFiles:
             # prompt, and this encodes the full context (a no-op when it is cached already).
             if state.last_cursor is not None:
                 self.prepare_at(uri, state, state.last_cursor, generation)
-            self.schedule_alternatives(uri, state)  # after re-anchoring: that comes first
+
+        def paused() -> None:
+            if self._current(uri, state, generation):  # after re-anchoring: that came first
+                self.schedule_alternatives(uri, state)
 
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
@@ -262,7 +269,22 @@ class OpenFiles:
                 )
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, fire)
+        loop.call_later(ALTERNATIVES_PAUSE_S, paused)
         loop.call_later(IDLE_PERSIST_S, persist)
+
+    def schedule_climb(self, uri: str, prepared: Prepared) -> None:
+        """A keystroke was answered with a smaller prompt than the full one: build on towards
+        the full one right away, before other idle work (a short first slice even if the next
+        keystroke comes at once; the rest in whatever time it leaves)."""
+        completer, repo = self._model.completer, self._repo
+        if completer is None:
+            return
+
+        def climb(cancel: CancelToken) -> None:
+            if uri in self.documents:
+                completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
+
+        self._idle(CLIMB_KEY + uri, climb, first=True)
 
     def _current(self, uri: str, state: DocState, generation: int) -> bool:
         """Idle work is still wanted: the same edit state of the same open document (not a
