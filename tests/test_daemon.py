@@ -146,13 +146,15 @@ class DaemonWorld:
                               capture_output=True, text=True, timeout=60)
 
     async def start(self, model: Path | None, options: dict[str, Any] | None = None,
-                    wait_ready: bool = True, args: tuple[str, ...] = ()) -> LanguageClient:
+                    wait_ready: bool = True, args: tuple[str, ...] = (),
+                    folders: list[Path] | None = None) -> LanguageClient:
         client = make_test_lsp_client()
         await client.start_io(*server_command(model), *args, env=self.env)
         self.clients.append(client)
         await client.initialize_session(initialize_params(
             {"threads": 1, "contextSize": 4096, **(options or {})},
-            client_capabilities(work_done_progress=True)))
+            client_capabilities(work_done_progress=True),
+            workspace_folders=[f.as_uri() for f in folders or []]))
         if wait_ready:
             await wait_for_state(client, ("ready", "error"))
         return client
@@ -283,6 +285,60 @@ async def test_sessions_keep_their_documents_and_settings(world, tiny_model_path
     await asyncio.sleep(0.3)
     cached = {d["uri"]: d["cachedTokens"] for d in (await status(long))["documents"]}
     assert cached[URI] > 0
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+    elif value is not None:
+        yield str(value)
+
+
+async def test_a_window_sees_only_its_own_documents(world, tiny_model_path) -> None:
+    """Before: window B's lsp-complete/status listed window A's URIs (engine.sequences)."""
+    projects = {}
+    for name, secret in (("alice-acme-payroll", "ACME_PAYROLL_SECRET_4711"),
+                         ("bob-side-project", "BOB_OWN_TEXT")):
+        folder = world.root / name
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "pkg/__init__.py").write_text("")
+        (folder / "pkg/rates.py").write_text(f"{secret} = 0.42\n\n\ndef rate(x):\n"
+                                             "    return x\n")
+        text = f"from .rates import rate, {secret}\n" + SOURCE
+        (folder / "pkg/main.py").write_text(text)
+        projects[name] = (folder, (folder / "pkg/main.py").as_uri(), text, secret)
+    options = {"repoContextTokens": 256, "alternatives": 2}
+    alice = await world.start(tiny_model_path, options, folders=[projects["alice-acme-payroll"][0]])
+    bob = await world.start(tiny_model_path, options, folders=[projects["bob-side-project"][0]])
+    for client, name in ((alice, "alice-acme-payroll"), (bob, "bob-side-project")):
+        _folder, uri, text, _secret = projects[name]
+        open_doc(client, uri, text)
+        assert await suggest(client, uri, LINE + 1, COL)
+    await asyncio.sleep(1.0)  # idle work: repository blocks, alternatives, re-anchoring
+    for client, name in ((alice, "alice-acme-payroll"), (bob, "bob-side-project")):
+        _folder, uri, _text, _secret = projects[name]
+        await suggest(client, uri, LINE + 1, COL)
+    alice_status, bob_status = await status(alice), await status(bob)
+    assert alice_status["daemon"]["pid"] == bob_status["daemon"]["pid"]
+    folder, uri, text, secret = projects["alice-acme-payroll"]
+    telltales = [uri, str(folder), folder.name, "acme", secret, text.splitlines()[0]]
+    seen_by_bob = [*_strings(bob_status),
+                   *(m.message for m in bob.messages), *(m.message for m in bob.log_messages)]
+    leaks = [(t, s) for s in seen_by_bob for t in telltales if t.lower() in s.lower()]
+    assert not leaks, leaks
+    # Both documents are in the one engine, and each window still sees its own.
+    assert bob_status["engine"]["sequencesInUse"] >= 2
+    assert [s["uri"] for s in alice_status["engine"]["sequences"]] == [uri]
+    assert alice_status["documents"][0]["repoContext"]["files"]  # what was walked had blocks
+    assert bob_status["documents"][0]["repoContext"]["files"]
 
 
 async def test_other_engine_settings_get_a_message_not_a_switch(world, tiny_model_path) -> None:

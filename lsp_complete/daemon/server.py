@@ -120,6 +120,11 @@ class SessionEngine:
         if not self._shared.open_elsewhere(self._session, key):
             self._engine.forget(key)
 
+    def describe(self) -> dict[str, object]:
+        """The engine as this session's status shows it: other windows' documents are theirs
+        to see (a file path names a client, a project, a person), so only counts of them."""
+        return own_view(self._engine.describe(), *self._shared.seen_by(self._session))
+
     def close(self) -> None:
         self._shared.release(self._engine)
 
@@ -155,6 +160,15 @@ class SharedEngine:
         if self.loaded is None or engine is not self.loaded.engine:
             engine.close()
 
+    def seen_by(self, session: int) -> tuple[set[str], str]:
+        """What one session may see of the engine's state: its open documents' URIs, and the
+        last engine error its own requests met."""
+        own = self._daemon.sessions.get(session)
+        if own is None:
+            return set(), ""
+        completer = own.server.model.completer
+        return set(own.server.files.documents), completer.last_error if completer else ""
+
     def open_elsewhere(self, session: int, uri: str) -> bool:
         return any(uri in other.server.files.documents
                    for sid, other in list(self._daemon.sessions.items()) if sid != session)
@@ -166,6 +180,20 @@ class SharedEngine:
         if self.loaded is None or self.settings is None:
             return None
         return {**self.loaded.info, "settings": _camel(dataclasses.asdict(self.settings))}
+
+
+def own_view(described: dict[str, object], own: set[str], last_error: str) -> dict[str, object]:
+    """An engine's `describe()` for one session: the KV sequences of its own documents by
+    URI, the others counted; the engine's last error only as its own requests met it (a
+    remote server's error text may quote another window's prompt)."""
+    view = dict(described)
+    sequences = view.get("sequences")
+    if isinstance(sequences, list):
+        view["sequences"] = [s for s in sequences if isinstance(s, dict) and s.get("uri") in own]
+        view["sequencesInUse"] = len(sequences)
+    if "lastError" in view:
+        view["lastError"] = last_error
+    return view
 
 
 def _mismatch(wanted: EngineSettings, loaded: EngineSettings) -> str:
@@ -220,9 +248,11 @@ class Session:
     writer: asyncio.StreamWriter
     connected: float  # time.time()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, private: bool = False) -> dict[str, Any]:
+        """The session for the daemon's status; `private`: as another window sees it (counts,
+        not the model it asked for: a path names a project too)."""
         server = self.server
-        return {
+        described = {
             "id": self.id,
             "frontendPid": self.frontend_pid,
             "connectedSeconds": round(time.time() - self.connected, 1),
@@ -230,6 +260,9 @@ class Session:
             "model": server.settings.model,
             "modelState": server.model.state,
         }
+        if private:
+            del described["model"]
+        return described
 
 
 class Daemon:
@@ -413,7 +446,8 @@ class Daemon:
     # ------------------------------------------------------------------ status
 
     def status(self, session: int | None = None) -> dict[str, Any]:
-        """What `lsp-complete daemon status` prints and `lsp-complete/status` shows."""
+        """What `lsp-complete daemon status` prints and, for `session`, what its
+        `lsp-complete/status` shows (other sessions only in counts)."""
         return {
             "pid": os.getpid(),
             "version": wire.version(),
@@ -424,7 +458,8 @@ class Daemon:
             "rssMiB": _rss_mib(),
             "engine": self.engine.describe(),
             "session": session,  # the asking session's id
-            "sessions": [s.describe() for s in list(self.sessions.values())],
+            "sessions": [s.describe(private=session is not None and s.id != session)
+                         for s in list(self.sessions.values())],
         }
 
 
