@@ -476,6 +476,91 @@ async def test_the_daemon_exits_when_idle_and_saves_its_cache(world, tiny_model_
     assert (await status(client))["engineCounters"]["restored_from_disk"] >= 1
 
 
+# --------------------------------------------------------------------------- identity
+
+
+@pytest.mark.parametrize("variable", ["XDG_CACHE_HOME", "HOME"])
+def test_frontends_that_would_write_elsewhere_name_another_daemon(
+        monkeypatch, tmp_path, variable) -> None:
+    """Before: the socket's name hashed only LSP_COMPLETE_*, so another cache folder (through
+    XDG_CACHE_HOME or HOME), another user or a relative cache folder in another folder all
+    named the same daemon."""
+    monkeypatch.delenv("LSP_COMPLETE_CACHE_DIR", raising=False)
+    if variable == "HOME":
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv(variable, str(tmp_path / "one"))
+    first = paths.socket_path()
+    assert paths.socket_path() == first  # stable
+    monkeypatch.setenv(variable, str(tmp_path / "two"))
+    assert paths.socket_path() != first
+
+
+def test_the_user_and_a_relative_cache_folder_are_part_of_the_identity(
+        monkeypatch, tmp_path) -> None:
+    first = paths.socket_path()
+    monkeypatch.setattr(os, "getuid", lambda: 4242)
+    assert paths.socket_path() != first
+    monkeypatch.undo()
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", "cache")  # relative: to the frontend's folder
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    in_a = paths.socket_path()
+    monkeypatch.chdir(tmp_path / "b")
+    assert paths.socket_path() != in_a
+
+
+def test_the_model_a_frontend_asks_for_is_part_of_the_identity(tmp_path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    first = paths.identity(str(model))
+    assert paths.identity(str(model)) == first != paths.identity(None)
+    assert paths.identity("some-registry-name") != paths.identity("another-name")
+    os.utime(model, ns=(1, 1))  # the file replaced: another model
+    assert paths.identity(str(model)) != first
+
+
+async def test_another_cache_folder_gets_its_own_daemon(world, tiny_model_path) -> None:
+    """Before: two frontends with different XDG_CACHE_HOME shared one daemon, and the second
+    one's KV caches went to the first one's folder."""
+    del world.env["LSP_COMPLETE_CACHE_DIR"]
+    caches = [world.root / "xdg-one", world.root / "xdg-two"]
+    clients = []
+    for cache in caches:
+        world.env["XDG_CACHE_HOME"] = str(cache)
+        clients.append(await world.start(tiny_model_path))
+    daemons = [await daemon_of(c) for c in clients]
+    assert daemons[0]["pid"] != daemons[1]["pid"]
+    for cache in caches:  # each daemon's KV store is in its frontend's cache folder
+        assert (cache / "lsp-complete" / "kv").is_dir(), cache
+    for client in clients:
+        open_doc(client, URI, SOURCE)
+        assert await suggest(client)
+
+
+async def test_another_model_gets_its_own_daemon_and_status_finds_both(
+        world, tiny_model_path) -> None:
+    """Before: a frontend asking for another model joined the running daemon and was told it
+    keeps the loaded model."""
+    other_model = world.root / "other.gguf"
+    shutil.copyfile(tiny_model_path, other_model)
+    one = await world.start(tiny_model_path)
+    two = await world.start(other_model)
+    first, second = await daemon_of(one), await daemon_of(two)
+    assert first["pid"] != second["pid"]
+    assert first["engine"]["path"] == str(tiny_model_path)
+    assert second["engine"]["path"] == str(other_model)
+    assert not [m for m in two.messages if "differ" in m.message]
+    three = await world.start(other_model)  # the same model again: the same daemon
+    assert (await daemon_of(three))["pid"] == second["pid"]
+    shown = world.cli("daemon", "status", "--json")
+    assert shown.returncode == 0
+    assert sorted(d["pid"] for d in json.loads(shown.stdout)) == sorted(
+        [first["pid"], second["pid"]])
+    assert world.cli("daemon", "stop").returncode == 0
+    assert not _alive(first["pid"]) and not _alive(second["pid"])
+
+
 async def test_daemon_status_and_stop_commands(world, tiny_model_path) -> None:
     assert world.cli("daemon", "status").returncode == 1  # none running
     client = await world.start(tiny_model_path)

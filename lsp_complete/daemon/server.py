@@ -39,7 +39,14 @@ from typing import Any, cast
 
 from lsp_complete.config import EngineSettings, Settings
 from lsp_complete.daemon import hello as wire
-from lsp_complete.daemon.paths import IDLE_ENV, RuntimeDirError, ensure_runtime_dir, socket_path
+from lsp_complete.daemon.paths import (
+    IDLE_ENV,
+    RuntimeDirError,
+    ensure_runtime_dir,
+    identity,
+    model_socket_path,
+    socket_path,
+)
 from lsp_complete.daemon.start import STOPPING, peer_uid, try_connect
 from lsp_complete.engine.base import Engine
 from lsp_complete.engine.factory import LoadedEngine, load_engine
@@ -266,9 +273,11 @@ class Session:
 
 
 class Daemon:
-    def __init__(self, path: Path, idle_s: float) -> None:
+    def __init__(self, path: Path, idle_s: float, identity: str = "") -> None:
         self.path = path
         self.idle_s = idle_s
+        # What it runs with (paths.identity): a frontend that asks for another is refused.
+        self.identity = identity
         self.scheduler = Scheduler("lsp-complete-daemon-worker")
         self.engine = SharedEngine(self)
         self.sessions: dict[int, Session] = {}
@@ -386,8 +395,12 @@ class Daemon:
         kind = message.get("kind")
         reply: dict[str, Any] = {"ok": True, "version": wire.version(), "pid": os.getpid()}
         if kind == "session":
+            wanted = message.get("identity")
             if message.get("version") != wire.version():
                 reply.update(ok=False, error=wire.VERSION_MISMATCH)
+            elif wanted is not None and wanted != self.identity:
+                # It would write to another cache folder, load another model...: not ours.
+                reply.update(ok=False, error=wire.OTHER_IDENTITY, identity=self.identity)
             elif self._stopping is not None or self.retired:
                 reply.update(ok=False, error=STOPPING)
             else:
@@ -452,6 +465,7 @@ class Daemon:
             "pid": os.getpid(),
             "version": wire.version(),
             "socket": str(self.path),
+            "identity": self.identity,
             "uptimeSeconds": round(time.time() - self.started, 1),
             "idleExitSeconds": self.idle_s,
             "retired": self.retired,
@@ -527,13 +541,16 @@ def idle_minutes(value: float | None) -> float:
         return DEFAULT_IDLE_MINUTES
 
 
-def run_daemon(idle: float | None = None) -> int:
-    """`lsp-complete daemon run`: serve sessions until idle, stopped or signalled."""
+def run_daemon(idle: float | None = None, model: str | None = None,
+               model_socket: bool = False) -> int:
+    """`lsp-complete daemon run`: serve sessions until idle, stopped or signalled. `model`:
+    the one its frontend asked for (part of its identity); `model_socket`: listen at that
+    model's own socket (another model's daemon holds the environment's)."""
     for handler in logging.getLogger().handlers:  # the log file wants times
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
         ensure_runtime_dir()
-        path = socket_path()
+        path = model_socket_path(model) if model_socket else socket_path()
         sock = bind(path)
     except (RuntimeDirError, OSError) as exc:
         print(f"lsp-complete daemon: {exc}", file=sys.stderr)
@@ -541,7 +558,7 @@ def run_daemon(idle: float | None = None) -> int:
     except AlreadyRunning as exc:
         print(f"lsp-complete daemon: a daemon already answers at {exc}", file=sys.stderr)
         return 1
-    daemon = Daemon(path, max(0.0, idle_minutes(idle)) * 60)
+    daemon = Daemon(path, max(0.0, idle_minutes(idle)) * 60, identity(model))
     try:
         return asyncio.run(daemon.serve(sock))
     finally:
