@@ -47,6 +47,10 @@ def _build_parser() -> argparse.ArgumentParser:
     daemon_run.add_argument("--idle-minutes", type=float, default=None, metavar="M",
                             help="exit after M minutes without a session (default 10, or "
                             "LSP_COMPLETE_DAEMON_IDLE_MINUTES)")
+    daemon_run.add_argument("--model", help="the model its editors ask for (`serve --model`): "
+                            "part of the daemon's identity")
+    # `serve` starts a daemon at its model's own socket when another model's holds the shared.
+    daemon_run.add_argument("--model-socket", action="store_true", help=argparse.SUPPRESS)
 
     complete = sub.add_parser("complete", help="one-shot completion at FILE:LINE:COL (1-based)")
     complete.add_argument("location", help="FILE:LINE:COL, line and column counted from 1")
@@ -128,7 +132,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return control.cli_status(as_json=args.json)
         if args.daemon_command == "stop":
             return control.cli_stop()
-        return control.cli_run(args.idle_minutes)
+        return control.cli_run(args.idle_minutes, args.model, args.model_socket)
     if args.command == "complete":
         from lsp_complete.oneshot import cli_complete
 

@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-import platformdirs
 from tqdm import tqdm
 
+from lsp_complete.locations import CACHE_ENV, cache_root
 from lsp_complete.models import (
     GGUF_MAGIC,
     HubSource,
@@ -48,7 +48,6 @@ from lsp_complete.models import (
 
 log = logging.getLogger(__name__)
 
-CACHE_ENV = "LSP_COMPLETE_CACHE_DIR"
 MODEL_ENV = "LSP_COMPLETE_MODEL"
 _CHUNK = 8 * 1024 * 1024
 # The package is not on the index: extras are installed from the checkout (as the README says).
@@ -64,15 +63,6 @@ Installer = Callable[[Sequence[str], bool], None]
 class ResolvedModel:
     path: Path
     spec: ModelSpec
-
-
-def cache_root() -> Path:
-    """Where lsp-complete keeps what it caches: $LSP_COMPLETE_CACHE_DIR, else the user cache
-    folder."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    return Path(platformdirs.user_cache_dir("lsp-complete"))
 
 
 def cache_dir() -> Path:

@@ -7,7 +7,11 @@ Repository context (context/imports.py, context/repo.py) sees other files only t
   didChangeWorkspaceFolders): every path is resolved (symlinks, `..`) before it is checked, so
   neither a symlink nor a `../` import leads out of a root;
 * never what git ignores (the root's and nested .gitignore files, with `pathspec`), nor `.git/`;
+  ignore rules that cannot be applied whole (too many, too costly, unreadable) leave their
+  folder unread, and a .gitignore that is no regular file (a link, FIFO...) holds no rules;
 * never a binary file, nor one over the size cap;
+* bytes only through safe_read (regular files, O_NONBLOCK | O_NOFOLLOW, bounded, fstat on the
+  descriptor), and every disk access on an I/O thread with a deadline;
 * the open buffer's text wins over the disk copy (`buffers`, given by the server).
 
 Parsed results (outlines) are kept in a bounded LRU keyed by (path, mtime, size) for disk files
@@ -19,7 +23,10 @@ loop, and drops entries on didSave / workspace/didChangeWatchedFiles (`invalidat
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import re
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -32,10 +39,20 @@ import pathspec
 
 from lsp_complete.documents import Document
 from lsp_complete.languages import language_of_path
+from lsp_complete.safe_read import IGNORE_RULES, SOURCE, IoTimeout, ReadLimit, io_call, read_file
 
-MAX_FILE_BYTES = 512 * 1024  # other files larger than this are not read (minified, generated)
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = SOURCE.max_bytes  # larger files are not read (minified, generated)
 OUTLINE_CACHE_ENTRIES = 512
+MAX_DEPTH = 32  # folders below a root: deeper paths are not read (nor their rules evaluated)
 _DIR_LISTING_LIMIT = 400  # entries of one folder looked at (Go / Java packages)
+# Ignore rules we evaluate: more, longer or costlier ones make the folder's files unreadable
+# (fail closed: what the user ignores must stay out of prompts). Three `*` in one path
+# segment already cost pathspec's regular expressions seconds on a long name.
+MAX_IGNORE_PATTERNS = 2000
+MAX_PATTERN_CHARS = 256
+MAX_STARS_PER_SEGMENT = 2
 
 T = TypeVar("T")
 # The open buffer for a path, if the editor has it open: (version, text).
@@ -74,34 +91,113 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _on_io_thread(default: T, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on an I/O thread (safe_read), or `default` when the disk does not answer
+    in time: neither the inference worker nor the event loop waits on a stuck filesystem."""
+    try:
+        return io_call(fn, *args)
+    except IoTimeout as exc:
+        log.info("workspace: %s", exc)
+        return default
+
+
+# ---------------------------------------------------------------------- ignore rules
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """One folder's .gitignore: its patterns, or `everything` when they cannot be applied
+    whole (over the caps, unreadable): then nothing below the folder is read."""
+
+    spec: pathspec.GitIgnoreSpec | None = None
+    everything: bool = False
+
+
+_NO_RULES = _Rules()
+_EVERYTHING = _Rules(everything=True)
+_Stamp = tuple[int, int, int, int]  # what lstat says of a .gitignore: kind, inode, mtime, size
+
+
+def _stamp(file: Path) -> _Stamp | None:
+    try:
+        st = os.lstat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _load_rules(file: Path, stamp: _Stamp | None) -> _Rules | None:
+    """The rules in `file` (None: could not tell this time, do not remember it)."""
+    if stamp is None or stamp[0] != stat.S_IFREG:
+        # Like git, which does not follow a linked .gitignore: a link, FIFO, device or folder
+        # named .gitignore holds no rules, and is not opened.
+        return _NO_RULES
+    read = read_file(file, IGNORE_RULES)
+    if read.data is None:
+        if read.problem in ("missing", "not a regular file"):
+            return _NO_RULES
+        if read.problem == "timed out":
+            return None  # the read logged it
+        log.warning("workspace: %s: %s; nothing below %s is read", file, read.problem,
+                    file.parent)
+        return _EVERYTHING
+    return _parse_rules(file, read.data.decode("utf-8", errors="replace").splitlines())
+
+
+def _parse_rules(file: Path, lines: list[str]) -> _Rules:
+    patterns = [line for line in lines if line.strip() and not line.startswith("#")]
+    if len(patterns) > MAX_IGNORE_PATTERNS:
+        log.warning("workspace: %s has over %d patterns; nothing below %s is read", file,
+                    MAX_IGNORE_PATTERNS, file.parent)
+        return _EVERYTHING
+    costly = next((p for p in patterns if not _tame(p)), None)
+    if costly is not None:
+        log.warning("workspace: %s: pattern %.60r is too long or has too many wildcards to "
+                    "evaluate; nothing below %s is read", file, costly, file.parent)
+        return _EVERYTHING
+    if not patterns:
+        return _NO_RULES
+    try:
+        return _Rules(pathspec.GitIgnoreSpec.from_lines(lines))
+    except (ValueError, re.error):  # like git, skip the lines that are no pattern
+        return _Rules(pathspec.GitIgnoreSpec.from_lines(p for p in patterns if _valid(p)))
+
+
+def _tame(pattern: str) -> bool:
+    """Whether matching `pattern` costs little: short, few `*` per path segment (`**` aside)."""
+    return len(pattern) <= MAX_PATTERN_CHARS and all(
+        segment == "**" or segment.count("*") <= MAX_STARS_PER_SEGMENT
+        for segment in pattern.split("/"))
+
+
+def _valid(pattern: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except (ValueError, re.error):
+        return False
+    return True
+
+
 class _GitIgnores:
     """The .gitignore rules of a root, read per folder and re-read when a file changes."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, tuple[tuple[int, int] | None, pathspec.GitIgnoreSpec | None]] = {}
+        self._rules: dict[Path, tuple[_Stamp | None, _Rules]] = {}
         self._lock = threading.Lock()
 
-    def _spec(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+    def rules(self, folder: Path) -> _Rules:
         file = folder / ".gitignore"
-        try:
-            st = file.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+        stamp = _stamp(file)
         with self._lock:
-            known = self._specs.get(folder)
+            known = self._rules.get(folder)
         if known is not None and known[0] == stamp:
             return known[1]
-        spec = None
-        if stamp is not None and stamp[1] <= MAX_FILE_BYTES:
-            try:
-                lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-                spec = pathspec.GitIgnoreSpec.from_lines(lines)
-            except (OSError, ValueError):
-                spec = None
+        rules = _load_rules(file, stamp)
+        if rules is None:
+            return _EVERYTHING  # for now: the next call tries again
         with self._lock:
-            self._specs[folder] = (stamp, spec)
-        return spec
+            self._rules[folder] = (stamp, rules)
+        return rules
 
     def ignored(self, root: Path, path: Path, is_dir: bool = False) -> bool:
         """Whether git ignores `path` (inside `root`): the last matching rule from the root
@@ -109,32 +205,41 @@ class _GitIgnores:
         parts = path.relative_to(root).parts
         if ".git" in parts:
             return True
-        # Folders first: git does not look inside an ignored one.
-        for depth in range(1, len(parts)):
-            if self._match(root, parts[:depth], True):
-                return True
-        return bool(parts) and self._match(root, parts, is_dir)
+        found: list[_Rules] = []  # each folder's rules from the root down, read once
 
-    def _match(self, root: Path, parts: tuple[str, ...], is_dir: bool) -> bool:
-        verdict = False
-        folder = root
-        for depth in range(len(parts)):
-            spec = self._spec(folder)
-            if spec is not None:
-                relative = "/".join(parts[depth:]) + ("/" if is_dir else "")
-                result = spec.check_file(relative)
-                if result.include is not None:
-                    verdict = result.include
-            folder = folder / parts[depth]
-        return verdict
+        def rules_at(depth: int) -> _Rules:
+            while len(found) <= depth:
+                found.append(self.rules(root.joinpath(*parts[:len(found)])))
+            return found[depth]
+
+        # Folders first: git does not look inside an ignored one.
+        for end in range(1, len(parts) + 1):
+            if _matches(parts[:end], end < len(parts) or is_dir, rules_at):
+                return True
+        return False
 
     def forget(self, folder: Path) -> None:
         with self._lock:
-            self._specs.pop(folder, None)
+            self._rules.pop(folder, None)
+
+
+def _matches(parts: tuple[str, ...], is_dir: bool, rules_at: Callable[[int], _Rules]) -> bool:
+    verdict = False
+    for depth in range(len(parts)):
+        rules = rules_at(depth)
+        if rules.everything:
+            return True
+        if rules.spec is not None:
+            relative = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            result = rules.spec.check_file(relative)
+            if result.include is not None:
+                verdict = result.include
+    return verdict
 
 
 class Workspace:
-    """The roots, and safe, cached access to the files inside them (thread-safe)."""
+    """The roots, and safe, cached access to the files inside them (thread-safe). Every
+    method that touches the disk does so on an I/O thread, within a deadline (safe_read)."""
 
     def __init__(self, max_file_bytes: int = MAX_FILE_BYTES,
                  cache_entries: int = OUTLINE_CACHE_ENTRIES) -> None:
@@ -155,23 +260,21 @@ class Workspace:
         return self._roots
 
     def set_roots(self, paths: Iterable[Path]) -> None:
-        roots: list[Path] = []
-        for path in paths:
-            real = _real(path)
-            if real.is_dir() and real not in roots:
-                roots.append(real)
-        self._roots = tuple(roots)
+        self._roots = tuple(_on_io_thread([], _folders, list(paths)))
         self.generation += 1
 
     def add_root(self, path: Path) -> None:
         self.set_roots([*self._roots, path])
 
     def remove_root(self, path: Path) -> None:
-        real = _real(path)
+        real = _on_io_thread(path, _real, path)
         self.set_roots(r for r in self._roots if r != real)
 
     def root_of(self, path: Path) -> Path | None:
         """The (innermost) root holding `path` once resolved, or None."""
+        return _on_io_thread(None, self._root_of, path)
+
+    def _root_of(self, path: Path) -> Path | None:
         real = _real(path)
         found = None
         for root in self._roots:
@@ -184,49 +287,63 @@ class Workspace:
 
     def allowed(self, path: Path, is_dir: bool = False) -> tuple[Path, Path] | None:
         """(resolved path, its root) when the workspace may read `path`, else None: inside a
-        root after resolving symlinks and `..`, and not ignored by git."""
+        root after resolving symlinks and `..`, not too deep, and not ignored by git."""
+        return _on_io_thread(None, self._allowed, path, is_dir)
+
+    def _allowed(self, path: Path, is_dir: bool = False) -> tuple[Path, Path] | None:
         real = _real(path)
-        root = self.root_of(real)
-        if root is None or real == root:
+        root = self._root_of(real)
+        if root is None or real == root or len(real.parts) - len(root.parts) > MAX_DEPTH:
             return None
         if self._ignores.ignored(root, real, is_dir):
             return None
         return real, root
 
     def is_file(self, path: Path) -> bool:
-        found = self.allowed(path)
-        if found is None:
+        return _on_io_thread(False, self._is_file, path)
+
+    def _is_file(self, path: Path) -> bool:
+        real = _real(path)
+        # What exists first (cheap), then the rules: most paths asked about do not.
+        if self.buffers(real) is None and not _is_regular(real):
             return False
-        return self.buffers(found[0]) is not None or found[0].is_file()
+        return self._allowed(real) is not None
 
     def is_dir(self, path: Path) -> bool:
+        return _on_io_thread(False, self._is_dir, path)
+
+    def _is_dir(self, path: Path) -> bool:
         real = _real(path)
-        root = self.root_of(real)
-        if root is None:
+        root = self._root_of(real)
+        if root is None or not real.is_dir():
             return False
-        return real.is_dir() and (real == root or self.allowed(real, is_dir=True) is not None)
+        return real == root or self._allowed(real, is_dir=True) is not None
 
     def list_dir(self, folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
         """Readable files of a folder with one of `suffixes`, sorted (a package's files)."""
-        if not self.is_dir(folder):
+        return _on_io_thread([], self._list_dir, folder, suffixes)
+
+    def _list_dir(self, folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+        if not self._is_dir(folder):
             return []
+        real = _real(folder)
         try:
-            with os.scandir(_real(folder)) as entries:
+            with os.scandir(real) as entries:
                 names = sorted(itertools.islice((e.name for e in entries), _DIR_LISTING_LIMIT))
         except OSError:
             return []
-        files = []
-        for name in names:
-            if name.endswith(suffixes):
-                candidate = _real(folder) / name
-                if self.is_file(candidate):
-                    files.append(candidate)
-        return files
+        return [real / name for name in names
+                if name.endswith(suffixes) and self._is_file(real / name)]
 
-    def read(self, path: Path) -> SourceText | None:
+    def read(self, path: Path, limit: ReadLimit | None = None) -> SourceText | None:
         """The file's text (the open buffer's if it is open), or None when it may not or
-        cannot be read: outside the roots, ignored, missing, binary or over the size cap."""
-        found = self.allowed(path)
+        cannot be read: outside the roots, ignored, missing, not a regular file, binary or
+        over the cap (`limit`: the kind of file; a source file by default)."""
+        return _on_io_thread(None, self._read, path, limit)
+
+    def _read(self, path: Path, limit: ReadLimit | None) -> SourceText | None:
+        cap = limit or ReadLimit(SOURCE.kind, self.max_file_bytes)
+        found = self._allowed(path)
         if found is None:
             return None
         real, root = found
@@ -234,27 +351,27 @@ class Workspace:
         buffer = self.buffers(real)
         if buffer is not None:
             version, text = buffer
-            if Document.is_binary(text) or len(text) > self.max_file_bytes:
+            if Document.is_binary(text) or len(text) > cap.max_bytes:
                 return None
             return SourceText(real, root, text, language, ("buffer", version))
-        try:
-            st = real.stat()
+        try:  # lstat for the cache; what is read is checked again on the descriptor
+            st = os.lstat(real)
         except OSError:
             return None
-        if not real.is_file() or st.st_size > self.max_file_bytes:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap.max_bytes:
             return None
         key = ("text", real, st.st_mtime_ns, st.st_size)
         cached = self._get(key)
         if cached is None:
-            try:
-                data = real.read_bytes()[: self.max_file_bytes + 1]
-            except OSError:
+            read = read_file(real, cap, within=root)
+            if read.data is None or read.stamp is None:
                 return None
-            text = _decode(data, self.max_file_bytes)
+            key = ("text", real, *read.stamp)
+            text = _decode(read.data, cap.max_bytes)
             cached = self._put(key, text if text is not None else False)
         if cached is False:
             return None
-        return SourceText(real, root, cached, language, ("disk", st.st_mtime_ns, st.st_size))
+        return SourceText(real, root, cached, language, ("disk", *key[2:]))
 
     # ------------------------------------------------------------------ parsed results
 
@@ -285,7 +402,7 @@ class Workspace:
     def invalidate(self, path: Path) -> None:
         """A file was saved, created, changed or deleted outside the editor: forget what was
         read or parsed from it (and a .gitignore's rules)."""
-        real = _real(path)
+        real = _on_io_thread(Path(os.path.abspath(path)), _real, path)
         with self._lock:
             for key in [k for k in self._cache if len(k) > 1 and k[1] == real]:
                 del self._cache[key]
@@ -297,6 +414,23 @@ class Workspace:
     def cache_size(self) -> int:
         with self._lock:
             return len(self._cache)
+
+
+def _folders(paths: list[Path]) -> list[Path]:
+    """The folders among `paths`, resolved, without repeats."""
+    roots: list[Path] = []
+    for path in paths:
+        real = _real(path)
+        if real.is_dir() and real not in roots:
+            roots.append(real)
+    return roots
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _decode(data: bytes, limit: int) -> str | None:

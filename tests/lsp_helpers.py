@@ -43,6 +43,7 @@ async def start_server(
     encodings: list[str] | None = None,
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    workspace_folders: list[str] | None = None,
 ) -> LanguageClient:
     client = make_test_lsp_client()
     await launch(client, model, env=env)
@@ -50,6 +51,7 @@ async def start_server(
         initialize_params(
             {"threads": 1, "contextSize": 4096, **(init_options or {})},
             client_capabilities(encodings=encodings, work_done_progress=True),
+            workspace_folders=workspace_folders,
         )
     )
     if wait_ready:

@@ -146,13 +146,15 @@ class DaemonWorld:
                               capture_output=True, text=True, timeout=60)
 
     async def start(self, model: Path | None, options: dict[str, Any] | None = None,
-                    wait_ready: bool = True, args: tuple[str, ...] = ()) -> LanguageClient:
+                    wait_ready: bool = True, args: tuple[str, ...] = (),
+                    folders: list[Path] | None = None) -> LanguageClient:
         client = make_test_lsp_client()
         await client.start_io(*server_command(model), *args, env=self.env)
         self.clients.append(client)
         await client.initialize_session(initialize_params(
             {"threads": 1, "contextSize": 4096, **(options or {})},
-            client_capabilities(work_done_progress=True)))
+            client_capabilities(work_done_progress=True),
+            workspace_folders=[f.as_uri() for f in folders or []]))
         if wait_ready:
             await wait_for_state(client, ("ready", "error"))
         return client
@@ -283,6 +285,60 @@ async def test_sessions_keep_their_documents_and_settings(world, tiny_model_path
     await asyncio.sleep(0.3)
     cached = {d["uri"]: d["cachedTokens"] for d in (await status(long))["documents"]}
     assert cached[URI] > 0
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+    elif value is not None:
+        yield str(value)
+
+
+async def test_a_window_sees_only_its_own_documents(world, tiny_model_path) -> None:
+    """Before: window B's lsp-complete/status listed window A's URIs (engine.sequences)."""
+    projects = {}
+    for name, secret in (("alice-acme-payroll", "ACME_PAYROLL_SECRET_4711"),
+                         ("bob-side-project", "BOB_OWN_TEXT")):
+        folder = world.root / name
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "pkg/__init__.py").write_text("")
+        (folder / "pkg/rates.py").write_text(f"{secret} = 0.42\n\n\ndef rate(x):\n"
+                                             "    return x\n")
+        text = f"from .rates import rate, {secret}\n" + SOURCE
+        (folder / "pkg/main.py").write_text(text)
+        projects[name] = (folder, (folder / "pkg/main.py").as_uri(), text, secret)
+    options = {"repoContextTokens": 256, "alternatives": 2}
+    alice = await world.start(tiny_model_path, options, folders=[projects["alice-acme-payroll"][0]])
+    bob = await world.start(tiny_model_path, options, folders=[projects["bob-side-project"][0]])
+    for client, name in ((alice, "alice-acme-payroll"), (bob, "bob-side-project")):
+        _folder, uri, text, _secret = projects[name]
+        open_doc(client, uri, text)
+        assert await suggest(client, uri, LINE + 1, COL)
+    await asyncio.sleep(1.0)  # idle work: repository blocks, alternatives, re-anchoring
+    for client, name in ((alice, "alice-acme-payroll"), (bob, "bob-side-project")):
+        _folder, uri, _text, _secret = projects[name]
+        await suggest(client, uri, LINE + 1, COL)
+    alice_status, bob_status = await status(alice), await status(bob)
+    assert alice_status["daemon"]["pid"] == bob_status["daemon"]["pid"]
+    folder, uri, text, secret = projects["alice-acme-payroll"]
+    telltales = [uri, str(folder), folder.name, "acme", secret, text.splitlines()[0]]
+    seen_by_bob = [*_strings(bob_status),
+                   *(m.message for m in bob.messages), *(m.message for m in bob.log_messages)]
+    leaks = [(t, s) for s in seen_by_bob for t in telltales if t.lower() in s.lower()]
+    assert not leaks, leaks
+    # Both documents are in the one engine, and each window still sees its own.
+    assert bob_status["engine"]["sequencesInUse"] >= 2
+    assert [s["uri"] for s in alice_status["engine"]["sequences"]] == [uri]
+    assert alice_status["documents"][0]["repoContext"]["files"]  # what was walked had blocks
+    assert bob_status["documents"][0]["repoContext"]["files"]
 
 
 async def test_other_engine_settings_get_a_message_not_a_switch(world, tiny_model_path) -> None:
@@ -418,6 +474,91 @@ async def test_the_daemon_exits_when_idle_and_saves_its_cache(world, tiny_model_
     open_doc(client, URI, SOURCE)
     assert await suggest(client)
     assert (await status(client))["engineCounters"]["restored_from_disk"] >= 1
+
+
+# --------------------------------------------------------------------------- identity
+
+
+@pytest.mark.parametrize("variable", ["XDG_CACHE_HOME", "HOME"])
+def test_frontends_that_would_write_elsewhere_name_another_daemon(
+        monkeypatch, tmp_path, variable) -> None:
+    """Before: the socket's name hashed only LSP_COMPLETE_*, so another cache folder (through
+    XDG_CACHE_HOME or HOME), another user or a relative cache folder in another folder all
+    named the same daemon."""
+    monkeypatch.delenv("LSP_COMPLETE_CACHE_DIR", raising=False)
+    if variable == "HOME":
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv(variable, str(tmp_path / "one"))
+    first = paths.socket_path()
+    assert paths.socket_path() == first  # stable
+    monkeypatch.setenv(variable, str(tmp_path / "two"))
+    assert paths.socket_path() != first
+
+
+def test_the_user_and_a_relative_cache_folder_are_part_of_the_identity(
+        monkeypatch, tmp_path) -> None:
+    first = paths.socket_path()
+    monkeypatch.setattr(os, "getuid", lambda: 4242)
+    assert paths.socket_path() != first
+    monkeypatch.undo()
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", "cache")  # relative: to the frontend's folder
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    in_a = paths.socket_path()
+    monkeypatch.chdir(tmp_path / "b")
+    assert paths.socket_path() != in_a
+
+
+def test_the_model_a_frontend_asks_for_is_part_of_the_identity(tmp_path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    first = paths.identity(str(model))
+    assert paths.identity(str(model)) == first != paths.identity(None)
+    assert paths.identity("some-registry-name") != paths.identity("another-name")
+    os.utime(model, ns=(1, 1))  # the file replaced: another model
+    assert paths.identity(str(model)) != first
+
+
+async def test_another_cache_folder_gets_its_own_daemon(world, tiny_model_path) -> None:
+    """Before: two frontends with different XDG_CACHE_HOME shared one daemon, and the second
+    one's KV caches went to the first one's folder."""
+    del world.env["LSP_COMPLETE_CACHE_DIR"]
+    caches = [world.root / "xdg-one", world.root / "xdg-two"]
+    clients = []
+    for cache in caches:
+        world.env["XDG_CACHE_HOME"] = str(cache)
+        clients.append(await world.start(tiny_model_path))
+    daemons = [await daemon_of(c) for c in clients]
+    assert daemons[0]["pid"] != daemons[1]["pid"]
+    for cache in caches:  # each daemon's KV store is in its frontend's cache folder
+        assert (cache / "lsp-complete" / "kv").is_dir(), cache
+    for client in clients:
+        open_doc(client, URI, SOURCE)
+        assert await suggest(client)
+
+
+async def test_another_model_gets_its_own_daemon_and_status_finds_both(
+        world, tiny_model_path) -> None:
+    """Before: a frontend asking for another model joined the running daemon and was told it
+    keeps the loaded model."""
+    other_model = world.root / "other.gguf"
+    shutil.copyfile(tiny_model_path, other_model)
+    one = await world.start(tiny_model_path)
+    two = await world.start(other_model)
+    first, second = await daemon_of(one), await daemon_of(two)
+    assert first["pid"] != second["pid"]
+    assert first["engine"]["path"] == str(tiny_model_path)
+    assert second["engine"]["path"] == str(other_model)
+    assert not [m for m in two.messages if "differ" in m.message]
+    three = await world.start(other_model)  # the same model again: the same daemon
+    assert (await daemon_of(three))["pid"] == second["pid"]
+    shown = world.cli("daemon", "status", "--json")
+    assert shown.returncode == 0
+    assert sorted(d["pid"] for d in json.loads(shown.stdout)) == sorted(
+        [first["pid"], second["pid"]])
+    assert world.cli("daemon", "stop").returncode == 0
+    assert not _alive(first["pid"]) and not _alive(second["pid"])
 
 
 async def test_daemon_status_and_stop_commands(world, tiny_model_path) -> None:

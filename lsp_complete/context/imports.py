@@ -29,6 +29,7 @@ from pathlib import Path
 import tree_sitter
 
 from lsp_complete.languages import LanguageSpec
+from lsp_complete.safe_read import MANIFEST
 from lsp_complete.workspace import Workspace
 
 MAX_TARGETS = 12  # files one file's imports may bring in (the nearest ones)
@@ -420,7 +421,7 @@ def _go_module(workspace: Workspace, current: Path) -> tuple[Path, str] | None:
     root = workspace.root_of(current)
     folder = current.parent
     while root is not None:
-        source = workspace.read(folder / "go.mod")
+        source = workspace.read(folder / "go.mod", MANIFEST)
         if source is not None:
             match = _GO_MODULE.search(source.text)
             return (folder, match.group(1).strip('"')) if match else None

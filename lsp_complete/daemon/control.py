@@ -8,7 +8,12 @@ import time
 from typing import Any
 
 from lsp_complete.daemon import hello as wire
-from lsp_complete.daemon.paths import NO_DAEMON_ENV, RuntimeDirError, socket_path
+from lsp_complete.daemon.paths import (
+    NO_DAEMON_ENV,
+    RuntimeDirError,
+    environment_sockets,
+    socket_path,
+)
 from lsp_complete.daemon.start import exchange
 
 STOP_WAIT_S = 45.0  # the daemon saves its KV caches before it exits (at most 30 s)
@@ -21,28 +26,37 @@ def wanted(tcp: bool, no_daemon: bool, api_key_env: str | None) -> bool:
     return os.name == "posix" and not (tcp or no_daemon or off or api_key_env)
 
 
-def request(kind: str) -> dict[str, Any] | None:
-    """The daemon's answer to a `kind` request; None when no daemon answers."""
-    conn = exchange(socket_path(), {"kind": kind, "version": wire.version(), "pid": os.getpid()})
-    if conn is None:
-        return None
-    conn.sock.close()
-    return conn.reply
+def request(kind: str) -> list[dict[str, Any]]:
+    """The answers to a `kind` request of this environment's daemons (the shared socket's and
+    those of a model alone, see paths): none when no daemon answers."""
+    replies = []
+    for path in environment_sockets():
+        conn = exchange(path, {"kind": kind, "version": wire.version(), "pid": os.getpid()})
+        if conn is not None:
+            conn.sock.close()
+            replies.append(conn.reply)
+    return replies
 
 
 def cli_status(as_json: bool = False) -> int:
     try:
-        reply = request("status")
+        replies = request("status")
     except RuntimeDirError as exc:
         print(f"lsp-complete daemon: {exc}")
         return 2
-    if reply is None:
+    if not replies:
         print(f"no daemon running ({socket_path()}); `lsp-complete serve` starts one")
         return 1
-    status = reply.get("status") or {}
-    if as_json:
-        print(json.dumps(status, indent=2))
+    statuses = [reply.get("status") or {} for reply in replies]
+    if as_json:  # one daemon: its status; several (editors asking for other models): a list
+        print(json.dumps(statuses[0] if len(statuses) == 1 else statuses, indent=2))
         return 0
+    for status in statuses:
+        _print_status(status)
+    return 0
+
+
+def _print_status(status: dict[str, Any]) -> None:
     engine = status.get("engine") or {}
     print(f"daemon pid {status.get('pid')}, lsp-complete {status.get('version')}, up "
           f"{status.get('uptimeSeconds')} s, {status.get('rssMiB')} MiB resident")
@@ -54,33 +68,36 @@ def cli_status(as_json: bool = False) -> int:
     for session in sessions:
         print(f"    #{session['id']}: frontend pid {session['frontendPid']}, "
               f"{session['documents']} open document(s), model {session['modelState']}")
-    return 0
 
 
 def cli_stop() -> int:
     try:
-        reply = request("stop")
+        replies = request("stop")
     except RuntimeDirError as exc:
         print(f"lsp-complete daemon: {exc}")
         return 2
-    if reply is None:
+    if not replies:
         print("no daemon running")
         return 0
-    pid = reply.get("pid")
+    code = 0
     deadline = time.monotonic() + STOP_WAIT_S
-    while isinstance(pid, int) and _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if isinstance(pid, int) and _alive(pid):
-        print(f"daemon pid {pid} is still saving its caches")
-        return 1
-    print(f"daemon pid {pid} stopped (editors still open start a new one when they need it)")
-    return 0
+    for pid in (reply.get("pid") for reply in replies):
+        while isinstance(pid, int) and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if isinstance(pid, int) and _alive(pid):
+            print(f"daemon pid {pid} is still saving its caches")
+            code = 1
+        else:
+            print(f"daemon pid {pid} stopped (editors still open start a new one when they "
+                  "need it)")
+    return code
 
 
-def cli_run(idle_minutes: float | None) -> int:
+def cli_run(idle_minutes: float | None, model: str | None = None,
+            model_socket: bool = False) -> int:
     from lsp_complete.daemon.server import run_daemon
 
-    return run_daemon(idle_minutes)
+    return run_daemon(idle_minutes, model, model_socket)
 
 
 def _alive(pid: int) -> bool:

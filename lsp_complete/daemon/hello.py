@@ -1,10 +1,12 @@
 """The first line on a daemon connection, before any LSP byte: who connects and what for.
 
 The client sends one JSON object and a line break: `kind` (session | status | stop | retire),
-its `version` and `pid`, and for a session the `model` of `serve --model` and the
-`maxMessageBytes` of `serve --max-message-bytes`. The daemon answers one JSON line:
-`ok`, its `version` and `pid`, and an `error` when it refuses (a version mismatch is
-`"error": "version"`); a status request also gets the `status`. A session's LSP messages
+its `version` and `pid`, and for a session the `model` of `serve --model`, the
+`maxMessageBytes` of `serve --max-message-bytes` and the `identity` of the daemon it wants
+(paths.identity: user, code, cache folder, environment, model). The daemon answers one JSON
+line: `ok`, its `version` and `pid`, and an `error` when it refuses (a version mismatch is
+`"error": "version"`, a daemon of another identity `"error": "identity"`); a status request
+also gets the `status`. A session's LSP messages
 follow in both directions; the other kinds end there.
 """
 
@@ -19,6 +21,7 @@ import lsp_complete
 KINDS = ("session", "status", "stop", "retire")
 MAX_LINE = 64 * 1024
 VERSION_MISMATCH = "version"
+OTHER_IDENTITY = "identity"
 
 
 class HelloError(Exception):

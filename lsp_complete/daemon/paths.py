@@ -6,9 +6,18 @@ user, mode 0700, in a parent that other users cannot rename entries of: anything
 refused (the caller then runs the engine in its own process), never repaired or followed.
 
 The socket's name does not hold the version (a daemon of another version is found, and
-replaced, see `start`), but it holds a hash of the LSP_COMPLETE_* environment the daemon would
-inherit (cache folder, default model, API key...): frontends that would make a different
-daemon never share one.
+replaced, see `start`), but it holds a hash of everything that shapes the daemon a frontend
+would start (`environment_key`): the user it runs as, the Python and the code it runs, the
+cache folder it writes to, resolved as the daemon would resolve it ($LSP_COMPLETE_CACHE_DIR,
+else $XDG_CACHE_HOME or $HOME), and the LSP_COMPLETE_* environment it inherits (default model,
+API key...). Frontends that would make a different daemon never share one.
+
+The model it loads for the frontend's `--model` (a file: its real path, size and time; a
+registry name: as written, it resolves inside the cache folder) completes its `identity`, which
+a frontend sends and the daemon checks in the hello. The first daemon of an environment takes
+`daemon-<environment>.sock`; a frontend that finds a daemon of another model there uses its
+model's own `daemon-<environment>-<model>.sock`. `lsp-complete daemon status | stop` address
+every daemon of the environment (`environment_sockets`).
 """
 
 from __future__ import annotations
@@ -16,8 +25,11 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import warnings
 from pathlib import Path
+
+from lsp_complete.locations import cache_root
 
 try:  # hashlib without OpenSSL: hashlib's import weighs ~3.5 MB in every editor's frontend
     from _blake2 import blake2b
@@ -25,6 +37,7 @@ except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
 
 RUNTIME_ENV = "LSP_COMPLETE_RUNTIME_DIR"
+MODEL_ENV = "LSP_COMPLETE_MODEL"
 NO_DAEMON_ENV = "LSP_COMPLETE_NO_DAEMON"
 IDLE_ENV = "LSP_COMPLETE_DAEMON_IDLE_MINUTES"
 # LSP_COMPLETE_* variables that do not change what a daemon does (the daemon's own, TCP's).
@@ -49,22 +62,67 @@ def runtime_dir() -> Path:
         return Path(platformdirs.user_runtime_dir("lsp-complete", appauthor=False))
 
 
-def identity() -> str:
-    """A short hash of the environment that shapes a daemon ("" when none of it is set)."""
-    values = sorted(
-        (name, value) for name, value in os.environ.items()
+def _digest(parts: list[str], size: int) -> str:
+    data = "\0".join(parts).encode("utf-8", "surrogateescape")
+    return blake2b(data, digest_size=size).hexdigest()
+
+
+def environment_key() -> str:
+    """A short hash of what shapes the daemon this process would start, its model aside."""
+    code = Path(__file__).resolve().parents[2]  # what `start.spawn` puts on its PYTHONPATH
+    parts = [f"uid={getattr(os, 'getuid', lambda: -1)()}", f"python={sys.executable}",
+             f"code={code}", f"cache={os.path.realpath(cache_root())}"]
+    parts += sorted(
+        f"{name}={value}" for name, value in os.environ.items()
         if name.startswith("LSP_COMPLETE_") and not name.startswith(_NOT_IDENTITY)
     )
-    if not values:
-        return ""
-    data = "\0".join(f"{n}={v}" for n, v in values).encode("utf-8", "surrogateescape")
-    return blake2b(data, digest_size=6).hexdigest()
+    return _digest(parts, 6)
+
+
+def resolved_model(model: str | None) -> str:
+    """What `model` (else $LSP_COMPLETE_MODEL, else the registry's default) names, as far as a
+    frontend can tell without loading the registry: a file by its real path, size and time
+    (replaced, it is another model); otherwise the name, which resolves in the cache folder."""
+    value = model or os.environ.get(MODEL_ENV) or ""
+    if not value:
+        return "default"
+    path = Path(value).expanduser()
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return f"name:{value}"
+    return f"file:{os.path.realpath(path)}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def model_key(model: str | None) -> str:
+    return _digest([resolved_model(model)], 4)
+
+
+def identity(model: str | None = None) -> str:
+    """Everything that shapes a daemon, the model it loads included: the hello carries it,
+    and a daemon serves only frontends of its own identity."""
+    return f"{environment_key()}-{model_key(model)}"
 
 
 def socket_path() -> Path:
     """The daemon's socket for this user and environment (it may not exist)."""
-    key = identity()
-    return runtime_dir() / (f"daemon-{key}.sock" if key else "daemon.sock")
+    return runtime_dir() / f"daemon-{environment_key()}.sock"
+
+
+def model_socket_path(model: str | None) -> Path:
+    """The socket of this environment's daemon for `model` alone: where a frontend goes when
+    a daemon of another model holds the environment's."""
+    return runtime_dir() / f"daemon-{environment_key()}-{model_key(model)}.sock"
+
+
+def environment_sockets() -> list[Path]:
+    """The sockets of this environment's daemons, the shared one first (they may be stale)."""
+    shared = socket_path()
+    try:
+        own = sorted(shared.parent.glob(f"{shared.stem}-*.sock"))
+    except OSError:
+        own = []
+    return [shared, *own]
 
 
 def lock_path(socket: Path) -> Path:

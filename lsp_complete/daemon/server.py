@@ -39,7 +39,14 @@ from typing import Any, cast
 
 from lsp_complete.config import EngineSettings, Settings
 from lsp_complete.daemon import hello as wire
-from lsp_complete.daemon.paths import IDLE_ENV, RuntimeDirError, ensure_runtime_dir, socket_path
+from lsp_complete.daemon.paths import (
+    IDLE_ENV,
+    RuntimeDirError,
+    ensure_runtime_dir,
+    identity,
+    model_socket_path,
+    socket_path,
+)
 from lsp_complete.daemon.start import STOPPING, peer_uid, try_connect
 from lsp_complete.engine.base import Engine
 from lsp_complete.engine.factory import LoadedEngine, load_engine
@@ -120,6 +127,11 @@ class SessionEngine:
         if not self._shared.open_elsewhere(self._session, key):
             self._engine.forget(key)
 
+    def describe(self) -> dict[str, object]:
+        """The engine as this session's status shows it: other windows' documents are theirs
+        to see (a file path names a client, a project, a person), so only counts of them."""
+        return own_view(self._engine.describe(), *self._shared.seen_by(self._session))
+
     def close(self) -> None:
         self._shared.release(self._engine)
 
@@ -155,6 +167,15 @@ class SharedEngine:
         if self.loaded is None or engine is not self.loaded.engine:
             engine.close()
 
+    def seen_by(self, session: int) -> tuple[set[str], str]:
+        """What one session may see of the engine's state: its open documents' URIs, and the
+        last engine error its own requests met."""
+        own = self._daemon.sessions.get(session)
+        if own is None:
+            return set(), ""
+        completer = own.server.model.completer
+        return set(own.server.files.documents), completer.last_error if completer else ""
+
     def open_elsewhere(self, session: int, uri: str) -> bool:
         return any(uri in other.server.files.documents
                    for sid, other in list(self._daemon.sessions.items()) if sid != session)
@@ -166,6 +187,20 @@ class SharedEngine:
         if self.loaded is None or self.settings is None:
             return None
         return {**self.loaded.info, "settings": _camel(dataclasses.asdict(self.settings))}
+
+
+def own_view(described: dict[str, object], own: set[str], last_error: str) -> dict[str, object]:
+    """An engine's `describe()` for one session: the KV sequences of its own documents by
+    URI, the others counted; the engine's last error only as its own requests met it (a
+    remote server's error text may quote another window's prompt)."""
+    view = dict(described)
+    sequences = view.get("sequences")
+    if isinstance(sequences, list):
+        view["sequences"] = [s for s in sequences if isinstance(s, dict) and s.get("uri") in own]
+        view["sequencesInUse"] = len(sequences)
+    if "lastError" in view:
+        view["lastError"] = last_error
+    return view
 
 
 def _mismatch(wanted: EngineSettings, loaded: EngineSettings) -> str:
@@ -220,9 +255,11 @@ class Session:
     writer: asyncio.StreamWriter
     connected: float  # time.time()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, private: bool = False) -> dict[str, Any]:
+        """The session for the daemon's status; `private`: as another window sees it (counts,
+        not the model it asked for: a path names a project too)."""
         server = self.server
-        return {
+        described = {
             "id": self.id,
             "frontendPid": self.frontend_pid,
             "connectedSeconds": round(time.time() - self.connected, 1),
@@ -230,12 +267,17 @@ class Session:
             "model": server.settings.model,
             "modelState": server.model.state,
         }
+        if private:
+            del described["model"]
+        return described
 
 
 class Daemon:
-    def __init__(self, path: Path, idle_s: float) -> None:
+    def __init__(self, path: Path, idle_s: float, identity: str = "") -> None:
         self.path = path
         self.idle_s = idle_s
+        # What it runs with (paths.identity): a frontend that asks for another is refused.
+        self.identity = identity
         self.scheduler = Scheduler("lsp-complete-daemon-worker")
         self.engine = SharedEngine(self)
         self.sessions: dict[int, Session] = {}
@@ -353,8 +395,12 @@ class Daemon:
         kind = message.get("kind")
         reply: dict[str, Any] = {"ok": True, "version": wire.version(), "pid": os.getpid()}
         if kind == "session":
+            wanted = message.get("identity")
             if message.get("version") != wire.version():
                 reply.update(ok=False, error=wire.VERSION_MISMATCH)
+            elif wanted is not None and wanted != self.identity:
+                # It would write to another cache folder, load another model...: not ours.
+                reply.update(ok=False, error=wire.OTHER_IDENTITY, identity=self.identity)
             elif self._stopping is not None or self.retired:
                 reply.update(ok=False, error=STOPPING)
             else:
@@ -413,18 +459,21 @@ class Daemon:
     # ------------------------------------------------------------------ status
 
     def status(self, session: int | None = None) -> dict[str, Any]:
-        """What `lsp-complete daemon status` prints and `lsp-complete/status` shows."""
+        """What `lsp-complete daemon status` prints and, for `session`, what its
+        `lsp-complete/status` shows (other sessions only in counts)."""
         return {
             "pid": os.getpid(),
             "version": wire.version(),
             "socket": str(self.path),
+            "identity": self.identity,
             "uptimeSeconds": round(time.time() - self.started, 1),
             "idleExitSeconds": self.idle_s,
             "retired": self.retired,
             "rssMiB": _rss_mib(),
             "engine": self.engine.describe(),
             "session": session,  # the asking session's id
-            "sessions": [s.describe() for s in list(self.sessions.values())],
+            "sessions": [s.describe(private=session is not None and s.id != session)
+                         for s in list(self.sessions.values())],
         }
 
 
@@ -492,13 +541,16 @@ def idle_minutes(value: float | None) -> float:
         return DEFAULT_IDLE_MINUTES
 
 
-def run_daemon(idle: float | None = None) -> int:
-    """`lsp-complete daemon run`: serve sessions until idle, stopped or signalled."""
+def run_daemon(idle: float | None = None, model: str | None = None,
+               model_socket: bool = False) -> int:
+    """`lsp-complete daemon run`: serve sessions until idle, stopped or signalled. `model`:
+    the one its frontend asked for (part of its identity); `model_socket`: listen at that
+    model's own socket (another model's daemon holds the environment's)."""
     for handler in logging.getLogger().handlers:  # the log file wants times
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
         ensure_runtime_dir()
-        path = socket_path()
+        path = model_socket_path(model) if model_socket else socket_path()
         sock = bind(path)
     except (RuntimeDirError, OSError) as exc:
         print(f"lsp-complete daemon: {exc}", file=sys.stderr)
@@ -506,7 +558,7 @@ def run_daemon(idle: float | None = None) -> int:
     except AlreadyRunning as exc:
         print(f"lsp-complete daemon: a daemon already answers at {exc}", file=sys.stderr)
         return 1
-    daemon = Daemon(path, max(0.0, idle_minutes(idle)) * 60)
+    daemon = Daemon(path, max(0.0, idle_minutes(idle)) * 60, identity(model))
     try:
         return asyncio.run(daemon.serve(sock))
     finally:

@@ -28,11 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from lsp_complete.daemon import hello as wire
 from lsp_complete.daemon.paths import (
+    MAX_SOCKET_PATH,
     RuntimeDirError,
     check_socket,
     ensure_runtime_dir,
+    identity,
     lock_path,
     log_path,
+    model_socket_path,
     open_private,
     socket_path,
 )
@@ -106,22 +109,51 @@ def exchange(path: Path, message: dict[str, Any],
 
 
 def open_session(message: dict[str, Any], log_level: str = "WARNING") -> Connected:
-    """A session with a daemon of this version, started if need be. Raises
-    DaemonUnavailable, or RuntimeDirError when the folder or socket cannot be trusted."""
+    """A session with a daemon of this version and identity (paths.identity: the user, code,
+    cache folder, environment and model it runs with), started if need be: one already
+    serving this model alone, else the environment's, else this model's own when a daemon of
+    another model holds the environment's. Raises DaemonUnavailable, or RuntimeDirError when
+    the folder or socket cannot be trusted."""
     ensure_runtime_dir()
-    path = socket_path()
+    model = message.get("model")
+    message = {**message, "identity": identity(model if isinstance(model, str) else None)}
+    own = model_socket_path(model if isinstance(model, str) else None)
+    if len(os.fsencode(own)) > MAX_SOCKET_PATH:
+        own = None  # the runtime folder's path is too long for a second name
+    running = exchange(own, message) if own is not None else None
+    if running is not None and running.reply.get("ok"):
+        return running  # no second daemon for this model where one serves it already
+    if running is not None:
+        running.sock.close()
+    for path in (socket_path(), own):
+        if path is None:
+            break
+        conn = _session_at(path, message, log_level, own=path == own)
+        if conn is not None:
+            return conn
+        log.info("the daemon at %s runs with another model or environment", path)
+    raise DaemonUnavailable("every daemon socket of this environment serves another model")
+
+
+def _session_at(path: Path, message: dict[str, Any], log_level: str,
+                own: bool) -> Connected | None:
+    """A session with the daemon at `path`, started if none answers; None when the one there
+    has another identity."""
     for _ in range(4):
         conn = exchange(path, message)
         if conn is None:
-            conn = _start_locked(path, message, log_level)
+            conn = _start_locked(path, message, log_level, own)
         if conn.reply.get("ok"):
             return conn
         conn.sock.close()
-        if conn.reply.get("error") == STOPPING:  # it frees the socket's name: start anew
+        error = conn.reply.get("error")
+        if error == STOPPING:  # it frees the socket's name: start anew
             time.sleep(0.1)
             continue
-        if conn.reply.get("error") != wire.VERSION_MISMATCH:
-            raise DaemonUnavailable(f"the daemon refused the session: {conn.reply.get('error')}")
+        if error == wire.OTHER_IDENTITY:
+            return None
+        if error != wire.VERSION_MISMATCH:
+            raise DaemonUnavailable(f"the daemon refused the session: {error}")
         log.warning("the daemon at %s runs lsp-complete %s, not %s: replacing it", path,
                     conn.reply.get("version"), wire.version())
         retire(path)
@@ -136,7 +168,7 @@ def retire(path: Path) -> None:
         conn.sock.close()
 
 
-def _start_locked(path: Path, message: dict[str, Any], log_level: str) -> Connected:
+def _start_locked(path: Path, message: dict[str, Any], log_level: str, own: bool) -> Connected:
     with _locked(lock_path(path)):
         conn = exchange(path, message)  # another frontend may have started one meanwhile
         if conn is not None:
@@ -144,7 +176,7 @@ def _start_locked(path: Path, message: dict[str, Any], log_level: str) -> Connec
         if check_socket(path):  # nothing answers there: a stale socket
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        proc = spawn(path, log_level)
+        proc = spawn(path, log_level, message.get("model"), own)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             conn = exchange(path, message)
@@ -179,8 +211,10 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def spawn(path: Path, log_level: str) -> subprocess.Popen[bytes]:
-    """Start the daemon detached: its own session, no terminal, stdio to the log file."""
+def spawn(path: Path, log_level: str, model: str | None = None,
+          own: bool = False) -> subprocess.Popen[bytes]:
+    """Start the daemon detached: its own session, no terminal, stdio to the log file. It
+    works out its identity (and so its socket, `own`: the model's own) as the frontend did."""
     import subprocess  # only here: a frontend that finds its daemon running never needs it
 
     fd = open_private(log_path(path), os.O_WRONLY | os.O_APPEND)
@@ -191,8 +225,11 @@ def spawn(path: Path, log_level: str) -> subprocess.Popen[bytes]:
         # The daemon must import this very code, installed or run from a checkout.
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-m", "lsp_complete", "--log-level", log_level, "daemon", "run"]
+        command += ["--model", model] if model else []
+        command += ["--model-socket"] if own else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lsp_complete", "--log-level", log_level, "daemon", "run"],
+            command,
             # The frontend's folder, as in process: relative paths in settings mean the same.
             stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
             start_new_session=True, close_fds=True,

@@ -1,0 +1,198 @@
+"""Files a cloned repository may hand the workspace: FIFOs and links to /dev/zero as .gitignore,
+ignore files too large or too costly to apply, files too deep or not regular. The workspace
+must stay responsive, bounded and private (the reader itself: test_safe_read.py). These tests
+use the workspace's API only, so that they run against the code before the safe reader too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lsp_complete.testing.lsp_client import inline, open_doc, poll_status
+from lsp_complete.workspace import Workspace
+from tests.lsp_helpers import start_server
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, /dev/zero and O_NOFOLLOW")
+
+ANSWER_S = 60  # generous: "it answers", never "it is fast"
+
+
+def workspace(root: Path) -> Workspace:
+    ws = Workspace()
+    ws.set_roots([root])
+    return ws
+
+
+def unblock_fifo(fifo: Path) -> None:
+    """Give a reader stuck on `fifo` its end of file (the old code's read)."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def read_in_thread(ws: Workspace, path: Path, timeout: float = ANSWER_S) -> tuple[bool, Any]:
+    """(answered, result) of ws.read(path), waited for at most `timeout` seconds."""
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.update(r=ws.read(path)), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive(), out.get("r")
+
+
+def run_isolated(code: str, timeout: float = ANSWER_S) -> subprocess.CompletedProcess[str]:
+    """`code` in a child Python limited to 2 GiB of address space (what a runaway read or
+    match does there cannot hurt the test run)."""
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+    return subprocess.run([sys.executable, "-c", limit + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- ignore files
+
+
+def test_a_fifo_gitignore_does_not_block_the_reader(tmp_path: Path) -> None:
+    """Before: stat() and read_text() on the FIFO blocked the worker forever."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/a.py").write_text("A = 1\n")
+    for fifo in (tmp_path / ".gitignore", tmp_path / "pkg/.gitignore"):
+        os.mkfifo(fifo)
+    ws = workspace(tmp_path)
+    try:
+        answered, source = read_in_thread(ws, tmp_path / "pkg/a.py")
+    finally:
+        for fifo in (tmp_path / ".gitignore", tmp_path / "pkg/.gitignore"):
+            unblock_fifo(fifo)
+    assert answered, "reading a file under a FIFO .gitignore blocked"
+    assert source is not None and source.text == "A = 1\n"  # like git: a FIFO holds no rules
+
+
+def test_a_gitignore_linked_to_dev_zero_is_not_read() -> None:
+    """Before: the link was followed and /dev/zero read to the last byte of memory."""
+    done = run_isolated("""
+        import os, resource, tempfile
+        from pathlib import Path
+        from lsp_complete.workspace import Workspace
+        root = Path(tempfile.mkdtemp())
+        (root / "a.py").write_text("A = 1\\n")
+        os.symlink("/dev/zero", root / ".gitignore")
+        ws = Workspace()
+        ws.set_roots([root])
+        source = ws.read(root / "a.py")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(source.text if source else None, peak)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text, peak_mib = done.stdout.rsplit(" ", 1)
+    assert text == "A = 1\n" and int(peak_mib) < 512
+
+
+def test_a_linked_or_folder_gitignore_holds_no_rules(tmp_path: Path) -> None:
+    """Like git (which does not follow a linked .gitignore): such a file is not opened."""
+    (tmp_path / "rules").write_text("*.py\n")
+    (tmp_path / ".gitignore").symlink_to(tmp_path / "rules")
+    (tmp_path / "pkg/.gitignore").mkdir(parents=True)
+    (tmp_path / "pkg/a.py").write_text("A = 1\n")
+    ws = workspace(tmp_path)
+    source = ws.read(tmp_path / "pkg/a.py")
+    assert source is not None and source.text == "A = 1\n"
+
+
+def test_ignore_rules_too_large_to_apply_keep_their_folder_unread(tmp_path: Path) -> None:
+    """Before: a .gitignore over the size cap was dropped, so what it ignores was read."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/.env.py").write_text("API_KEY = 'hunter2'\n")
+    (tmp_path / "pkg/a.py").write_text("A = 1\n")
+    (tmp_path / "ok.py").write_text("OK = 1\n")
+    filler = "".join(f"/generated/file_{i:07d}.txt\n" for i in range(20000))  # ~600 KB
+    (tmp_path / "pkg/.gitignore").write_text(filler + ".env.py\n")
+    ws = workspace(tmp_path)
+    assert ws.read(tmp_path / "pkg/.env.py") is None
+    assert ws.read(tmp_path / "pkg/a.py") is None  # fail closed: the whole folder
+    assert ws.read(tmp_path / "ok.py") is not None  # other folders are read as before
+    # Too many patterns, though small: the same.
+    many = "".join(f"f{i}\n" for i in range(5000))  # over MAX_IGNORE_PATTERNS
+    (tmp_path / "pkg/.gitignore").write_text(many)
+    ws.invalidate(tmp_path / "pkg/.gitignore")
+    assert ws.read(tmp_path / "pkg/a.py") is None
+
+
+def test_a_pattern_too_costly_to_match_keeps_its_folder_unread() -> None:
+    """Before: `*a*a*a...` against a long name backtracked for minutes on the worker."""
+    done = run_isolated("""
+        import tempfile
+        from pathlib import Path
+        from lsp_complete.workspace import Workspace
+        root = Path(tempfile.mkdtemp())
+        (root / "pkg").mkdir()
+        name = "a" * 80 + ".py"
+        (root / "pkg" / name).write_text("A = 1\\n")
+        (root / "pkg/.gitignore").write_text("*a" * 12 + "b\\n")
+        ws = Workspace()
+        ws.set_roots([root])
+        print(ws.read(root / "pkg" / name))
+    """)
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]
+
+
+def test_non_utf8_and_invalid_patterns_are_skipped_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_bytes(b"\xff\xfe junk\n[z-a]\n!\nsecret.py\n")
+    (tmp_path / "secret.py").write_text("KEY = 1\n")
+    (tmp_path / "a.py").write_text("A = 1\n")
+    ws = workspace(tmp_path)
+    assert ws.read(tmp_path / "secret.py") is None
+    assert ws.read(tmp_path / "a.py") is not None
+
+
+def test_files_that_are_not_regular_or_too_deep_are_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.py")
+    deep = tmp_path.joinpath(*["d"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text("X = 1\n")
+    ws = workspace(tmp_path)
+    answered, source = read_in_thread(ws, tmp_path / "fifo.py")
+    assert answered and source is None
+    assert ws.read(deep / "x.py") is None and not ws.is_file(deep / "x.py")
+
+
+# --------------------------------------------------------------------------- the server
+
+
+async def test_the_server_answers_and_builds_repository_context_beside_a_fifo_gitignore(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    """Before: the first repository context read the FIFO on the worker; no completion was
+    answered again, in any file."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/b.py").write_text("def helper(x, y=2):\n    return x + y\n")
+    text = "from .b import helper\n\n\ndef main():\n    value = 1\n    \n"
+    (tmp_path / "pkg/a.py").write_text(text)
+    fifo = tmp_path / ".gitignore"
+    os.mkfifo(fifo)
+    client = await start_server(tiny_model_path, {"repoContextTokens": 256, "maxTokens": 4},
+                                workspace_folders=[tmp_path.as_uri()])
+    try:
+        uri = (tmp_path / "pkg/a.py").as_uri()
+        open_doc(client, uri, text)  # its warm-up computes its repository block
+
+        def with_block(st: dict[str, Any]) -> bool:
+            return any(d["uri"] == uri and d["repoContext"] for d in st.get("documents", []))
+
+        st = await asyncio.wait_for(poll_status(client, with_block, ANSWER_S), ANSWER_S + 10)
+        block = next(d["repoContext"] for d in st["documents"] if d["uri"] == uri)
+        assert block and [f["path"] for f in block["files"]] == ["pkg/b.py"]
+        other = (tmp_path / "pkg/other.py").as_uri()
+        open_doc(client, other, "import os\n\nx = os.")
+        for at in ((uri, 5, 4), (other, 2, 7)):
+            await asyncio.wait_for(inline(client, *at), ANSWER_S)  # answered, in every file
+    finally:
+        unblock_fifo(fifo)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.shutdown_session(), 10)
