@@ -314,12 +314,13 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     assert sorted(s["extra"]["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
     assert "## Cross-file lines" in (out / "report.md").read_text()
     assert data["meta"]["model"]["sha256"]
-    # Each span starts with the cursor resting there: the server prepared the prompt, so the
-    # first keystroke encoded only what it typed.
+    # Each span starts with the cursor resting there (what the server makes of that rest is
+    # tested without a clock in test_kv_persistence: 1 s is not always enough on a loaded
+    # machine); every first keystroke has its server-side record.
     assert data["meta"]["settings"]["rest_ms"] == 1000
     firsts = [s for s in data["samples"]
               if s["engine"] == "d" and s["workload"] == "replay" and s["index"] == 0]
-    assert firsts and all(s["encoded_tokens"] is not None and s["encoded_tokens"] <= 4
+    assert firsts and all(s["encoded_tokens"] is not None and s["prompt_tokens"]
                           for s in firsts if s["source"] in ("model", "empty")), firsts
     # The report can be rebuilt from the samples alone.
     (out / "report.md").unlink()
