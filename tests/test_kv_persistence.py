@@ -10,6 +10,7 @@ import pytest
 from lsp_complete.engine.kvstore import KVStore
 from lsp_complete.testing.lsp_client import (
     inline,
+    insert,
     move_cursor,
     open_doc,
     status,
@@ -24,27 +25,42 @@ LINE = SOURCE.count("\n") - 1
 COL = len("    total = helper_3(2) + hel")
 
 
-async def ask(model: Path, cache: Path, persist: bool = True) -> tuple[str, dict]:
+async def ask(model: Path, cache: Path, persist: bool = True, settled: bool = False,
+              text: str = SOURCE, at: int = COL) -> tuple[str, dict]:
+    """A suggestion in a newly opened file; with `settled`, once idle work has built the
+    file's full prompt, one more after typing an "x" there (the model's, from that prompt:
+    not typing-ahead's)."""
     env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(cache)}
     client = await start_server(model, {"maxTokens": 12, "persistCache": persist}, env=env)
     try:
         uri = "file:///work/persist.py"
-        open_doc(client, uri, SOURCE)
-        text, _ = suggestion_of(await inline(client, uri, LINE, COL))
-        return text, await status(client)
+        open_doc(client, uri, text)
+        answer, _ = suggestion_of(await inline(client, uri, LINE, at))
+        if settled:
+            await wait_idle(client)
+            insert(client, uri, 2, LINE, at, "x")
+            answer, _ = suggestion_of(await inline(client, uri, LINE, at + 1))
+        return answer, await status(client)
     finally:
         await client.shutdown_session()  # persists the KV sequences
 
 
 async def test_restart_restores_the_cache_from_disk(tiny_model_path: Path, tmp_path: Path):
-    cold_text, cold = await ask(tiny_model_path, tmp_path / "cache")
+    # The first server builds the file's full prompt (idle work after the first, small one)
+    # and answers from it; shutdown saves it.
+    cold_text, cold = await ask(tiny_model_path, tmp_path / "cache", settled=True)
     assert cold["engineCounters"]["restored_from_disk"] == 0
+    full = cold["recent"][-1]
+    assert full["encodedTokens"] <= 2, full
     assert list((tmp_path / "cache" / "kv").iterdir()), "shutdown wrote the KV cache"
 
-    warm_text, warm = await ask(tiny_model_path, tmp_path / "cache")
+    # A restarted server asked the moment the file opens: the full prompt, from disk.
+    typed = SOURCE[: SOURCE.rindex("hel") + 3] + "x" + SOURCE[SOURCE.rindex("hel") + 3 :]
+    warm_text, warm = await ask(tiny_model_path, tmp_path / "cache", text=typed, at=COL + 1)
     assert warm["engineCounters"]["restored_from_disk"] == 1
     first = warm["recent"][-1]
     assert first["source"] in ("model", "empty")
+    assert first["promptTokens"] == full["promptTokens"], (first, full)
     assert first["encodedTokens"] <= 2, first  # everything but the last token came from disk
     assert warm_text == cold_text
 

@@ -173,8 +173,7 @@ class SharedEngine:
         own = self._daemon.sessions.get(session)
         if own is None:
             return set(), ""
-        completer = own.server.model.completer
-        return set(own.server.files.documents), completer.last_error if completer else ""
+        return set(own.server.files.documents), own.server.telemetry.last_error
 
     def open_elsewhere(self, session: int, uri: str) -> bool:
         return any(uri in other.server.files.documents

@@ -29,8 +29,8 @@ class EngineError(Exception):
 class RemoteEngineError(EngineError):
     """The remote server could not give an answer; the message says what to do.
 
-    `Completer.run` turns it into an empty suggestion and keeps the message in
-    `Completer.last_error`, so that the server tells the user once instead of failing requests.
+    `Completer.run` turns it into an empty suggestion with the message as its `error`, so that
+    the server tells the user once instead of failing requests.
     """
 
 

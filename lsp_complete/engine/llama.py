@@ -692,8 +692,12 @@ class LlamaEngine:
             return saved
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
-        """How many leading tokens of a prompt this file's KV sequences already hold."""
-        return self._table.cached_prefix(key, tokens)
+        """How many leading tokens of a prompt this file's KV sequences already hold, a
+        sequence saved on disk included: it is restored first (the prompt chosen for a
+        reopened file must be the one its restored cache holds, not a cold file's)."""
+        with self._lock:
+            self._table.acquire(key)
+            return self._table.cached_prefix(key, tokens)
 
     def cached_tokens(self, key: str) -> list[int]:
         seq = self._table.files.get(key)

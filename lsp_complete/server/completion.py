@@ -206,6 +206,7 @@ class Suggester:
             telemetry.record(uri, version, started, "cancelled")
             raise
         if completion is not None:  # a remote engine failed: say so once, until it recovers
+            telemetry.last_error = completion.error
             self._client.tell_failure(
                 "engine-error", f"lsp-complete: {completion.error}" if completion.error else None)
         if completion is None or job.cancel.cancelled or not current():

@@ -74,6 +74,7 @@ class CompletionServer(LanguageServer):
 
     def _idle_error(self, message: str) -> None:
         """Idle work's engine failure: told once, as a request's would be."""
+        self.telemetry.last_error = message
         self.client.tell_failure("engine-error", f"lsp-complete: {message}")
 
     def status(self, recent: int = RECENT_LIMIT) -> dict[str, Any]:

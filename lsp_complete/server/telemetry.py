@@ -53,6 +53,8 @@ class Telemetry:
 
     def __init__(self) -> None:
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_LIMIT)
+        # The engine failure this server's own work met last ("" once it works again).
+        self.last_error = ""
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
             "cursorMoves": 0, "alternativesShown": 0,
