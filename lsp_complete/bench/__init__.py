@@ -4,7 +4,7 @@ Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-
 (llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
 (d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
 and paced), first-suggestion latency in a large file, HumanEval single-line infilling, and
-cross-file lines (bench/crossfile.py: a name imported from a sibling module, where only that
+cross-file lines (bench/crossfile/: a name imported from a sibling module, where only that
 module knows what follows), with and without repository context.
 """
 
