@@ -166,12 +166,17 @@ def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
 # --- lsp-complete over LSP (d) -----------------------------------------------------------------
 
 
-def _server_env(cache_dir: str) -> dict[str, str]:
+def base_server_env(cache_dir: str) -> dict[str, str]:
+    """The environment of a measured server: its own KV cache folder, and its own engine,
+    cache and process (whose memory is measured), never the shared engine daemon."""
     env = dict(os.environ)
     env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
-    # Each measurement its own engine, cache and process (whose memory is measured), never
-    # the shared engine daemon.
     env["LSP_COMPLETE_NO_DAEMON"] = "1"
+    return env
+
+
+def _server_env(cache_dir: str) -> dict[str, str]:
+    env = base_server_env(cache_dir)
     # The server must import this very checkout, installed or not.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
