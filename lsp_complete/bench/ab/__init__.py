@@ -145,7 +145,10 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> i
               file=sys.stderr)
     began = time.time()
     sides = (Side("A", a), Side("B", b))
-    runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
+    try:
+        runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
+    except drive.StartError as err:
+        raise SystemExit(f"bench --baseline: {err}") from None
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples)
     meta = _meta(args, cfg, model_name, (a, b), work, files, he_source, info,
                  time.time() - began)

@@ -38,6 +38,11 @@ from lsp_complete.bench.workload import Episode, first_line
 
 log = logging.getLogger(__name__)
 
+
+class StartError(RuntimeError):
+    """A server could not start or answer its warm-up request: nothing can be compared."""
+
+
 POLL_S = 0.1
 QUIET_CPU_S = 0.02  # CPU a quiet server may use between two polls (status answers, ticks)
 QUIET_TIMEOUT_S = 300.0
@@ -104,7 +109,8 @@ async def start(side: Side, cfg: AbConfig) -> None:
     """A fresh server for `side`: empty KV cache folder, warmed up, quiet."""
     cache_dir = tempfile.mkdtemp(prefix=f"lsp-complete-ab-{side.key}-kv-")
     side._cache_dirs.append(cache_dir)
-    env = side.version.server_env(base_server_env(cache_dir))
+    # A crash (a native library's fault) leaves a Python traceback in the server's log.
+    env = side.version.server_env({**base_server_env(cache_dir), "PYTHONFAULTHANDLER": "1"})
     session = lsp_driver.ServerSession(
         cfg.model_path, cfg.init_options(), env=env,
         log_path=cfg.out / f"ab-server-{side.key}.log",
@@ -112,10 +118,16 @@ async def start(side: Side, cfg: AbConfig) -> None:
         cwd=side.version.cwd,
     )  # fmt: skip
     side.session = session
-    side.startup_ms.append(await session.start())
-    session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
-    await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
-    session.close(WARMUP_URI)
+    try:
+        side.startup_ms.append(await session.start())
+        session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
+        await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
+        session.close(WARMUP_URI)
+    except Exception as err:
+        await stop(side)
+        raise StartError(f"the {side.key} server ({side.version.describe()}) failed to start "
+                         f"or to answer a first request: {err}; its log: {session.log_path}"
+                         ) from err
     await wait_quiet(side, cfg.settle_s)
 
 
