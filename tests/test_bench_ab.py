@@ -228,3 +228,10 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
         (s, side) for s in ("rest2s", "open", "he-pause") for side in "AB"}
     assert all(u["error"] is None and u["cpu_s"] is not None for u in units)
     assert "regression" in (out / "ab-report.md").read_text()  # the legend at least
+    # Deterministic given the samples: the report rebuilt from them has the same rows.
+    (out / "ab-report.md").unlink()
+    rerun = subprocess.run([sys.executable, "-m", "lsp_complete", "bench", "--rerender",
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
+    assert (out / "ab-report.md").stat().st_size > 0

@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where installed versions are kept (default: the lsp-complete cache "
                     "folder's bench-baselines)")
     p.add_argument("--rerender", metavar="DIR",
-                   help="rebuild report.md and latency.png from DIR/samples.json, run nothing")
+                   help="rebuild report.md and latency.png from DIR/samples.json (or an A/B "
+                   "run's ab-report.md from DIR/ab-samples.json), run nothing")
     return p
 
 
@@ -195,7 +196,12 @@ def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if args.rerender:
-        return rerender(Path(args.rerender))
+        folder = Path(args.rerender)
+        if not (folder / report.SAMPLES_JSON).exists() and (folder / "ab-samples.json").exists():
+            from lsp_complete.bench import ab
+
+            return ab.rerender(folder)
+        return rerender(folder)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.baseline or args.candidate:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -26,6 +27,7 @@ from lsp_complete.bench.ab import drive, install, report, stats
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.records import Sample
 
 # How much work: a full A/B (about half an hour with the 1.5B model on 2 cores) and --quick.
 FULL = {"num_files": 3, "spans": 4, "span_lines": 2, "keystrokes": 480, "humaneval": 100,
@@ -152,6 +154,23 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> i
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples)
     meta = _meta(args, cfg, model_name, (a, b), work, files, he_source, info,
                  time.time() - began)
+    paths = report.write(out, meta, rows, runs)
+    print("\n".join(report.table(rows)))
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def rerender(out: Path) -> int:
+    """Rebuild ab-report.md and the rows of ab-samples.json from its units alone (after a
+    measure changed): the same samples and seed give the same intervals."""
+    path = out / report.SAMPLES_JSON
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs = [UnitRun(**{**unit, "samples": [Sample(**s) for s in unit["samples"]]})
+            for unit in data["units"]]
+    meta = data["meta"]
+    settings = meta["settings"]
+    scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
+    rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"])
     paths = report.write(out, meta, rows, runs)
     print("\n".join(report.table(rows)))
     print("\n".join(str(p) for p in paths))
