@@ -1,4 +1,4 @@
-"""The bench's cross-file lines: how tasks are found and scored (bench/crossfile.py)."""
+"""The bench's cross-file lines: how tasks are found and scored (bench/crossfile/)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def square():
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setattr(crossfile, "MAX_PER_MODULE", 10)  # every task of the one module
-    monkeypatch.setattr(crossfile, "PACKAGES_WANTED", 1)
+    monkeypatch.setattr(crossfile.tasks, "MAX_PER_MODULE", 10)  # every task of the one module
+    monkeypatch.setattr(crossfile.tasks, "PACKAGES_WANTED", 1)
     package = tmp_path / "geometry"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -102,7 +102,7 @@ def test_the_replay_workspace_of_a_python_module_is_above_its_top_package(site: 
     assert workload.workspace_root(str(other)) == str(site)
 
 
-# --- JavaScript/TypeScript packages in node_modules (bench/crossfile_js.py) ----------------------
+# --- JavaScript/TypeScript packages in node_modules (bench/crossfile/javascript.py) ---------------
 
 SHAPES_JS = '''"use strict";
 const UNIT = 1.0;
@@ -162,7 +162,7 @@ def node_modules(tmp_path: Path) -> Path:
 
 
 def test_javascript_tasks_need_what_only_the_required_module_defines(node_modules: Path) -> None:
-    from lsp_complete.bench import crossfile_js
+    from lsp_complete.bench.crossfile import javascript as crossfile_js
 
     (package,) = crossfile_js.package_dirs((str(node_modules),))
     tasks = [t for module in crossfile_js.modules(package)

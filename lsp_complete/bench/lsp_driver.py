@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
-from lsp_complete.bench.records import Completion, read_hwm_mb
+from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb, read_rss_mb
 from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
@@ -38,8 +38,14 @@ class ServerSession:
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
         workspace_folders: list[str] | None = None,
+        python: str | None = None,
+        cwd: str | None = None,
     ) -> None:
         self.model_path = model_path
+        # The interpreter that runs `-m lsp_complete serve` (None: this one), and the folder it
+        # runs in: another version's virtual environment, where no checkout can shadow it.
+        self.python = python
+        self.cwd = cwd
         self.init_options = init_options
         self.workspace_folders = workspace_folders  # folder URIs: the server's workspace roots
         self.env = env
@@ -56,7 +62,8 @@ class ServerSession:
     async def start(self) -> float:
         """Start, initialize and wait for the model; returns the milliseconds that took."""
         begin = time.perf_counter()
-        await lsp_client.launch(self.client, self.model_path, env=self.env)
+        await lsp_client.launch(self.client, self.model_path, env=self.env, python=self.python,
+                                cwd=self.cwd)
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         capabilities = lsp_client.client_capabilities(
             encodings=[types.PositionEncodingKind.Utf16], inline_completion=True
@@ -92,8 +99,8 @@ class ServerSession:
         if state != "ready":
             raise TimeoutError(f"model state stayed {state!r}")
 
-    async def status(self) -> dict[str, Any]:
-        return await lsp_client.status(self.client)
+    async def status(self, recent: int | None = None) -> dict[str, Any]:
+        return await lsp_client.status(self.client, recent)
 
     def open(self, uri: str, language_id: str, text: str, version: int) -> None:
         lsp_client.open_doc(self.client, uri, text, language_id, version)
@@ -131,6 +138,18 @@ class ServerSession:
 
     def peak_rss_mb(self) -> float | None:
         return read_hwm_mb(self.pid) if self.pid else None
+
+    def rss_mb(self) -> float | None:
+        return read_rss_mb(self.pid) if self.pid else None
+
+    def cpu_s(self) -> float | None:
+        """The server process's CPU seconds so far (all its threads)."""
+        return read_cpu_s(self.pid) if self.pid else None
+
+    @property
+    def running(self) -> bool:
+        server = self.client._server
+        return server is not None and server.returncode is None
 
     async def stop(self) -> None:
         """shutdown + exit, waiting for the process (it persists KV caches on shutdown)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,12 +76,34 @@ class StatelessEngine(Protocol):
 
 def read_hwm_mb(pid: int | str = "self") -> float | None:
     """Peak resident set size (VmHWM) of a process, in MiB; None where /proc is missing."""
+    return _status_mb(pid, "VmHWM")
+
+
+def read_rss_mb(pid: int | str = "self") -> float | None:
+    """Resident set size now (VmRSS) of a process, in MiB; None where /proc is missing."""
+    return _status_mb(pid, "VmRSS")
+
+
+def _status_mb(pid: int | str, field: str) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    match = re.search(r"VmHWM:\s+(\d+)\s+kB", status)
+    match = re.search(rf"{field}:\s+(\d+)\s+kB", status)
     return int(match.group(1)) / 1024 if match else None
+
+
+def read_cpu_s(pid: int | str = "self") -> float | None:
+    """CPU seconds a process has used so far, user and system (its threads included: the
+    inference threads too); None where /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name (which may hold spaces): state is the 3rd field of the
+    # line, utime and stime the 14th and 15th, in clock ticks.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def reset_hwm() -> bool:

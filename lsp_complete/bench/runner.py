@@ -28,6 +28,7 @@ from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.records import Completion, Sample, StatelessEngine
+from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
 from lsp_complete.bench.workload import Episode, OpenCase, line_exact
 from lsp_complete.testing.lsp_client import position_at
 
@@ -165,12 +166,17 @@ def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
 # --- lsp-complete over LSP (d) -----------------------------------------------------------------
 
 
-def _server_env(cache_dir: str) -> dict[str, str]:
+def base_server_env(cache_dir: str) -> dict[str, str]:
+    """The environment of a measured server: its own KV cache folder, and its own engine,
+    cache and process (whose memory is measured), never the shared engine daemon."""
     env = dict(os.environ)
     env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
-    # Each measurement its own engine, cache and process (whose memory is measured), never
-    # the shared engine daemon.
     env["LSP_COMPLETE_NO_DAEMON"] = "1"
+    return env
+
+
+def _server_env(cache_dir: str) -> dict[str, str]:
+    env = base_server_env(cache_dir)
     # The server must import this very checkout, installed or not.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -229,53 +235,17 @@ async def _warm_up(session: lsp_driver.ServerSession) -> None:
     session.close(WARMUP_URI)
 
 
-def _episode_version(index: int) -> int:
-    # Client-chosen versions: one range per episode so status records never collide.
-    return (index + 1) * 100_000
-
-
-async def _start_episode(
-    session: lsp_driver.ServerSession, index: int, ep: Episode, rest_ms: float
-) -> tuple[str, int]:
-    """Open the span's file; the cursor comes to rest where the span starts, and typing
-    begins `rest_ms` later. Returns the document's URI and version."""
-    uri = Path(ep.path).resolve().as_uri()
-    version = _episode_version(index)
-    session.open(uri, ep.language_id, ep.initial_text, version)
-    if rest_ms > 0:
-        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
-        await asyncio.sleep(rest_ms / 1000)
-    return uri, version
-
-
 async def replay_lsp(
     session: lsp_driver.ServerSession,
     episodes: list[Episode],
     on_key: Callable[[], Any],
     rest_ms: float = 0.0,
 ) -> list[Sample]:
-    samples: list[Sample] = []
-    for i, ep in enumerate(episodes):
-        uri, version = await _start_episode(session, i, ep, rest_ms)
-        answers: list[tuple[str, float, str | None, int]] = []
-        text = ep.initial_text
-        for k, ks in enumerate(ep.keystrokes):
-            before = position_at(text, ks.offset - 1)
-            text = ep.text_after(k + 1)
-            version += 1
-            session.insert(uri, version, before, ks.char)
-            suggestion, latency, error = await session.inline(uri, text, ks.offset)
-            answers.append((suggestion, latency, error, version))
-            on_key()
-        records = lsp_driver.stats_by_version(await session.status(), uri)
-        for k, (ks, (suggestion, latency, error, ver)) in enumerate(
-            zip(ep.keystrokes, answers, strict=True)
-        ):
-            c = lsp_driver.completion_with_stats(suggestion, latency, records.get(ver), error)
-            exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-            samples.append(Sample.of("d", "replay", ep.name, k, c, line_exact=exact, **_err(error)))
-        session.close(uri)
-    return samples
+    """Each span typed as fast as the answers come. With `rest_ms`, each span starts as an edit
+    does with lsp-complete's own editor plugins: the cursor is put there and typing starts
+    `rest_ms` later."""
+    timing = SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms)
+    return await _spans_lsp(session, episodes, lambda _ep: timing, "replay", on_key)
 
 
 async def paced_lsp(
@@ -286,44 +256,29 @@ async def paced_lsp(
     rest_ms: float = 0.0,
 ) -> list[Sample]:
     """Keystrokes every `pace_ms`, requests not awaited before the next keystroke."""
-    loop = asyncio.get_running_loop()
+
+    def timing(ep: Episode) -> SpanTiming:
+        delays = (0.0,) + (pace_ms,) * (len(ep.keystrokes) - 1)
+        return SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms, delays_ms=delays)
+
+    return await _spans_lsp(session, episodes, timing, "paced", on_key)
+
+
+async def _spans_lsp(
+    session: lsp_driver.ServerSession,
+    episodes: list[Episode],
+    timing: Callable[[Episode], SpanTiming],
+    workload: str,
+    on_key: Callable[[], Any],
+) -> list[Sample]:
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
-        uri, version = await _start_episode(session, i, ep, rest_ms)
-        sent: list[float] = []
-        pending: list[asyncio.Task] = []
-        text = ep.initial_text
-        start = loop.time()
-        for k, ks in enumerate(ep.keystrokes):
-            await asyncio.sleep(max(0.0, start + k * pace_ms / 1000 - loop.time()))
-            before = position_at(text, ks.offset - 1)
-            text = ep.text_after(k + 1)
-            version += 1
-            session.insert(uri, version, before, ks.char)
-            sent.append(loop.time())
-            pending.append(asyncio.create_task(_timed(session, uri, text, ks.offset, version)))
-            on_key()
-        answers = await asyncio.gather(*pending)
-        records = lsp_driver.stats_by_version(await session.status(), uri)
-        for k, (ks, (suggestion, latency, error, done_at, ver)) in enumerate(
-            zip(ep.keystrokes, answers, strict=True)
-        ):
-            newest = k == len(sent) - 1 or done_at <= sent[k + 1]
-            c = lsp_driver.completion_with_stats(suggestion, latency, records.get(ver), error)
-            exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-            fresh = newest and c.source not in ("superseded", "error")
-            samples.append(
-                Sample.of("d", "paced", ep.name, k, c, line_exact=exact, fresh=fresh, **_err(error))
-            )
-        session.close(uri)
+        plan = timing(ep)
+        answers = await type_span(session, ep, span_version(i), plan, on_key)
+        status = await session.status()
+        samples += key_samples("d", workload, ep, answers, status, with_fresh=not plan.awaited)
+        session.close(span_uri(ep))
     return samples
-
-
-async def _timed(
-    session: lsp_driver.ServerSession, uri: str, text: str, offset: int, version: int
-) -> tuple[str, float, str | None, float, int]:
-    suggestion, latency, error = await session.inline(uri, text, offset)
-    return suggestion, latency, error, asyncio.get_running_loop().time(), version
 
 
 async def humaneval_lsp(

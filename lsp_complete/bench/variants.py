@@ -37,10 +37,10 @@ from lsp_complete.bench.runner import (
     ServerRunner,
     Workload,
     _bar,
-    _episode_version,
     _warm_up,
     replay_lsp,
 )
+from lsp_complete.bench.spans import span_version
 from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
 from lsp_complete.testing import lsp_client
@@ -227,12 +227,12 @@ async def _configure(session: lsp_driver.ServerSession, options: dict[str, Any])
 
 def _attach_generate_ms(samples: list[Sample], episodes: Sequence[Any], status: dict) -> None:
     """The engine's generation time of each replayed keystroke, from its status record
-    (replay_lsp numbers the versions of episode i from `_episode_version(i)`)."""
+    (replay_lsp numbers the versions of episode i from `spans.span_version(i)`)."""
     for i, ep in enumerate(episodes):
         records = lsp_driver.stats_by_version(status, Path(ep.path).resolve().as_uri())
         for sample in samples:
             if sample.case == ep.name:
-                record = records.get(_episode_version(i) + sample.index + 1) or {}
+                record = records.get(span_version(i) + sample.index + 1) or {}
                 sample.extra["generate_ms"] = record.get("generateMs")
 
 

@@ -92,15 +92,21 @@ def suggestion_from_answer(answer: Any, line_prefix: str) -> str:
 # --- session ----------------------------------------------------------------------------------
 
 
-def server_command(model: str | Path | None) -> list[str]:
-    """`lsp-complete serve` in this interpreter; without a model the server picks its default."""
-    return SERVER + (["--model", str(model)] if model else [])
+def server_command(model: str | Path | None, python: str | None = None) -> list[str]:
+    """`lsp-complete serve` in this interpreter (or `python`, e.g. another version's virtual
+    environment); without a model the server picks its default."""
+    command = [python, *SERVER[1:]] if python else list(SERVER)
+    return command + (["--model", str(model)] if model else [])
 
 
 async def launch(
-    client: LanguageClient, model: str | Path | None, env: dict[str, str] | None = None
+    client: LanguageClient,
+    model: str | Path | None,
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+    cwd: str | None = None,
 ) -> None:
-    await client.start_io(*server_command(model), env=env)
+    await client.start_io(*server_command(model, python), env=env, cwd=cwd)
 
 
 def client_capabilities(
@@ -219,9 +225,11 @@ async def inline(client: LanguageClient, uri: str, line: int, char: int) -> Any:
 # --- status -----------------------------------------------------------------------------------
 
 
-async def status(client: LanguageClient) -> dict[str, Any]:
-    """The server's `lsp-complete/status`, as dicts and lists."""
-    return plain(await client.protocol.send_request_async("lsp-complete/status", {})) or {}
+async def status(client: LanguageClient, recent: int | None = None) -> dict[str, Any]:
+    """The server's `lsp-complete/status`, as dicts and lists; `recent`: how many of the
+    latest request records it lists (None: the server's default, 0: none)."""
+    params = {} if recent is None else {"recent": recent}
+    return plain(await client.protocol.send_request_async("lsp-complete/status", params)) or {}
 
 
 async def poll_status(

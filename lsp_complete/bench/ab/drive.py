@@ -1,0 +1,343 @@
+"""Driving two servers, A (the baseline) and B (the candidate), on the same work, interleaved.
+
+Per scenario both versions get a fresh server (its own empty KV cache folder, the same
+settings, LSP_COMPLETE_NO_DAEMON=1), started one after the other and warmed up on an unrelated
+snippet. Then each unit of work (a span, a never-seen file, a HumanEval task) is run on A and
+on B in turn, the order alternating (A B, B A, A B, ...) so that machine drift and order
+effects cancel. Only one server is driven at a time: after its turn it is waited on until it is
+quiet (its scheduler idle, where it says so, and its process using no CPU) for `settle_s`,
+before the other server's turn starts, so that one server's idle work never runs under the
+other's keystrokes; a server that woke up in between is waited on again.
+
+CPU seconds of a turn are the server process's (utime + stime, all threads) from the start of
+its turn until it is quiet again: idle work that the turn set off is the user's battery too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench import coldfiles, lsp_driver
+from lsp_complete.bench.ab.install import ServerVersion
+from lsp_complete.bench.ab.scenarios import Scenario, span_timing
+from lsp_complete.bench.coldfiles import ColdCase
+from lsp_complete.bench.humaneval import InfillTask, PassRunner
+from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
+from lsp_complete.bench.spans import key_samples, span_uri, span_version, type_span
+from lsp_complete.bench.workload import Episode, first_line
+
+log = logging.getLogger(__name__)
+
+
+class StartError(RuntimeError):
+    """A server could not start or answer its warm-up request: nothing can be compared."""
+
+
+POLL_S = 0.1
+QUIET_CPU_S = 0.02  # CPU a quiet server may use between two polls (status answers, ticks)
+QUIET_TIMEOUT_S = 300.0
+
+
+@dataclass
+class AbConfig:
+    model_path: str
+    threads: int
+    max_tokens: int
+    out: Path
+    seed: int = 0
+    pace_ms: float = 200.0
+    settle_s: float = 0.5
+    workspace_folders: list[str] = field(default_factory=list)
+
+    def init_options(self) -> dict[str, Any]:
+        """What both servers are given: only settings every version knows."""
+        return {"model": self.model_path, "threads": self.threads,
+                "maxTokens": self.max_tokens, "multiline": "never"}
+
+
+@dataclass
+class UnitRun:
+    """One unit of work on one side."""
+
+    scenario: str
+    side: str  # A | B
+    unit: int  # the unit's index in its scenario: A's and B's runs of it pair up
+    name: str
+    order: int  # 0: this side went first on this unit, 1: second
+    keystrokes: int  # requests made
+    cpu_s: float | None  # the server's CPU from the turn's start until it was quiet again
+    other_cpu_s: float | None  # what the other, idle, server used meanwhile
+    samples: list[Sample] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Side:
+    key: str  # A | B
+    version: ServerVersion
+    session: lsp_driver.ServerSession | None = None
+    quiet_cpu_s: float = 0.0  # its CPU counter when it was last seen quiet
+    woke: int = 0  # times it used CPU while the other server was being driven
+    startup_ms: list[float] = field(default_factory=list)
+    peak_rss_mb: list[float] = field(default_factory=list)
+    end_rss_mb: list[float] = field(default_factory=list)
+    _cache_dirs: list[str] = field(default_factory=list)
+
+    @property
+    def live(self) -> lsp_driver.ServerSession:
+        assert self.session is not None
+        return self.session
+
+    def cpu(self) -> float:
+        return self.live.cpu_s() or 0.0
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+
+async def start(side: Side, cfg: AbConfig) -> None:
+    """A fresh server for `side`: empty KV cache folder, warmed up, quiet."""
+    cache_dir = tempfile.mkdtemp(prefix=f"lsp-complete-ab-{side.key}-kv-")
+    side._cache_dirs.append(cache_dir)
+    # A crash (a native library's fault) leaves a Python traceback in the server's log.
+    env = side.version.server_env({**base_server_env(cache_dir), "PYTHONFAULTHANDLER": "1"})
+    session = lsp_driver.ServerSession(
+        cfg.model_path, cfg.init_options(), env=env,
+        log_path=cfg.out / f"ab-server-{side.key}.log",
+        workspace_folders=cfg.workspace_folders, python=side.version.python,
+        cwd=side.version.cwd,
+    )  # fmt: skip
+    side.session = session
+    try:
+        side.startup_ms.append(await session.start())
+        session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
+        await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
+        session.close(WARMUP_URI)
+    except Exception as err:
+        await stop(side)
+        raise StartError(f"the {side.key} server ({side.version.describe()}) failed to start "
+                         f"or to answer a first request: {err}; its log: {session.log_path}"
+                         ) from err
+    await wait_quiet(side, cfg.settle_s)
+
+
+async def stop(side: Side) -> None:
+    session = side.session
+    if session is None:
+        return
+    peak, now = session.peak_rss_mb(), session.rss_mb()
+    if peak is not None:
+        side.peak_rss_mb.append(peak)
+    if now is not None:
+        side.end_rss_mb.append(now)
+    try:
+        await session.stop()
+    finally:
+        side.session = None
+        for path in side._cache_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        side._cache_dirs.clear()
+
+
+async def wait_quiet(side: Side, settle_s: float, timeout_s: float = QUIET_TIMEOUT_S) -> None:
+    """Until the server has been quiet for `settle_s`: its scheduler idle (where its status
+    says; older servers may not) and its process using no more than QUIET_CPU_S per poll."""
+    session = side.live
+    deadline = time.monotonic() + timeout_s
+    quiet_since: float | None = None
+    last_cpu = side.cpu()
+    while True:
+        await asyncio.sleep(POLL_S)
+        status = await session.status(recent=0)
+        cpu = side.cpu()
+        idle = (status.get("scheduler") or {}).get("idle")
+        quiet = idle is not False and cpu - last_cpu <= QUIET_CPU_S
+        last_cpu = cpu
+        now = time.monotonic()
+        if not quiet:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= settle_s:
+            side.quiet_cpu_s = cpu
+            return
+        if now > deadline:
+            log.warning("%s: server not quiet after %.0f s; going on", side.key, timeout_s)
+            side.quiet_cpu_s = cpu
+            return
+
+
+async def ensure_quiet(side: Side, settle_s: float) -> None:
+    """Before the other server's turn: if this one used CPU since it was last quiet (a timer
+    fired), wait for it again."""
+    if side.cpu() - side.quiet_cpu_s > QUIET_CPU_S * 2:
+        side.woke += 1
+        await wait_quiet(side, settle_s)
+
+
+# --- units -------------------------------------------------------------------------------------
+
+Drive = Callable[[Side, int], Awaitable[list[Sample]]]
+
+
+async def run_units(
+    cfg: AbConfig,
+    scenario: Scenario,
+    sides: tuple[Side, Side],
+    units: Sequence[tuple[str, int]],
+    drive: Drive,
+    on_unit: Callable[[], Any] = lambda: None,
+) -> list[UnitRun]:
+    """Each unit (name, requests) on both sides, alternating which goes first."""
+    runs: list[UnitRun] = []
+    for index, (name, requests) in enumerate(units):
+        order = sides if index % 2 == 0 else (sides[1], sides[0])
+        for position, side in enumerate(order):
+            other = order[1 - position]
+            await ensure_quiet(other, cfg.settle_s)
+            await ensure_quiet(side, cfg.settle_s)
+            cpu_before, other_before = side.cpu(), other.cpu()
+            error: str | None = None
+            samples: list[Sample] = []
+            try:
+                samples = await drive(side, index)
+            except Exception as err:  # one failing server must not end the run
+                error = f"{type(err).__name__}: {err}"
+                log.warning("%s %s on %s: %s", scenario.name, name, side.key, error)
+            if side.session is not None and not side.live.running:
+                error = error or "the server exited"
+                await stop(side)
+                await start(side, cfg)  # the next units get a fresh one
+            else:
+                await wait_quiet(side, cfg.settle_s)
+            runs.append(UnitRun(
+                scenario=scenario.name, side=side.key, unit=index, name=name, order=position,
+                keystrokes=requests, cpu_s=side.cpu() - cpu_before if error is None else None,
+                other_cpu_s=other.cpu() - other_before, samples=samples, error=error,
+            ))  # fmt: skip
+        on_unit()
+    return runs
+
+
+def _tag(samples: list[Sample], side: str, scenario: str) -> list[Sample]:
+    for sample in samples:
+        sample.engine, sample.workload = side, scenario
+    return samples
+
+
+def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode]) -> Drive:
+    async def drive(side: Side, index: int) -> list[Sample]:
+        ep = episodes[index]
+        session = side.live
+        timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
+        answers = await type_span(session, ep, span_version(index), timing)
+        status = await session.status(recent=len(ep.keystrokes) + 16)
+        session.close(span_uri(ep))
+        samples = key_samples(side.key, scenario.name, ep, answers, status, with_fresh=True)
+        for k, (sample, ks) in enumerate(zip(samples, ep.keystrokes, strict=True)):
+            shown = sample.fresh and sample.source != "error"
+            sample.extra["accepted_chars"] = accepted_chars(
+                ks.typed_prefix, sample.suggestion, ks.full_line) if shown else 0
+            sample.extra["line_end"] = k == len(ep.keystrokes) - 1 or \
+                ep.keystrokes[k + 1].char == "\n"
+        return samples
+
+    return drive
+
+
+def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
+    """What Tab would have accepted correctly: the length of the common prefix of the
+    suggestion's first line and the rest of the line as it was actually typed."""
+    rest, shown = full_line[len(typed_prefix):], first_line(suggestion)
+    return len(os.path.commonprefix([rest, shown]))
+
+
+def open_drive(cases: Sequence[ColdCase]) -> Drive:
+    async def drive(side: Side, index: int) -> list[Sample]:
+        samples = await coldfiles.run_lsp(side.live, [cases[index]])
+        return _tag(samples, side.key, "open")
+
+    return drive
+
+
+def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
+    """Each task its own never-seen document, asked at once or after the scenario's pause.
+    Latency runs from didOpen when asked at once, else from the request. Scored afterwards
+    (`score_humaneval`): test programs must not run under the other server's turn."""
+
+    async def drive(side: Side, index: int) -> list[Sample]:
+        task, session = tasks[index], side.live
+        uri = f"file:///lsp-complete-bench/ab/{task.name.replace('/', '_').replace('#', '_')}.py"
+        loop = asyncio.get_running_loop()
+        opened = loop.time()
+        session.open(uri, "python", task.text, 1)
+        if scenario.pause_s:
+            await asyncio.sleep(scenario.pause_s)
+        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
+        if not scenario.pause_s:
+            latency = (loop.time() - opened) * 1000
+        session.close(uri)
+        c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
+                       ("model" if suggestion else "empty"))
+        sample = Sample.of(side.key, scenario.name, task.name, 0, c,
+                           exact_match=task.exact_match(c.text))
+        if error:
+            sample.extra["error"] = error
+        return [sample]
+
+    return drive
+
+
+def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask],
+                    passes: PassRunner) -> None:
+    for run in runs:
+        for sample in run.samples:
+            sample.passed = passes.passed(tasks[run.unit], sample.suggestion)
+
+
+# --- a scenario --------------------------------------------------------------------------------
+
+
+@dataclass
+class Work:
+    episodes: list[Episode]
+    cold_cases: list[ColdCase]
+    tasks: list[InfillTask]
+    passes: PassRunner = field(default_factory=PassRunner)
+
+
+async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: tuple[Side, Side], work: Work,
+                       on_unit: Callable[[], Any] = lambda: None) -> list[UnitRun]:
+    """Fresh servers for both sides, every unit of the scenario on both, the servers
+    stopped."""
+    if scenario.kind == "typing":
+        units = [(ep.name, len(ep.keystrokes)) for ep in work.episodes]
+        drive = typing_drive(cfg, scenario, work.episodes)
+    elif scenario.kind == "open":
+        units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]
+        drive = open_drive(work.cold_cases)
+    else:
+        units = [(t.name, 1) for t in work.tasks]
+        drive = humaneval_drive(scenario, work.tasks)
+    if not units:
+        return []
+    try:
+        for side in sides:
+            await start(side, cfg)
+        runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
+    finally:
+        for side in sides:
+            await stop(side)
+    if scenario.kind == "humaneval":
+        score_humaneval(runs, work.tasks, work.passes)
+    return runs

@@ -1,0 +1,338 @@
+"""The versions an A/B run compares, each made runnable and checked to be what was asked for.
+
+A version is this checkout (the default candidate: its working tree, uncommitted changes
+included), a git ref of the checkout's repository, a wheel, or a source folder. All but the
+checkout are installed into a virtual environment of their own:
+
+1. the source: `git archive` of the ref's commit, or the folder, built into a wheel by pip
+   (without build isolation where hatchling is installed, so nothing is fetched), or the wheel;
+2. a venv made with `--system-site-packages`, so llama-cpp-python and every other installed
+   dependency is reused as it is (no rebuild), then `pip install --no-deps --force-reinstall`
+   of the wheel, then `pip install` of the wheel again, which adds only the requirements that
+   are missing (pip's only-if-needed strategy; nothing is fetched when all are satisfied);
+3. the venv is cached by content under `cache/<key>` (key: the commit, the wheel's hash, or
+   the folder's sources' hash) and marked ready only once installed and verified, so a second
+   run reuses it.
+
+Verification (`verify`): the server runs as `<venv>/bin/python -m lsp_complete serve` in the
+venv's folder, with no PYTHONPATH (this checkout's PYTHONPATH and the editable install's path
+entry must not shadow the venv's copy). Before a run, that interpreter, environment and folder
+import `lsp_complete` and say where from; the folder must be the venv's, and its sources must
+hash to what was built (`source_digest`: every .py file of the package and models.toml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "lsp_complete"
+CHECKOUT_ROOT = Path(__file__).resolve().parents[3]  # the folder this lsp_complete lives in
+PIP_TIMEOUT_S = 900.0
+_WHERE = "import os, lsp_complete; print(os.path.dirname(os.path.abspath(lsp_complete.__file__)))"
+
+
+class InstallError(RuntimeError):
+    """A version could not be installed, or the installed code is not the version's."""
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    """One version of lsp-complete, ready to serve."""
+
+    label: str  # as given on the command line ("92123de", "this checkout", a path)
+    kind: str  # checkout | git | wheel | folder
+    python: str  # the interpreter that runs `-m lsp_complete serve`
+    pythonpath: str | None  # the checkout, for kind "checkout"; else None (the venv's copy)
+    cwd: str | None  # the server's working folder
+    source_digest: str  # what its package sources hash to (package_digest)
+    commit: str | None = None  # the git commit, where known
+    dirty: bool = False  # a checkout with uncommitted changes
+    venv: str | None = None
+
+    def server_env(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` with this version's import path: the checkout first, or no PYTHONPATH."""
+        env = dict(base)
+        env.pop("PYTHONPATH", None)
+        if self.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (self.pythonpath, base.get("PYTHONPATH")) if p)
+        return env
+
+    def describe(self) -> str:
+        commit = f"{self.commit[:10]}{'+uncommitted' if self.dirty else ''}" if self.commit \
+            else "no commit"
+        return f"{self.label} ({self.kind}, {commit}, sources {self.source_digest[:12]})"
+
+
+# --- digests -----------------------------------------------------------------------------------
+
+
+def _digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """sha256 over (relative path, content hash) pairs, sorted by path."""
+    digest = hashlib.sha256()
+    for rel, data in sorted(files):
+        digest.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def _counts(rel: str) -> bool:
+    return rel.endswith(".py") or rel == "models.toml"
+
+
+def package_digest(package_dir: Path, models_toml: Path | None = None) -> str:
+    """The digest of an lsp_complete package folder: its .py files and models.toml (where the
+    wheel puts it; a source tree keeps it beside the package, `models_toml`)."""
+    files = [(p.relative_to(package_dir).as_posix(), p.read_bytes())
+             for p in package_dir.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts
+             and _counts(p.relative_to(package_dir).as_posix())]
+    if models_toml is not None and not (package_dir / "models.toml").is_file():
+        files.append(("models.toml", models_toml.read_bytes()))
+    return _digest(files)
+
+
+def tree_digest(source: Path) -> str:
+    """The digest of a source tree's package, as its wheel would hold it."""
+    toml = source / "models.toml"
+    return package_digest(source / PACKAGE, toml if toml.is_file() else None)
+
+
+def wheel_digest(wheel: Path) -> str:
+    prefix = PACKAGE + "/"
+    with zipfile.ZipFile(wheel) as archive:
+        return _digest((name[len(prefix):], archive.read(name)) for name in archive.namelist()
+                       if name.startswith(prefix) and _counts(name[len(prefix):]))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- git ---------------------------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
+                              timeout=120).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        raise InstallError(f"git {' '.join(args)}: {detail.decode(errors='replace').strip() or err}"
+                           ) from None
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").decode().strip()
+
+
+def export_commit(repo: Path, commit: str, dest: Path) -> Path:
+    """The commit's tree, as `git archive` gives it, extracted into `dest`."""
+    data = _git(repo, "archive", "--format=tar", commit)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        try:
+            archive.extractall(dest, filter="data")
+        except TypeError:  # Python before 3.11.4: no filters (the archive is our own repo's)
+            archive.extractall(dest)
+    return dest
+
+
+def checkout_state(root: Path) -> tuple[str | None, bool]:
+    """(HEAD's commit, whether the working tree differs from it); (None, False) outside git."""
+    try:
+        commit = resolve_commit(root, "HEAD")
+        dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no").strip())
+    except InstallError:
+        return None, False
+    return commit, dirty
+
+
+# --- versions ----------------------------------------------------------------------------------
+
+
+def this_checkout(root: Path = CHECKOUT_ROOT) -> ServerVersion:
+    """The code this bench runs from, served with this interpreter and the checkout first on
+    PYTHONPATH."""
+    commit, dirty = checkout_state(root)
+    return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
+                         pythonpath=str(root), cwd=str(root), source_digest=tree_digest(root),
+                         commit=commit, dirty=dirty)
+
+
+def default_cache() -> Path:
+    from lsp_complete.model_store import cache_root
+
+    return cache_root() / "bench-baselines"
+
+
+def resolve(spec: str | None, cache: Path, repo: Path = CHECKOUT_ROOT) -> ServerVersion:
+    """The version `spec` names (None: this checkout), installed (or found installed) and
+    verified."""
+    version = this_checkout(repo) if spec is None else _installed(spec, cache, repo)
+    verify(version)
+    return version
+
+
+def _installed(spec: str, cache: Path, repo: Path) -> ServerVersion:
+    path = Path(spec).expanduser()
+    with tempfile.TemporaryDirectory(prefix="lsp-complete-version-") as tmp:
+        work = Path(tmp)
+        if path.is_file() and path.suffix == ".whl":
+            key, kind, commit = f"wheel-{_file_sha256(path)[:24]}", "wheel", None
+            source: Path | None = None
+            wheel: Path | None = path.resolve()
+        elif path.is_dir():
+            if not (path / "pyproject.toml").is_file() or not (path / PACKAGE).is_dir():
+                raise InstallError(f"{spec}: not an lsp-complete source folder")
+            source, wheel = path.resolve(), None
+            content = tree_digest(source) + _file_sha256(source / "pyproject.toml")
+            key, kind = f"folder-{hashlib.sha256(content.encode()).hexdigest()[:24]}", "folder"
+            commit, _ = checkout_state(source)
+        else:
+            try:
+                commit = resolve_commit(repo, spec)
+            except InstallError:
+                raise InstallError(f"{spec}: neither a wheel, a folder nor a git ref of "
+                                   f"{repo}") from None
+            key, kind, wheel = f"git-{commit}", "git", None
+            source = None
+        with _locked(cache, key):
+            ready = _ready(cache / key)
+            if ready is not None:
+                return dataclasses.replace(ready, label=spec)
+            if kind == "git":
+                assert commit is not None
+                source = export_commit(repo, commit, work / "src")
+            if source is not None:
+                wheel = build_wheel(source, work / "wheel")
+            assert wheel is not None
+            expected = wheel_digest(wheel)
+            if source is not None and tree_digest(source) != expected:
+                raise InstallError(f"{spec}: the built wheel does not hold the source's package")
+            version = _install(cache / key, wheel, spec, kind, commit, expected)
+            verify(version)
+            (cache / key / "version.json").write_text(json.dumps(dataclasses.asdict(version)))
+            return version
+
+
+@contextlib.contextmanager
+def _locked(cache: Path, key: str) -> Iterator[None]:
+    """One installer per key at a time (two bench runs may start together)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _ready(folder: Path) -> ServerVersion | None:
+    """The cached install in `folder`, when it was completed and its interpreter still runs."""
+    marker = folder / "version.json"
+    try:
+        version = ServerVersion(**json.loads(marker.read_text()))
+    except (OSError, ValueError, TypeError):
+        shutil.rmtree(folder, ignore_errors=True)  # an install cut short: start again
+        return None
+    if not Path(version.python).exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return version
+
+
+def _tool_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    return env
+
+
+def _run(command: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=_tool_env(),
+                              cwd=cwd, timeout=PIP_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise InstallError(f"{what}: {err}") from None
+    if done.returncode != 0:
+        raise InstallError(f"{what} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    return done.stdout
+
+
+def build_wheel(source: Path, out: Path) -> Path:
+    """A wheel of `source`, built by pip. Without build isolation where hatchling (the
+    project's build backend) is installed, so that nothing needs fetching."""
+    out.mkdir(parents=True, exist_ok=True)
+    isolation = [] if importlib.util.find_spec("hatchling") is None else ["--no-build-isolation"]
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(out),
+          str(source)], f"building a wheel of {source}", cwd=out)
+    wheels = sorted(out.glob("lsp_complete-*.whl"))
+    if len(wheels) != 1:
+        raise InstallError(f"building {source} gave {len(wheels)} wheels")
+    return wheels[0]
+
+
+def _install(folder: Path, wheel: Path, spec: str, kind: str, commit: str | None,
+             digest: str) -> ServerVersion:
+    shutil.rmtree(folder, ignore_errors=True)
+    venv = folder / "venv"
+    # --without-pip: the system site-packages' pip serves the venv (it installs into the
+    # interpreter that runs it).
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+         "creating the virtual environment")
+    python = str(venv / "bin" / "python")
+    _run([python, "-m", "pip", "install", "--no-deps", "--force-reinstall", str(wheel)],
+         f"installing {wheel.name}", cwd=folder)
+    _run([python, "-m", "pip", "install", str(wheel)],  # only the requirements still missing
+         f"installing the requirements of {wheel.name}", cwd=folder)
+    return ServerVersion(label=spec, kind=kind, python=python, pythonpath=None, cwd=str(venv),
+                         source_digest=digest, commit=commit, venv=str(venv))
+
+
+def imported_from(version: ServerVersion) -> Path:
+    """Where the server's interpreter, environment and folder import lsp_complete from."""
+    try:
+        done = subprocess.run([version.python, "-c", _WHERE], capture_output=True, text=True,
+                              env=version.server_env(dict(os.environ)), cwd=version.cwd,
+                              timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise InstallError(f"{version.label}: cannot run {version.python}: {err}") from None
+    if done.returncode != 0:
+        raise InstallError(f"{version.label}: importing lsp_complete failed:\n"
+                           f"{done.stderr[-2000:]}")
+    return Path(done.stdout.strip())
+
+
+def verify(version: ServerVersion) -> Path:
+    """Check that the server of `version` imports that version's code; returns its folder.
+    Raises InstallError when another copy (this checkout, the editable install) would shadow
+    it, or when the installed sources differ from what was built."""
+    package = imported_from(version)
+    if version.venv is not None and Path(version.venv).resolve() not in package.resolve().parents:
+        raise InstallError(f"{version.label}: the server would import {package}, not the copy "
+                           f"in {version.venv}")
+    if version.pythonpath is not None and package.resolve() != \
+            (Path(version.pythonpath) / PACKAGE).resolve():
+        raise InstallError(f"{version.label}: the server would import {package}, not "
+                           f"{version.pythonpath}")
+    found = package_digest(package)
+    if version.kind == "checkout":
+        found = tree_digest(package.parent)
+    if found != version.source_digest:
+        raise InstallError(f"{version.label}: the sources in {package} are not the ones built")
+    return package

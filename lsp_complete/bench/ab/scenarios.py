@@ -1,0 +1,112 @@
+"""The A/B scenarios: how the user's client talks and how the user types, each reported apart.
+
+Clients: `generic` sends only didOpen / didChange / inlineCompletion, as most Neovim, Helix and
+Emacs setups do (the default); `ours` also says where the cursor rests when a span starts
+(lsp-complete/didMoveCursor, as the VS Code extension and the Neovim plugin do).
+
+Timings of a typed span:
+  burst   no rest: each key as soon as the previous answer arrived;
+  rest2s  2 s rest after opening the file, then burst;
+  think   intervals drawn from real inter-key timing (below), answers not awaited;
+  paced   one key every 200 ms (--pace-ms), answers not awaited, after a 1 s rest.
+Files asked the moment they open:
+  open      never-seen files (bench/coldfiles.py): opened and asked at once mid-line, then two
+            characters typed;
+  he-open   HumanEval single-line: the document opened and asked at once;
+  he-pause  the same, asked 1 s after opening.
+
+A typing scenario is named `timing` (generic client) or `ours:timing`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from lsp_complete.bench.spans import SpanTiming
+from lsp_complete.bench.workload import Episode
+
+TIMINGS = ("burst", "rest2s", "think", "paced")
+CLIENTS = ("generic", "ours")
+OPEN_SCENARIOS = ("open", "he-open", "he-pause")
+DEFAULT = ("burst", "rest2s", "think", "paced", "ours:rest2s", "open", "he-open", "he-pause")
+REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0}
+HE_PAUSE_S = 1.0
+
+# Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
+# typists): 52 words per minute on average, a mean interval of about 240 ms, right-skewed with
+# a long tail of pauses. Modelled as a mixture of log-normals: keys within a burst (median
+# 160 ms, mean 192 ms) and, for 4% of keys, a think pause (median 1 s); mean 229 ms. Bursts
+# leave the server no idle time; pauses do.
+KEY_MEDIAN_MS, KEY_SIGMA = 160.0, 0.6
+PAUSE_SHARE, PAUSE_MEDIAN_MS, PAUSE_SIGMA = 0.04, 1000.0, 0.5
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 30.0, 5000.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # as given to --scenarios, normalised ("burst", "ours:rest2s", "he-open")
+    kind: str  # typing | open | humaneval
+    client: str = "generic"
+    timing: str = ""  # typing: one of TIMINGS
+    pause_s: float = 0.0  # humaneval: how long after opening the request is made
+
+    @property
+    def awaited(self) -> bool:
+        return self.timing in ("burst", "rest2s")
+
+
+def parse(text: str) -> list[Scenario]:
+    """`--scenarios`: a comma list of DEFAULT's names (a typing timing may carry `generic:` or
+    `ours:` in front). Raises ValueError naming what is unknown."""
+    scenarios: list[Scenario] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        scenario = _one(item)
+        if scenario.name not in (s.name for s in scenarios):
+            scenarios.append(scenario)
+    if not scenarios:
+        raise ValueError("--scenarios: none given")
+    return scenarios
+
+
+def _one(item: str) -> Scenario:
+    if item == "open":
+        return Scenario("open", "open")
+    if item in ("he-open", "he-pause"):
+        return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
+    client, _, timing = item.rpartition(":")
+    client = client or "generic"
+    if client not in CLIENTS or timing not in TIMINGS:
+        raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
+                         f"(optionally ours:TIMING) or {', '.join(OPEN_SCENARIOS)}")
+    name = timing if client == "generic" else f"{client}:{timing}"
+    return Scenario(name, "typing", client=client, timing=timing)
+
+
+def think_intervals(n: int, rng: random.Random) -> list[float]:
+    """`n` inter-key intervals in ms from the mixture above."""
+    intervals = []
+    for _ in range(n):
+        if rng.random() < PAUSE_SHARE:
+            value = rng.lognormvariate(math.log(PAUSE_MEDIAN_MS), PAUSE_SIGMA)
+        else:
+            value = rng.lognormvariate(math.log(KEY_MEDIAN_MS), KEY_SIGMA)
+        intervals.append(min(MAX_INTERVAL_MS, max(MIN_INTERVAL_MS, value)))
+    return intervals
+
+
+def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> SpanTiming:
+    """How `ep` is typed in `scenario`: the same for both versions (think intervals are
+    seeded by the span)."""
+    cursor = scenario.client == "ours"
+    rest = REST_MS[scenario.timing]
+    n = len(ep.keystrokes)
+    if scenario.timing == "think":
+        rng = random.Random(f"think:{seed}:{ep.name}")
+        return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]))
+    if scenario.timing == "paced":
+        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n])
+    return SpanTiming(cursor, rest)

@@ -1,0 +1,261 @@
+"""A/B measures as ratios B/A with paired bootstrap confidence intervals.
+
+The unit of resampling is what was run on both sides: a span (typing scenarios), a never-seen
+file (`open`) or a HumanEval task. A resample draws unit indices with replacement and
+recomputes the measure on both sides from the same units: percentiles over the pooled
+keystrokes of the drawn spans, means over their keystrokes or tasks, CPU as the drawn units'
+CPU seconds over their keystrokes. The 95% interval is the 2.5th to 97.5th percentile of the
+resampled ratios. Seeded: the same samples give the same intervals.
+
+Verdict: "regression" when the whole interval lies on the worse side of 1 (above it for a
+time or a cost, below it for a quality), "improvement" when it lies on the better side, else
+"same"; none for fewer than MIN_UNITS paired units. Peak memory is one number per server and
+scenario (no interval): a ratio beyond RSS_TOLERANCE is called a regression or an
+improvement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lsp_complete.bench.ab.drive import UnitRun
+from lsp_complete.bench.ab.scenarios import Scenario
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+RSS_TOLERANCE = 0.05
+# Fewer paired units than this give an interval but no verdict: a bootstrap over two or three
+# spans only reshuffles them.
+MIN_UNITS = 5
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    lower_is_better: bool
+    per_unit: Callable[[UnitRun], np.ndarray]  # a unit's values (rows for `pool`)
+    pool: Callable[[np.ndarray], float | None]  # the measure over drawn units' values, stacked
+    unit: str = ""  # how a value is shown: ms, share, s, chars
+
+
+@dataclass
+class Row:
+    scenario: str
+    measure: str
+    a: float | None
+    b: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: str  # regression | improvement | same | too few units | n/a
+    unit: str
+    n: int  # paired units
+
+
+# --- pooling -----------------------------------------------------------------------------------
+
+
+def _percentile(q: float) -> Callable[[np.ndarray], float | None]:
+    def pool(values: np.ndarray) -> float | None:
+        return float(np.percentile(values, q)) if values.size else None
+
+    return pool
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(values.mean()) if values.size else None
+
+
+def _max(values: np.ndarray) -> float | None:
+    return float(values.max()) if values.size else None
+
+
+def _per_request(rows: np.ndarray) -> float | None:
+    """Rows of (CPU seconds, requests): seconds per request."""
+    if not rows.size or rows[:, 1].sum() == 0:
+        return None
+    return float(rows[:, 0].sum() / rows[:, 1].sum())
+
+
+# --- per-unit values ---------------------------------------------------------------------------
+
+
+def _latencies(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples if s.source != "error"], dtype=float)
+
+
+def _first_latency(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples if s.index == 0 and s.source != "error"],
+                    dtype=float)
+
+
+def _line_end_latencies(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples
+                     if s.extra.get("line_end") and s.source != "error"], dtype=float)
+
+
+def _shown_line_exact(run: UnitRun) -> np.ndarray:
+    """Line-exact as the user saw it: an answer that came too late (stale) was never shown."""
+    return np.array([bool(s.line_exact) and s.fresh is not False for s in run.samples],
+                    dtype=float)
+
+
+def _line_exact(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.line_exact) for s in run.samples], dtype=float)
+
+
+def _fresh(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.fresh) for s in run.samples], dtype=float)
+
+
+def _accepted(run: UnitRun) -> np.ndarray:
+    return np.array([s.extra.get("accepted_chars", 0) for s in run.samples], dtype=float)
+
+
+def _exact(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.exact_match) for s in run.samples], dtype=float)
+
+
+def _passed(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.passed) for s in run.samples], dtype=float)
+
+
+def _cpu(run: UnitRun) -> np.ndarray:
+    if run.cpu_s is None:
+        return np.empty((0, 2))
+    return np.array([[run.cpu_s, run.keystrokes]], dtype=float)
+
+
+def measures_for(scenario: Scenario) -> list[Measure]:
+    """What is reported for a scenario, in report order."""
+    if scenario.kind == "typing":
+        found = [
+            Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
+            Measure("keystroke p95", True, _latencies, _percentile(95), "ms"),
+        ]
+        if scenario.awaited:
+            found += [Measure("first key of a span p50", True, _first_latency, _percentile(50),
+                              "ms"),
+                      Measure("line-exact", False, _line_exact, _mean, "share")]
+        else:
+            found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, _mean,
+                              "share"),
+                      Measure("fresh answers", False, _fresh, _mean, "share"),
+                      Measure("wait at a line's end, max", True, _line_end_latencies, _max,
+                              "ms")]
+        return found + [
+            Measure("characters accepted / key", False, _accepted, _mean, "chars"),
+            Measure("CPU s / keystroke", True, _cpu, _per_request, "s"),
+        ]
+    if scenario.kind == "open":
+        return [
+            Measure("first suggestion p50", True, _first_latency, _percentile(50), "ms"),
+            Measure("first suggestion max", True, _first_latency, _max, "ms"),
+            Measure("line-exact (first 3 keys)", False, _line_exact, _mean, "share"),
+            Measure("CPU s / request", True, _cpu, _per_request, "s"),
+        ]
+    return [
+        Measure("HumanEval EM", False, _exact, _mean, "share"),
+        Measure("HumanEval pass@1", False, _passed, _mean, "share"),
+        Measure("answer p50", True, _latencies, _percentile(50), "ms"),
+        Measure("CPU s / task", True, _cpu, _per_request, "s"),
+    ]
+
+
+# --- comparing ---------------------------------------------------------------------------------
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """B / A; equal values (0 and 0 too) are 1, anything over nothing is infinite."""
+    if a is None or b is None:
+        return None
+    if a == b:
+        return 1.0
+    return math.inf if a == 0 else b / a
+
+
+def verdict(low: float | None, high: float | None, lower_is_better: bool) -> str:
+    if low is None or high is None:
+        return "n/a"
+    if low > 1:
+        return "regression" if lower_is_better else "improvement"
+    if high < 1:
+        return "improvement" if lower_is_better else "regression"
+    return "same"
+
+
+def paired(runs: Sequence[UnitRun], scenario: str) -> tuple[list[UnitRun], list[UnitRun]]:
+    """A's and B's runs of the units both completed, in unit order."""
+    mine = [r for r in runs if r.scenario == scenario and r.error is None]
+    a = {r.unit: r for r in mine if r.side == "A"}
+    b = {r.unit: r for r in mine if r.side == "B"}
+    units = sorted(set(a) & set(b))
+    return [a[u] for u in units], [b[u] for u in units]
+
+
+def draws(n: int, seed: int, resamples: int = RESAMPLES) -> np.ndarray:
+    """Resampled unit indices, one row per resample."""
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
+            b_runs: Sequence[UnitRun], drawn: np.ndarray) -> Row:
+    a_values = [measure.per_unit(r) for r in a_runs]
+    b_values = [measure.per_unit(r) for r in b_runs]
+    a, b = measure.pool(_stack(a_values)), measure.pool(_stack(b_values))
+    ratios = []
+    for picks in drawn:
+        r = ratio(measure.pool(_stack([a_values[i] for i in picks])),
+                  measure.pool(_stack([b_values[i] for i in picks])))
+        if r is not None:
+            ratios.append(r)
+    low = high = None
+    if ratios and len(a_runs) > 1:
+        tail = (1 - CONFIDENCE) / 2 * 100
+        # Order statistics, not interpolation: a ratio may be infinite.
+        low = float(np.percentile(ratios, tail, method="lower"))
+        high = float(np.percentile(ratios, 100 - tail, method="higher"))
+    judged = verdict(low, high, measure.lower_is_better) if len(a_runs) >= MIN_UNITS \
+        else "too few units"
+    return Row(scenario, measure.name, a, b, ratio(a, b), low, high, judged, measure.unit,
+               len(a_runs))
+
+
+def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
+                  resamples: int = RESAMPLES) -> list[Row]:
+    a_runs, b_runs = paired(runs, scenario.name)
+    drawn = draws(len(a_runs), seed, resamples) if a_runs else np.empty((0, 0), dtype=int)
+    return [compare(m, scenario.name, a_runs, b_runs, drawn) for m in measures_for(scenario)]
+
+
+def rss_row(scenario: str, a_mb: float | None, b_mb: float | None) -> Row:
+    r = ratio(a_mb, b_mb)
+    if r is None:
+        judged = "n/a"
+    elif r > 1 + RSS_TOLERANCE:
+        judged = "regression"
+    elif r < 1 - RSS_TOLERANCE:
+        judged = "improvement"
+    else:
+        judged = "same"
+    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, judged, "MiB", 1)
+
+
+def identical_share(runs: Sequence[UnitRun], scenario: str) -> float | None:
+    """The share of requests whose suggestion was the same on both sides (versions that
+    should suggest alike, or one against itself: how much the server's own timing changes
+    its suggestions)."""
+    a_runs, b_runs = paired(runs, scenario)
+    pairs = [(x.suggestion, y.suggestion)
+             for a, b in zip(a_runs, b_runs, strict=True)
+             for x, y in zip(a.samples, b.samples, strict=False)
+             if x.source != "error" and y.source != "error"]
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else None

@@ -1,0 +1,135 @@
+"""Typing one span of a file over LSP, as an editor sends it: the replay, the paced replay and
+the A/B scenarios (bench/ab/) all type through `type_span`.
+
+A span opens its file, optionally says where the cursor rests (lsp-complete/didMoveCursor,
+which only lsp-complete's own editor plugins send), optionally rests, then types: each
+keystroke is an incremental didChange and an automatic inlineCompletion request at the new
+cursor. Either every key waits for the previous answer (burst typing: the next key as soon as
+the answer is there), or keys go out on a schedule with their answers not awaited (a typist
+who never waits), which is where answers go stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsp_complete.bench import lsp_driver
+from lsp_complete.bench.records import Sample
+from lsp_complete.bench.workload import Episode, line_exact
+from lsp_complete.testing.lsp_client import position_at
+
+
+@dataclass(frozen=True)
+class SpanTiming:
+    cursor: bool = False  # send lsp-complete/didMoveCursor where typing starts
+    rest_ms: float = 0.0  # after opening (and the cursor), before the first key
+    # Milliseconds before each key, counted from the previous key's sending (the first from
+    # the end of the rest); answers are then not awaited. None: each key is sent as soon as
+    # the previous answer arrived.
+    delays_ms: tuple[float, ...] | None = None
+
+    @property
+    def awaited(self) -> bool:
+        return self.delays_ms is None
+
+
+@dataclass(frozen=True)
+class KeyAnswer:
+    """What the client saw for one keystroke's request."""
+
+    suggestion: str
+    latency_ms: float
+    error: str | None
+    version: int
+    sent_at: float  # event-loop time the request went out
+    done_at: float  # event-loop time its answer arrived
+
+
+def span_version(index: int) -> int:
+    """The document version a span starts at: client-chosen, one range per span, so status
+    records of different spans on the same file never collide."""
+    return (index + 1) * 100_000
+
+
+def span_uri(ep: Episode) -> str:
+    return Path(ep.path).resolve().as_uri()
+
+
+async def type_span(
+    session: lsp_driver.ServerSession,
+    ep: Episode,
+    version: int,
+    timing: SpanTiming,
+    on_key: Callable[[], Any] = lambda: None,
+) -> list[KeyAnswer]:
+    """Open the span's file at `version` and type it; returns one answer per keystroke, all
+    arrived. The document stays open (the caller reads the server's records, then closes)."""
+    uri = span_uri(ep)
+    loop = asyncio.get_running_loop()
+    session.open(uri, ep.language_id, ep.initial_text, version)
+    if timing.cursor:
+        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
+    if timing.rest_ms > 0:
+        await asyncio.sleep(timing.rest_ms / 1000)
+    answered: list[KeyAnswer] = []
+    pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
+    text = ep.initial_text
+    due = loop.time()
+    for k, ks in enumerate(ep.keystrokes):
+        if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
+            due += timing.delays_ms[k] / 1000
+            await asyncio.sleep(max(0.0, due - loop.time()))
+        before = position_at(text, ks.offset - 1)
+        text = ep.text_after(k + 1)
+        version += 1
+        session.insert(uri, version, before, ks.char)
+        request = _ask(session, uri, text, ks.offset, version)
+        if timing.awaited:
+            answered.append(await request)
+        else:
+            pending.append(asyncio.create_task(request))
+        on_key()
+    return answered + list(await asyncio.gather(*pending))
+
+
+async def _ask(session: lsp_driver.ServerSession, uri: str, text: str, offset: int,
+               version: int) -> KeyAnswer:
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    suggestion, latency, error = await session.inline(uri, text, offset)
+    return KeyAnswer(suggestion, latency, error, version, sent, loop.time())
+
+
+def is_newest(answers: Sequence[KeyAnswer], k: int) -> bool:
+    """Answer k arrived before the next keystroke went out (or is the span's last): the
+    suggestion was still for the text on screen."""
+    return k == len(answers) - 1 or answers[k].done_at <= answers[k + 1].sent_at
+
+
+def key_samples(
+    engine: str,
+    workload: str,
+    ep: Episode,
+    answers: Sequence[KeyAnswer],
+    status: dict[str, Any],
+    with_fresh: bool,
+) -> list[Sample]:
+    """One sample per keystroke: the answer, the server's record of it (`status`' recent
+    requests; absent fields stay None), line-exact and, `with_fresh`, whether it was fresh
+    (newest when it arrived, and neither superseded nor failed)."""
+    records = lsp_driver.stats_by_version(status, span_uri(ep))
+    samples: list[Sample] = []
+    for k, (ks, answer) in enumerate(zip(ep.keystrokes, answers, strict=True)):
+        c = lsp_driver.completion_with_stats(answer.suggestion, answer.latency_ms,
+                                             records.get(answer.version), answer.error)
+        fields: dict[str, Any] = {"line_exact": line_exact(ks.typed_prefix, c.text, ks.full_line)}
+        if with_fresh:
+            fields["fresh"] = is_newest(answers, k) and c.source not in ("superseded", "error")
+        if answer.error:
+            fields["extra"] = {"error": answer.error}
+        samples.append(Sample.of(engine, workload, ep.name, k, c, **fields))
+    return samples

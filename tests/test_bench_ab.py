@@ -1,0 +1,237 @@
+"""`lsp-complete bench --baseline REF`: two versions side by side (bench/ab/)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lsp_complete.bench import humaneval, workload
+from lsp_complete.bench.ab import install, scenarios, stats
+from lsp_complete.bench.ab.drive import UnitRun, accepted_chars
+from lsp_complete.bench.records import Sample
+
+# --- scenarios ---------------------------------------------------------------------------------
+
+
+def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
+    parsed = scenarios.parse("burst, ours:rest2s,generic:think,open,he-pause,burst")
+    assert [s.name for s in parsed] == ["burst", "ours:rest2s", "think", "open", "he-pause"]
+    assert parsed[1].client == "ours" and parsed[1].timing == "rest2s" and parsed[1].awaited
+    assert parsed[2].client == "generic" and not parsed[2].awaited
+    assert parsed[4].kind == "humaneval" and parsed[4].pause_s == scenarios.HE_PAUSE_S
+    assert [s.name for s in scenarios.parse(",".join(scenarios.DEFAULT))] == list(
+        scenarios.DEFAULT)
+    for bad in ("sprint", "theirs:burst", " , "):
+        with pytest.raises(ValueError):
+            scenarios.parse(bad)
+
+
+def test_think_intervals_look_like_published_typing() -> None:
+    """Dhakal et al. 2018: a mean of about 200-250 ms between keys, with a long tail."""
+    drawn = scenarios.think_intervals(20_000, random.Random(1))
+    assert 200 <= statistics.fmean(drawn) <= 250
+    assert statistics.median(drawn) < statistics.fmean(drawn)  # right-skewed
+    assert sum(d > 1000 for d in drawn) / len(drawn) > 0.02  # think pauses
+    assert min(drawn) >= scenarios.MIN_INTERVAL_MS and max(drawn) <= scenarios.MAX_INTERVAL_MS
+    assert scenarios.think_intervals(50, random.Random(3)) == \
+        scenarios.think_intervals(50, random.Random(3))
+
+
+def test_span_timing_per_scenario(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("\n".join(f"value_{i} = compute({i}, {i + 1})" for i in range(40)) + "\n")
+    (ep,) = workload.build_episodes([str(path)], 1, 1, seed=0)
+    n = len(ep.keystrokes)
+    burst = scenarios.span_timing(scenarios.parse("burst")[0], ep, 0, 200)
+    assert burst.awaited and burst.rest_ms == 0 and not burst.cursor
+    ours = scenarios.span_timing(scenarios.parse("ours:rest2s")[0], ep, 0, 200)
+    assert ours.awaited and ours.rest_ms == 2000 and ours.cursor
+    paced = scenarios.span_timing(scenarios.parse("paced")[0], ep, 0, 200)
+    assert paced.delays_ms == (0.0,) + (200.0,) * (n - 1) and paced.rest_ms == 1000
+    think = scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)
+    assert think.delays_ms is not None and len(think.delays_ms) == n
+    assert think == scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)  # A == B
+
+
+# --- measures and statistics -------------------------------------------------------------------
+
+
+def test_accepted_characters_are_the_common_prefix_with_the_rest_of_the_line() -> None:
+    assert accepted_chars("    ret", "urn total\nmore", "    return total") == 9
+    assert accepted_chars("    ret", "urn x", "    return total") == 4
+    assert accepted_chars("    return total", "", "    return total") == 0
+
+
+def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
+           cpu: float = 1.0) -> list[UnitRun]:
+    """Spans of 10 keys: latencies `latency` + 0..9 ms, the first `exact` keys line-exact."""
+    runs = []
+    for unit in range(n_units):
+        samples = [Sample(side, "burst", f"s{unit}", k, latency + k + unit % 3, "x",
+                          line_exact=exact and k < 5, fresh=True,
+                          extra={"accepted_chars": 2 if exact else 1, "line_end": k == 9})
+                   for k in range(10)]
+        runs.append(UnitRun("burst", side, unit, f"s{unit}", unit % 2, 10, cpu * (1 + unit % 2),
+                            0.0, samples))
+    return runs
+
+
+def _rows(runs: list[UnitRun], seed: int = 0) -> dict[str, stats.Row]:
+    rows = stats.scenario_rows(scenarios.parse("burst")[0], runs, seed, resamples=400)
+    return {row.measure: row for row in rows}
+
+
+def test_a_version_against_itself_is_the_same() -> None:
+    rows = _rows(_spans("A", 100, True) + _spans("B", 100, True))
+    for row in rows.values():
+        assert row.ratio == 1.0 and row.verdict == "same", row
+        assert row.low is not None and row.high is not None and row.low <= 1 <= row.high
+    assert stats.identical_share(_spans("A", 100, True) + _spans("B", 100, True), "burst") == 1
+
+
+def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
+    rows = _rows(_spans("A", 100, True) + _spans("B", 200, False, cpu=1.5))
+    assert rows["keystroke p95"].ratio == pytest.approx((200 + 9 + 2) / (100 + 9 + 2), rel=0.05)
+    for name in ("keystroke p50", "keystroke p95", "first key of a span p50",
+                 "CPU s / keystroke"):
+        assert rows[name].verdict == "regression" and rows[name].low > 1, rows[name]
+    for name in ("line-exact", "characters accepted / key"):
+        assert rows[name].verdict == "regression" and rows[name].high < 1, rows[name]
+    assert rows["line-exact"].ratio == 0.0 and rows["CPU s / keystroke"].ratio == 1.5
+    better = _rows(_spans("A", 200, False, cpu=1.5) + _spans("B", 100, True))
+    assert better["keystroke p95"].verdict == "improvement"
+    assert better["line-exact"].ratio == float("inf") and better["line-exact"].verdict == \
+        "improvement"
+    # Seeded: the same samples give the same intervals.
+    again = _rows(_spans("A", 100, True) + _spans("B", 200, False, cpu=1.5))
+    assert again == rows
+
+
+def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verdict() -> None:
+    a, b = _spans("A", 100, True, n_units=6), _spans("B", 200, True, n_units=6)
+    b[0] = dataclasses.replace(b[0], error="the server exited", samples=[])
+    a_runs, b_runs = stats.paired(a + b, "burst")
+    assert [r.unit for r in a_runs] == [r.unit for r in b_runs] == [1, 2, 3, 4, 5]
+    few = _rows(_spans("A", 100, True, n_units=3) + _spans("B", 200, True, n_units=3))
+    assert few["keystroke p95"].verdict == "too few units" and few["keystroke p95"].n == 3
+
+
+def test_ratios_and_memory() -> None:
+    assert stats.ratio(0.0, 0.0) == 1.0 and stats.ratio(0.0, 0.5) == float("inf")
+    assert stats.ratio(None, 1.0) is None and stats.ratio(2.0, 1.0) == 0.5
+    assert stats.rss_row("burst", 800, 900).verdict == "regression"
+    assert stats.rss_row("burst", 800, 810).verdict == "same"
+    assert stats.rss_row("burst", 800, None).verdict == "n/a"
+
+
+# --- the official HumanEval single-line file --------------------------------------------------
+
+
+def test_official_single_line_file_is_read_as_our_tasks(tmp_path: Path) -> None:
+    """Same construction as the built-in tasks: the line's indentation in the document."""
+    problem = humaneval.load_problems(1)[0]
+    lines = problem["canonical_solution"].split("\n")
+    index = next(i for i, line in enumerate(lines) if line.startswith("        "))
+    row = {  # the fields of openai/human-eval-infilling's HumanEval-SingleLineInfilling
+        "task_id": f"SingleLineInfilling/{problem['task_id']}/L{index}",
+        "entry_point": problem["entry_point"],
+        "prompt": problem["prompt"] + "".join(line + "\n" for line in lines[:index]),
+        "suffix": "\n".join(lines[index + 1:]),
+        "canonical_solution": lines[index] + "\n",
+        "test": problem["test"],
+    }
+    path = tmp_path / "HumanEval-SingleLineInfilling.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+    (task,) = humaneval.load_single_line_file(path)
+    (ours,) = [t for t in humaneval.tasks_for_problem(problem) if t.line_index == index]
+    assert (task.task_id, task.line_index, task.name) == (ours.task_id, index, ours.name)
+    assert task.text == ours.text and task.offset == ours.offset and task.target == ours.target
+    assert task.exact_match(lines[index].strip())
+    assert humaneval.PassRunner().passed(task, lines[index].strip())
+    assert humaneval.sample_tasks([task, ours], 1, seed=0) == \
+        humaneval.sample_tasks([task, ours], 1, seed=0)
+
+
+# --- installing a version ----------------------------------------------------------------------
+
+
+def test_a_git_ref_is_exported_at_its_commit(tmp_path: Path) -> None:
+    root = install.CHECKOUT_ROOT
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    commit = install.resolve_commit(root, "HEAD")
+    assert len(commit) == 40
+    tree = install.export_commit(root, commit, tmp_path / "src")
+    assert (tree / "pyproject.toml").is_file() and (tree / "lsp_complete" / "__init__.py").is_file()
+    with pytest.raises(install.InstallError):
+        install.resolve_commit(root, "no-such-ref-anywhere")
+
+
+def test_a_copy_that_the_server_would_not_import_is_refused(tmp_path: Path) -> None:
+    """A venv whose interpreter imports lsp_complete from elsewhere (here: this interpreter,
+    which finds this checkout or the editable install) must not pass as that version."""
+    fake = install.ServerVersion(
+        label="fake", kind="git", python=sys.executable, pythonpath=None, cwd=str(tmp_path),
+        source_digest="0" * 64, venv=str(tmp_path / "venv"))
+    with pytest.raises(install.InstallError, match="would import"):
+        install.verify(fake)
+    checkout = install.this_checkout()
+    assert install.verify(checkout) == install.CHECKOUT_ROOT / "lsp_complete"
+    altered = dataclasses.replace(checkout, source_digest="0" * 64)
+    with pytest.raises(install.InstallError, match="not the ones built"):
+        install.verify(altered)
+
+
+# --- end to end ----------------------------------------------------------------------------------
+
+
+def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    """This checkout as the baseline (installed from its folder into a venv) against itself.
+    Times are not checked: only that every measure has a ratio and that quality, where the
+    server's choices do not depend on timing (a rest before typing, a pause before asking),
+    is about the same on both sides."""
+    out, cache = tmp_path / "ab", tmp_path / "cache"
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--baseline", str(install.CHECKOUT_ROOT),
+        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
+        str(cache), "--scenarios", "rest2s,open,he-pause", "--max-tokens", "8",
+        "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "ab-report.md").stat().st_size > 0
+    data = json.loads((out / "ab-samples.json").read_text())
+    a, b = data["meta"]["sides"]["A"], data["meta"]["sides"]["B"]
+    assert a["kind"] == "folder" and b["kind"] == "checkout"
+    assert Path(a["package_dir"]).is_relative_to(cache) and a["python"].startswith(str(cache))
+    assert a["source_digest"] == b["source_digest"]  # the same code, installed apart
+    rows = data["rows"]
+    measures = {(r["scenario"], r["measure"]) for r in rows}
+    for scenario in ("rest2s", "open", "he-pause"):
+        expected = [m.name for m in stats.measures_for(scenarios.parse(scenario)[0])]
+        assert {(scenario, m) for m in [*expected, "peak RSS"]} <= measures
+    assert all(r["ratio"] is not None for r in rows), [r for r in rows if r["ratio"] is None]
+    quality = [r for r in rows if r["measure"] in ("line-exact", "line-exact (first 3 keys)",
+                                                   "HumanEval EM", "HumanEval pass@1")]
+    assert len(quality) == 4
+    assert all(0.5 <= r["ratio"] <= 2.0 for r in quality), quality
+    units = data["units"]
+    assert {(u["scenario"], u["side"]) for u in units} == {
+        (s, side) for s in ("rest2s", "open", "he-pause") for side in "AB"}
+    assert all(u["error"] is None and u["cpu_s"] is not None for u in units)
+    assert "regression" in (out / "ab-report.md").read_text()  # the legend at least
+    # Deterministic given the samples: the report rebuilt from them has the same rows.
+    (out / "ab-report.md").unlink()
+    rerun = subprocess.run([sys.executable, "-m", "lsp_complete", "bench", "--rerender",
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
+    assert (out / "ab-report.md").stat().st_size > 0
