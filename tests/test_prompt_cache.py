@@ -1,7 +1,7 @@
 """The prompt-cache policy on the real engine (tiny model): a file asked the moment it opens
-starts with a small prompt and climbs to the full one while the user types without a pause,
-each keystroke paying at most one firm slice; and a suggestion made with a prompt built that
-way equals one made from nothing."""
+starts with a small prompt and climbs to the cold window while the user types without a
+pause, each keystroke paying at most one firm slice; idle time builds the full prompt; and a
+suggestion made with a prompt built that way equals one made from nothing."""
 
 from __future__ import annotations
 
@@ -53,14 +53,13 @@ def completer(settings: Settings) -> Iterator[Completer]:
     made.close()
 
 
-def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_full_one(
+def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
     completer: Completer, settings: Settings
 ) -> None:
     doc = Document("file:///climb.py", "python", 1, SOURCE)
     cursor = SOURCE.index(SPOT)
-    slice_tokens = completer.cache.climb_slice()
     anchor = None
-    used_full: list[bool] = []
+    used: list[str] = []  # per keystroke: "cut" or "window"
     for i, char in enumerate(TYPED[:-1]):
         line, col = doc.position_at(cursor, "utf-16")
         doc.apply_change(char, (line, col, line, col), "utf-16")
@@ -68,20 +67,25 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_full_one(
         prepared = prepare(doc, cursor, anchor, settings)
         anchor = prepared.ctx.anchor
         completer.engine.prefill_rate = 200.0  # long prefills measure the tiny model's speed
+        slice_tokens = completer.cache.climb_slice()
         completion = completer.run(prepared, CancelToken())
-        used_full.append(completion.full_prompt)
-        if i:  # what this keystroke encoded: its typing, and at most one slice before it
-            assert completion.result.encoded_tokens <= 8 + slice_tokens, (i, completion)
+        assert not completion.full_prompt  # the full prompt is idle time's
+        window = len(completer.cache.window_prompt(prepared))
+        used.append("window" if completion.prompt_tokens == window else "cut")
+        if i:  # what this keystroke encoded: its typing, and no more (the slice came before)
+            assert completion.result.encoded_tokens <= 8, (i, completion)
         completer.engine.prefill_rate = 200.0
         climbed = completer.climb(prepared, NextKeystrokeAtOnce())
         assert climbed <= slice_tokens
-    assert not used_full[0]  # asked at open: the small first prompt
-    assert used_full[-1]  # ... and the full one before the line is typed
-    first_full = used_full.index(True)
-    assert all(used_full[first_full:])
+    assert used[0] == "cut"  # asked at open: the cut first prompt
+    first = used.index("window")  # ... then the window, well before the line is typed
+    assert first < len(used) // 2 and set(used[first:]) == {"window"}, used
 
-    # A suggestion from the prompt built in slices equals one from a fresh engine that
-    # encodes the full prompt at once (no smaller one to choose).
+    # Idle time then builds the full prompt; a suggestion from the prompt built this way
+    # equals one from a fresh engine that encodes the full prompt at once.
+    completer.warm_spot(prepared, None, lambda: None, CancelToken())
+    completion = completer.run(prepared, CancelToken())
+    assert completion.full_prompt and completion.result.encoded_tokens <= 1, completion
     fresh, _, _ = load_completer(settings)
     try:
         expected = fresh.run(dataclasses.replace(prepared, cold_ctx=None), CancelToken())
@@ -91,10 +95,11 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_full_one(
         fresh.close()
 
 
-def test_idle_time_climbs_all_the_way_at_once(completer: Completer, settings: Settings) -> None:
-    doc = Document("file:///idle.py", "python", 1, SOURCE)
-    prepared = prepare(doc, SOURCE.index(SPOT), None, settings)
-    assert not completer.run(prepared, CancelToken()).full_prompt
-    completer.climb(prepared, CancelToken())  # nothing interrupts it
+def test_a_small_file_gets_its_full_prompt_at_once(completer: Completer,
+                                                   settings: Settings) -> None:
+    small = SOURCE[: SOURCE.index("def step_3(")]
+    doc = Document("file:///small.py", "python", 1, small)
+    prepared = prepare(doc, small.index("    return total + 1"), None, settings)
     completion = completer.run(prepared, CancelToken())
-    assert completion.full_prompt and completion.result.encoded_tokens <= 1
+    assert completion.full_prompt
+    assert completer.climb(prepared, CancelToken()) == 0  # nothing to climb to

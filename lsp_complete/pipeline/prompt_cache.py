@@ -33,11 +33,11 @@ COLD_MAX_TOKENS = 320
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = 448
-# After a keystroke answered with a smaller prompt than the full one, the file's full prompt
-# is built on, aside: the first slice, about this long at the measured prefill speed, no
-# keystroke interrupts (so the prompt grows even while the user types without a pause: a
-# keystroke waits for it at most once); the rest runs until the next keystroke aborts it.
-CLIMB_FIRM_SECONDS = 0.1
+# After a keystroke answered with the cut first prompt, the cold window is built on, aside:
+# the first slice, about this long at the measured prefill speed, no keystroke interrupts (so
+# the prompt grows even while the user types without a pause: a keystroke waits for it at
+# most once); the rest runs until the next keystroke aborts it.
+CLIMB_FIRM_SECONDS = 0.2
 CLIMB_MIN_TOKENS = 8
 
 
@@ -142,32 +142,26 @@ class PromptCache:
         return max(CLIMB_MIN_TOKENS, int(rate * CLIMB_FIRM_SECONDS))
 
     def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
-        """After a keystroke answered with a smaller prompt than the full one: build towards
-        the full one, the cold window first when the cut prompt was used (it is what the next
-        keystrokes can use soonest). The file's own sequence keeps what keystrokes use; the
-        engine builds a target aside and swaps it in once complete. The first
-        `climb_slice()` tokens are firm; the rest yields to the next keystroke at once.
+        """After a keystroke answered with the cut first prompt: build the cold window aside
+        (the engine swaps it in once complete), the context the next keystrokes can have
+        soonest. The first `climb_slice()` tokens are firm; the rest yields to the next
+        keystroke at once. The full prompt is idle time's (`warm_spot`): while the user types
+        on, the thousand-odd tokens it costs would pay off only on a long stay at one spot.
         Returns the tokens encoded."""
-        full = self._build(prepared.ctx)
-        now = self.choose(prepared, full)
-        if now is full:
+        if prepared.cold_ctx is None:
             return 0
-        targets = [full]
-        if prepared.cold_ctx is not None:
-            window = self.window_prompt(prepared)
-            if now.tokens != window.tokens:
-                targets.insert(0, window)
-        done = 0
+        full, window = self._build(prepared.ctx), self.window_prompt(prepared)
+        now = self.choose(prepared, full)
+        if now is full or now.tokens == window.tokens:
+            return 0  # the full prompt or the window is in use: nothing to climb to
+        cached = self.engine.cached_prefix(prepared.key, window.tokens)
+        if cached is None or cached >= len(window):
+            return 0
         with cancel.firm():
-            for target in targets:
-                left = self.climb_slice() - done
-                if left <= 0:
-                    break
-                done += self.engine.warm(prepared.key, target.segments, cancel, limit=left)
-        for target in targets:
-            if cancel.cancelled:
-                break
-            done += self.engine.warm(prepared.key, target.segments, cancel)
+            done = self.engine.warm(prepared.key, window.segments, cancel,
+                                    limit=self.climb_slice())
+        if not cancel.cancelled:
+            done += self.engine.warm(prepared.key, window.segments, cancel)
         return done
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,

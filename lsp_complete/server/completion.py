@@ -228,10 +228,11 @@ class Suggester:
         return completion.text, cursor
 
     async def _alternatives(self, uri: str, primary: str, cursor: int) -> list[str]:
-        """Other suggestions than `primary` at `cursor`: those idle work computed for it when
-        it is the suggestion shown there (waiting for that work if it is running), else
-        computed now; for a suggestion typing-ahead derived from an earlier one, a fresh
-        computation at this spot, whose own first suggestion becomes an alternative too."""
+        """Other suggestions than `primary` at `cursor`: computed now from the prompt of the
+        suggestion shown there (its prefix is cached), kept for the next explicit request at
+        the same spot (cycling on); for a suggestion typing-ahead derived from an earlier one,
+        a fresh computation at this spot, whose own first suggestion becomes an alternative
+        too."""
         files = self._files
         doc, state = files.documents.get(uri), files.states.get(uri)
         if doc is None or state is None or self._model.completer is None:
@@ -240,19 +241,6 @@ class Suggester:
         if shown is not None and shown.answers(doc.version, cursor, primary):
             if shown.alternatives is not None:
                 return shown.alternatives
-            job = shown.job
-            if job is not None and job.started is not None and not job.future.done():
-                # Idle work is computing them now: its prefix is already encoded, wait for it.
-                texts = None
-                with contextlib.suppress(Exception):
-                    texts = await asyncio.wrap_future(job.future)
-                if state.shown is not shown:
-                    return shown.alternatives or texts or []
-                files.keep_alternatives(shown, texts)
-                if shown.alternatives is not None:
-                    return shown.alternatives
-            if job is not None:
-                self._scheduler.cancel(job)  # still queued behind other idle work: run it now
             shown.job = job = self._scheduler.submit(uri, files.alternatives_work(state, shown))
             texts = await self._answer(job)
             files.keep_alternatives(shown, texts)

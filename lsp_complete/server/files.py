@@ -1,9 +1,11 @@
 """The open documents, their per-file state (state.py), and the idle work done on them:
-encoding a newly opened file's head, re-anchoring its prompt at the cursor line after a
-suggestion or a cursor move, computing the alternatives of the suggestion shown (for an
-explicit request, which cycles through them), and saving its KV cache a while after the last
-suggestion. What idle work encodes, and when a repository block switches, is the prompt-cache
-policy's (`pipeline.prompt_cache`); this module decides only when idle work runs.
+encoding a newly opened file's head, building on from a keystroke's small prompt,
+re-anchoring its prompt at the cursor line after a suggestion or a cursor move, and saving its
+KV cache a while after the last suggestion. The alternatives of the suggestion shown are
+computed only when asked for (an explicit request, cycling through them): in idle time they
+cost several suggestions' worth of CPU each time the user pauses, mostly for nothing. What
+idle work encodes, and when a repository block switches, is the prompt-cache policy's
+(`pipeline.prompt_cache`); this module decides only when idle work runs.
 
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
 in the state it was planned for (`DocState.current`) before it touches the file's cache, and
@@ -39,13 +41,9 @@ from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 IDLE_PERSIST_S = 5.0
-# The alternatives of a suggestion shown (for cycling) are computed once the user has paused
-# this long on it, not while typing: they cost several suggestions' worth of CPU each time.
-ALTERNATIVES_PAUSE_S = 2.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
-ALTERNATIVES_KEY = "\0alternatives:"  # + URI: the scheduler key of a file's alternatives work
 CLIMB_KEY = "\0climb:"  # + URI: building on towards a file's full prompt
 
 
@@ -253,9 +251,6 @@ class OpenFiles:
             if state.last_cursor is not None:
                 self.prepare_at(uri, state, state.last_cursor, generation)
 
-        def paused() -> None:
-            if self._current(uri, state, generation):  # after re-anchoring: that came first
-                self.schedule_alternatives(uri, state)
 
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
@@ -269,7 +264,6 @@ class OpenFiles:
                 )
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, fire)
-        loop.call_later(ALTERNATIVES_PAUSE_S, paused)
         loop.call_later(IDLE_PERSIST_S, persist)
 
     def schedule_climb(self, uri: str, prepared: Prepared) -> None:
@@ -326,22 +320,10 @@ class OpenFiles:
 
         self._idle(uri, warm)
 
-    def schedule_alternatives(self, uri: str, state: DocState) -> None:
-        """In idle time after a suggestion was shown, compute its alternatives, so that an
-        explicit request at the same spot (cycling to the next suggestion) is answered at
-        once. It runs after the re-anchoring queued before it, yields to any keystroke's
-        request, and a keystroke in the file cancels it (`forget_shown`)."""
-        shown = state.shown
-        if shown is None or shown.job is not None or shown.alternatives is not None:
-            return
-        if self.states.get(uri) is not state or self._settings().alternatives <= 0:
-            return
-        shown.job = self._idle(ALTERNATIVES_KEY + uri, self.alternatives_work(state, shown))
-        self._when_done(shown.job, lambda texts: self.keep_alternatives(shown, texts))
-
     def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
                                                                           list[str] | None]:
-        """The worker's part: a shown suggestion's alternatives (None when cancelled)."""
+        """The worker's part of an explicit request: a shown suggestion's alternatives (None
+        when cancelled)."""
         model = self._model
         count = self._settings().alternatives
 
