@@ -122,6 +122,18 @@ def check_backend() -> Check:
             "will be slow; a machine with AVX2, or a GPU build, is much faster",
             details,
         )
+    if cpu.get("AMX_INT8") == "1":
+        return Check(
+            "llama.cpp",
+            "warn",
+            summary,
+            "this llama.cpp build has AMX kernels, which crash on K-quant models (llama.cpp "
+            "#20824): models load without its extra CPU buffer types here, correct but slower. "
+            "For full speed rebuild it without AMX: CMAKE_ARGS=\"-DGGML_NATIVE=OFF "
+            "-DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON\" pip install "
+            "--force-reinstall --no-deps --no-cache-dir llama-cpp-python",
+            details,
+        )
     return Check("llama.cpp", "ok", summary, details=details)
 
 

@@ -108,6 +108,17 @@ def test_backend_without_avx2_warns_and_reports_gpu(monkeypatch: pytest.MonkeyPa
     assert check.details["cpuFeatures"] == ["SSE3"]
 
 
+def test_backend_with_amx_kernels_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_llama(b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | ", gpu=False)
+    real_import = doctor.importlib.import_module
+    monkeypatch.setattr(doctor.importlib, "import_module",
+                        lambda name: fake if name == "llama_cpp" else real_import(name))
+    monkeypatch.setattr(doctor.platform, "machine", lambda: "x86_64")
+    check = doctor.check_backend()
+    assert check.status == "warn"
+    assert "AMX" in check.fix and "GGML_NATIVE=OFF" in check.fix
+
+
 def test_backend_that_does_not_load_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(name: str) -> object:
         raise OSError("libllama.so: cannot open shared object file")
