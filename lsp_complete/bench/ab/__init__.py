@@ -177,6 +177,15 @@ def rerender(out: Path) -> int:
     return 0
 
 
+def _verified_after(version: install.ServerVersion) -> str:
+    """Where the version's server imported from, checked again after the run; a failed check
+    is reported, not a reason to throw the run's samples away."""
+    try:
+        return str(install.verify(version))
+    except install.InstallError as err:
+        return f"NOT VERIFIED after the run: {err}"
+
+
 def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
           versions: tuple[install.ServerVersion, install.ServerVersion], work: Work,
           files: list[str], he_source: str, info: dict[str, Any], seconds: float
@@ -186,7 +195,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         sides[key] = {"described": version.describe(), "label": version.label,
                       "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
                       "source_digest": version.source_digest, "python": version.python,
-                      "package_dir": str(install.verify(version))}
+                      "package_dir": _verified_after(version)}
     think = (f"think: intervals from a log-normal mixture (keys median "
              f"{scenario_specs.KEY_MEDIAN_MS:.0f} ms; {scenario_specs.PAUSE_SHARE:.0%} pauses, "
              f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "

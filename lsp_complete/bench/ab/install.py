@@ -23,6 +23,7 @@ hash to what was built (`source_digest`: every .py file of the package and model
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import fcntl
@@ -170,12 +171,20 @@ def checkout_state(root: Path) -> tuple[str | None, bool]:
 
 
 def this_checkout(root: Path = CHECKOUT_ROOT) -> ServerVersion:
-    """The code this bench runs from, served with this interpreter and the checkout first on
-    PYTHONPATH."""
+    """The code this bench runs from as it is now, served with this interpreter and a copy of
+    it first on PYTHONPATH: edits to the checkout while a run goes on (it takes an hour) must
+    not change the server under test half-way."""
     commit, dirty = checkout_state(root)
+    snapshot = Path(tempfile.mkdtemp(prefix="lsp-complete-ab-checkout-"))
+    atexit.register(shutil.rmtree, snapshot, ignore_errors=True)
+    shutil.copytree(root / PACKAGE, snapshot / PACKAGE,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("models.toml", "pyproject.toml"):  # the checkout's models.toml is the one read
+        if (root / name).is_file():
+            shutil.copy2(root / name, snapshot / name)
     return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
-                         pythonpath=str(root), cwd=str(root), source_digest=tree_digest(root),
-                         commit=commit, dirty=dirty)
+                         pythonpath=str(snapshot), cwd=str(snapshot),
+                         source_digest=tree_digest(snapshot), commit=commit, dirty=dirty)
 
 
 def default_cache() -> Path:
