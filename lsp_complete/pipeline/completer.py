@@ -192,10 +192,9 @@ class Completer:
         return self.cache.climb(prepared, cancel)
 
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
-                  candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken) -> Switch | None:
+                  cancel: CancelToken) -> int:
         """Encode a newly opened file's stable head (`PromptCache.warm_head`)."""
-        return self.cache.warm_head(key, ctx, active, candidate, cancel)
+        return self.cache.warm_head(key, ctx, active, cancel)
 
     def persist(self, key: str | None = None) -> int:
         """Save the file's (or every file's) KV cache to disk; returns how many were saved."""

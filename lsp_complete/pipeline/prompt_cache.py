@@ -196,23 +196,14 @@ class PromptCache:
                             old_prompt.tokens, new_prompt.tokens)
 
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
-                  candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken) -> Switch | None:
-        """A newly opened file: encode the stable first segment of its prompt (with the
-        `active` block) if it extends the file's cache (its sequence may just have been
-        restored from disk); then the same with the `candidate` block, switched to as in
-        `warm_spot`."""
+                  cancel: CancelToken) -> int:
+        """A newly opened file: encode the stable first segment of its prompt (with its
+        `active` repository block, if it has one) when that extends the file's cache (its
+        sequence may just have been restored from disk). Its repository block is not built
+        here: many files are opened only to be read, and a block costs its prompt again; the
+        first idle moment after a keystroke (or a cursor that rests) builds it."""
         usual = dataclasses.replace(ctx, repo=active)
-        self.engine.warm(key, self._build(usual).segments[:1], cancel, extend_only=True)
-        if cancel.cancelled:
-            return None
-        new = candidate()
-        if new is active or new is None or cancel.cancelled:
-            return None
-        prompt = self._build(dataclasses.replace(ctx, repo=new))
-        self.engine.warm(key, prompt.segments[: prompt.head_segments], cancel)
-        return self._switch(key, new, prompt.repo_tokens, self._build(usual).head_tokens,
-                            prompt.head_tokens)
+        return self.engine.warm(key, self._build(usual).segments[:1], cancel, extend_only=True)
 
     def _switch(self, key: str, new: RepoContext | None, tokens: int, old_prompt: list[int],
                 new_prompt: list[int]) -> Switch | None:

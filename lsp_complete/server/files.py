@@ -227,12 +227,9 @@ class OpenFiles:
             return  # warmed once its parse is done
         ctx = prepare_head(doc)
         repo = self._repo
-        request = repo.request(doc, 0)
 
         def warm(cancel: CancelToken) -> None:
-            switch = completer.warm_head(uri, ctx, repo.active_for(uri),
-                                         lambda: repo.block(request, uri, cancel), cancel)
-            repo.apply(uri, switch)
+            completer.warm_head(uri, ctx, repo.active_for(uri), cancel)
 
         self._idle(uri, warm)
 
