@@ -21,7 +21,6 @@ a thread would not free the loop); its suggestions wait for the tree.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 from collections.abc import Callable
 from typing import Any
@@ -193,18 +192,6 @@ class OpenFiles:
                 return None
 
         return self._scheduler.submit_background(key, guarded, first=first)
-
-    def _when_done(self, job: Job, apply: Callable[[Any], None]) -> None:
-        """Apply a job's answer to the files' state, on the event loop, when it ends."""
-        loop = asyncio.get_running_loop()
-
-        def done(future: concurrent.futures.Future[Any]) -> None:
-            if future.cancelled() or future.exception() is not None:
-                return
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                loop.call_soon_threadsafe(apply, future.result())
-
-        job.future.add_done_callback(done)
 
     def warm_all(self) -> None:
         """A model was loaded: warm every open file for it."""
