@@ -54,18 +54,18 @@ class CodeContext:
 
 
 def cold_limits(limits: ContextLimits) -> ContextLimits:
-    """Smaller windows for a file whose KV cache holds nothing useful yet.
+    """Smaller windows for a file whose KV cache holds nothing useful yet: the cold window.
 
-    A cold prompt with the full windows costs ~700 tokens (~3 s on 2 cores): a typist would
-    type a whole line before the first suggestion. These windows are the most the first
-    prompt may hold (exact lines, not snapped to the grid: ~250 tokens); the engine's prefill
-    speed cuts it further (`pipeline.Completer.cold_budget`). The full context is encoded in
-    idle time, aside, and used from then on.
+    A cold prompt with the full windows costs ~1,500 tokens (~5-10 s on 2 cores). This one
+    (~250-400 tokens) is what a file climbs to within a few keystrokes after its first prompt,
+    itself this window cut to what prefills quickly (`pipeline.prompt_cache`); the full
+    context is encoded in idle time. Its `before` window is snapped to the grid as the full
+    one's is, so a new line appends to it instead of shifting it (which would encode it all
+    again).
     """
     return dataclasses.replace(
         limits,
         before_lines=min(limits.before_lines, 12),
-        window_snap=1,
-        suffix_lines=min(limits.suffix_lines, 3),
+        suffix_lines=min(limits.suffix_lines, 8),
         head_max_chars=min(limits.head_max_chars, 400),
     )
