@@ -217,9 +217,9 @@ class Suggester:
         source = "model" if completion.text else "empty"
         telemetry.record(uri, version, started, source, completion)
         files.forget_shown(state)
-        if completion.text:  # idle work computes its alternatives (schedule_reanchor)
+        if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
-        if not completion.full_prompt:
+        if state.answered_small(not completion.full_prompt):
             files.schedule_climb(uri, prepared)
         files.schedule_reanchor(uri)
         if not completion.text:

@@ -94,6 +94,7 @@ class DocState(LoopOwned):
     inflight: InFlight | None = None
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
     shown: Shown | None = None  # until the text changes or the cursor leaves the spot
+    small_answers: int = 0  # model answers from a smaller prompt than the full one, since open
 
     def edit_begins(self) -> None:
         """An edit: idle work planned for the old text is moot."""
@@ -109,6 +110,15 @@ class DocState(LoopOwned):
         self.generation += 1
         self.last_cursor = cursor
         return self.generation
+
+    def answered_small(self, small: bool) -> bool:
+        """A model answer came from a smaller prompt than the full one (`small`): whether the
+        file should climb to a bigger one now. Not after the first: typing-ahead serves that
+        suggestion on while the user types what it shows, and a bigger prompt pays only once
+        the model must be asked again (the user typed something else)."""
+        if small:
+            self.small_answers += 1
+        return small and self.small_answers >= 2
 
     def current(self, generation: int) -> bool:
         """Nothing happened to the file since `generation` was taken."""
