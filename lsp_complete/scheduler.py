@@ -141,6 +141,17 @@ class Scheduler:
             if running is not None and running.key == key and running.interactive:
                 self._supersede(running)
 
+    def drop_idle(self, key: str) -> None:
+        """Cancel the idle work queued or running for a key (its file was closed): a decode in
+        flight is aborted, except a firm part."""
+        with self._lock:
+            for queued in [j for j in self._background if j.key == key]:
+                self._background.remove(queued)
+                self._supersede(queued, hard=True)
+            running = self._running
+            if running is not None and running.key == key and not running.interactive:
+                self._supersede(running, hard=True)
+
     def cancel(self, job: Job) -> None:
         with self._lock:
             if self._interactive.get(job.key) is job:

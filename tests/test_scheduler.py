@@ -170,3 +170,17 @@ def test_urgent_idle_work_goes_first(scheduler) -> None:
     last.future.result(timeout=5)
     time.sleep(0.05)
     assert order[0] == "b"
+
+
+def test_closing_a_file_drops_its_idle_work_queued_or_running(scheduler) -> None:
+    started, log, ran = threading.Event(), [], []
+    running = scheduler.submit_background("a", blocking_job(started, log, "running"))
+    assert started.wait(5)
+    queued = scheduler.submit_background("b", lambda c: ran.append("b"))
+    other = scheduler.submit_background("c", lambda c: ran.append("c") or "c")
+    scheduler.drop_idle("a")
+    scheduler.drop_idle("b")
+    assert running.future.result(timeout=5) is None and running.cancel.hard
+    assert queued.future.result(timeout=5) is None
+    assert other.future.result(timeout=5) == "c"
+    assert ran == ["c"] and log == ["running stopped"]

@@ -88,6 +88,9 @@ class SessionScheduler:
     def drop(self, key: str) -> None:
         self._shared.drop(self._prefix + key)
 
+    def drop_idle(self, key: str) -> None:
+        self._shared.drop_idle(self._prefix + key)
+
     def cancel(self, job: Job) -> None:
         self._shared.cancel(job)
 

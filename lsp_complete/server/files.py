@@ -160,6 +160,8 @@ class OpenFiles:
         self._repo.closed(uri)
         self._typeahead.forget(uri)
         self._scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
+        for key in (uri, CLIMB_KEY + uri):  # and its idle work stops (nothing uses it now)
+            self._scheduler.drop_idle(key)
         completer = self._model.completer
         if completer is not None:
             persist = self._settings().persist_cache
