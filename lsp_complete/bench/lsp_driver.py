@@ -28,6 +28,10 @@ READY_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 300.0
 
 
+def _ignore_log_message(_client: LanguageClient, _params: types.LogMessageParams) -> None:
+    pass
+
+
 class ServerSession:
     """One `lsp-complete serve` process and the client talking to it."""
 
@@ -51,6 +55,9 @@ class ServerSession:
         self.env = env
         self.log_path = log_path
         self.client = LanguageClient("lsp-complete-bench", "1")
+        # the server's log lines also go to its stderr, which the bench keeps; without a
+        # handler pygls warns about each one on the bench's terminal
+        self.client.feature(types.WINDOW_LOG_MESSAGE)(_ignore_log_message)
         self.startup_ms = 0.0
         self._stderr_task: asyncio.Task | None = None
 
