@@ -170,12 +170,7 @@ def _fim_of(spec: Any) -> FimTokens | None:
 
 
 def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
-    if args.files:
-        files = [str(Path(f).resolve()) for f in args.files]
-    elif args.quick:
-        files = [workload.quick_file()]
-    else:
-        files = workload.default_files(_setting(args, "num_files"), args.seed)
+    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
     episodes = workload.build_episodes(
         files,
         _setting(args, "spans"),

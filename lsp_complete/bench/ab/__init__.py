@@ -45,12 +45,7 @@ def _setting(args: argparse.Namespace, name: str) -> Any:
 def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
     """The spans, never-seen files and HumanEval lines both versions get; the replayed
     files; where the HumanEval lines come from."""
-    if args.files:
-        files = [str(Path(f).resolve()) for f in args.files]
-    elif args.quick:
-        files = [workload.quick_file()]
-    else:
-        files = workload.default_files(_setting(args, "num_files"), args.seed)
+    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
     episodes = workload.build_episodes(files, _setting(args, "spans"),
                                        _setting(args, "span_lines"), args.seed,
                                        _setting(args, "keystrokes"))
