@@ -6,7 +6,8 @@ Repository context (context/imports.py, context/repo.py) sees other files only t
 * only inside the workspace roots (from initialize's rootUri / workspaceFolders and
   didChangeWorkspaceFolders): every path is resolved (symlinks, `..`) before it is checked, so
   neither a symlink nor a `../` import leads out of a root;
-* never what git ignores (the root's and nested .gitignore files, with `pathspec`), nor `.git/`;
+* never what git ignores (the root's and nested .gitignore files, and the repository's own
+  `.git/info/exclude` below them, with `pathspec`), nor `.git/`;
   ignore rules that cannot be applied whole (too many, too costly, unreadable) leave their
   folder unread, and a .gitignore that is no regular file (a link, FIFO...) holds no rules;
 * never a binary file, nor one over the size cap;
@@ -126,8 +127,9 @@ def _stamp(file: Path) -> _Stamp | None:
     return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _load_rules(file: Path, stamp: _Stamp | None) -> _Rules | None:
-    """The rules in `file` (None: could not tell this time, do not remember it)."""
+def _load_rules(file: Path, stamp: _Stamp | None, scope: Path) -> _Rules | None:
+    """The rules in `file`, which apply below `scope` (None: could not tell this time, do not
+    remember it)."""
     if stamp is None or stamp[0] != stat.S_IFREG:
         # Like git, which does not follow a linked .gitignore: a link, FIFO, device or folder
         # named .gitignore holds no rules, and is not opened.
@@ -138,22 +140,21 @@ def _load_rules(file: Path, stamp: _Stamp | None) -> _Rules | None:
             return _NO_RULES
         if read.problem == "timed out":
             return None  # the read logged it
-        log.warning("workspace: %s: %s; nothing below %s is read", file, read.problem,
-                    file.parent)
+        log.warning("workspace: %s: %s; nothing below %s is read", file, read.problem, scope)
         return _EVERYTHING
-    return _parse_rules(file, read.data.decode("utf-8", errors="replace").splitlines())
+    return _parse_rules(file, read.data.decode("utf-8", errors="replace").splitlines(), scope)
 
 
-def _parse_rules(file: Path, lines: list[str]) -> _Rules:
+def _parse_rules(file: Path, lines: list[str], scope: Path) -> _Rules:
     patterns = [line for line in lines if line.strip() and not line.startswith("#")]
     if len(patterns) > MAX_IGNORE_PATTERNS:
         log.warning("workspace: %s has over %d patterns; nothing below %s is read", file,
-                    MAX_IGNORE_PATTERNS, file.parent)
+                    MAX_IGNORE_PATTERNS, scope)
         return _EVERYTHING
     costly = next((p for p in patterns if not _tame(p)), None)
     if costly is not None:
         log.warning("workspace: %s: pattern %.60r is too long or has too many wildcards to "
-                    "evaluate; nothing below %s is read", file, costly, file.parent)
+                    "evaluate; nothing below %s is read", file, costly, scope)
         return _EVERYTHING
     if not patterns:
         return _NO_RULES
@@ -182,21 +183,29 @@ class _GitIgnores:
     """The .gitignore rules of a root, read per folder and re-read when a file changes."""
 
     def __init__(self) -> None:
-        self._rules: dict[Path, tuple[_Stamp | None, _Rules]] = {}
+        self._rules: dict[Path, tuple[_Stamp | None, _Rules]] = {}  # by rules file
         self._lock = threading.Lock()
 
     def rules(self, folder: Path) -> _Rules:
-        file = folder / ".gitignore"
+        return self._rules_in(folder / ".gitignore", folder)
+
+    def excludes(self, root: Path) -> _Rules:
+        """The repository's own rules (`.git/info/exclude`: what `git status` hides but
+        nobody commits), which every .gitignore overrides. No rules where `.git` is a file
+        (a worktree's or submodule's pointer to its git folder)."""
+        return self._rules_in(root / ".git" / "info" / "exclude", root)
+
+    def _rules_in(self, file: Path, scope: Path) -> _Rules:
         stamp = _stamp(file)
         with self._lock:
-            known = self._rules.get(folder)
+            known = self._rules.get(file)
         if known is not None and known[0] == stamp:
             return known[1]
-        rules = _load_rules(file, stamp)
+        rules = _load_rules(file, stamp, scope)
         if rules is None:
             return _EVERYTHING  # for now: the next call tries again
         with self._lock:
-            self._rules[folder] = (stamp, rules)
+            self._rules[file] = (stamp, rules)
         return rules
 
     def ignored(self, root: Path, path: Path, is_dir: bool = False) -> bool:
@@ -212,19 +221,29 @@ class _GitIgnores:
                 found.append(self.rules(root.joinpath(*parts[:len(found)])))
             return found[depth]
 
+        excludes = self.excludes(root)
         # Folders first: git does not look inside an ignored one.
         for end in range(1, len(parts) + 1):
-            if _matches(parts[:end], end < len(parts) or is_dir, rules_at):
+            if _matches(parts[:end], end < len(parts) or is_dir, excludes, rules_at):
                 return True
         return False
 
     def forget(self, folder: Path) -> None:
         with self._lock:
-            self._rules.pop(folder, None)
+            self._rules.pop(folder / ".gitignore", None)
 
 
-def _matches(parts: tuple[str, ...], is_dir: bool, rules_at: Callable[[int], _Rules]) -> bool:
+def _matches(parts: tuple[str, ...], is_dir: bool, excludes: _Rules,
+             rules_at: Callable[[int], _Rules]) -> bool:
+    # git's order: info/exclude first, then each folder's .gitignore from the root down; the
+    # last rule that matches decides
     verdict = False
+    if excludes.everything:
+        return True
+    if excludes.spec is not None:
+        result = excludes.spec.check_file("/".join(parts) + ("/" if is_dir else ""))
+        if result.include is not None:
+            verdict = result.include
     for depth in range(len(parts)):
         rules = rules_at(depth)
         if rules.everything:

@@ -109,6 +109,29 @@ def test_a_linked_or_folder_gitignore_holds_no_rules(tmp_path: Path) -> None:
     assert source is not None and source.text == "A = 1\n"
 
 
+def test_the_repositorys_own_exclude_file_is_honoured_below_every_gitignore(
+        tmp_path: Path) -> None:
+    """Like git: .git/info/exclude hides files (what nobody commits: local secrets, scratch
+    folders), and a .gitignore's rule overrides it. Before: it was not read."""
+    (tmp_path / ".git/info").mkdir(parents=True)
+    (tmp_path / ".git/info/exclude").write_text("# local\nsecrets.py\nscratch/\nkeep.py\n")
+    (tmp_path / ".gitignore").write_text("!keep.py\n")
+    for name in ("secrets.py", "scratch/notes.py", "keep.py", "a.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("X = 1\n")
+    ws = workspace(tmp_path)
+    assert ws.read(tmp_path / "secrets.py") is None
+    assert ws.read(tmp_path / "scratch/notes.py") is None and not ws.is_dir(tmp_path / "scratch")
+    assert ws.read(tmp_path / "keep.py") is not None  # the .gitignore re-includes it
+    assert ws.read(tmp_path / "a.py") is not None
+    # A worktree's or submodule's .git is a file pointing elsewhere: no rules, no error.
+    other = tmp_path / "wt"
+    other.mkdir()
+    (other / ".git").write_text("gitdir: /elsewhere\n")
+    (other / "b.py").write_text("B = 1\n")
+    assert workspace(other).read(other / "b.py") is not None
+
+
 def test_ignore_rules_too_large_to_apply_keep_their_folder_unread(tmp_path: Path) -> None:
     """Before: a .gitignore over the size cap was dropped, so what it ignores was read."""
     (tmp_path / "pkg").mkdir()
