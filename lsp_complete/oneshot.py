@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import stat
 import sys
 import time
 from pathlib import Path
@@ -31,13 +32,25 @@ def parse_location(location: str) -> tuple[Path, int, int]:
     return Path(parts[0]), int(parts[1]), int(parts[2])
 
 
-def read_source(path: Path) -> str:
+def read_source(path: Path, max_bytes: int) -> str:
+    """The text of the file the user named (a link to it is followed: they named it), if it
+    is a regular file of at most `max_bytes`, the server's cap for an open file (a FIFO
+    would block and a device never end)."""
+    too_large = f"{path}: over the {max_bytes // 1024} KiB limit for a source file"
     try:
-        data = path.read_bytes()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path}: not a regular file (a folder, FIFO or device)")
+        if info.st_size > max_bytes:
+            raise UsageError(too_large)
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)  # it may have grown since
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    if len(data) > max_bytes:
+        raise UsageError(too_large)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -54,7 +67,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
 
     try:
         path, line, col = parse_location(location)
-        text = read_source(path)
+        text = read_source(path, Settings().max_file_bytes)
         doc = Document(path.resolve().as_uri(), language_id_for_path(path), 0, text)
         if line < 1 or line > doc.line_count:
             raise UsageError(f"{path}: line {line} is outside the file (1..{doc.line_count})")

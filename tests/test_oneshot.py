@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,10 @@ def test_prints_the_line_with_its_completion_and_timing(source, tiny_model_path)
         ("{missing}:1:1", "no such file"),
         ("{latin1}:1:1", "not UTF-8"),
         ("{binary}:1:1", "binary"),
+        ("{fifo}:1:1", "not a regular file"),  # before: blocked forever
+        ("/dev/zero:1:1", "not a regular file"),  # before: read until memory ran out
+        ("{folder}:1:1", "not a regular file"),
+        ("{huge}:1:1", "over the 4096 KiB limit"),
     ],
 )
 def test_bad_input_gets_one_clear_error(source, tiny_model_path, tmp_path, location, message):
@@ -46,8 +51,13 @@ def test_bad_input_gets_one_clear_error(source, tiny_model_path, tmp_path, locat
     latin1.write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
     binary = tmp_path / "blob.py"
     binary.write_bytes(b"\x00\x01\x02\x03" * 64)
+    fifo = tmp_path / "pipe.py"
+    if "{fifo}" in location:
+        os.mkfifo(fifo)
+    huge = tmp_path / "huge.py"
+    huge.write_text("x = 1\n" * 800_000)  # 4.6 MiB
     where = location.format(src=source, missing=tmp_path / "nope.py", latin1=latin1,
-                            binary=binary)
+                            binary=binary, fifo=fifo, folder=tmp_path, huge=huge)
     proc = run(where, "--model", str(tiny_model_path))
     assert proc.returncode == 1
     assert message in proc.stderr
