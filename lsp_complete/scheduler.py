@@ -106,14 +106,7 @@ class Scheduler:
         queued already (what the last keystroke made urgent)."""
         job = Job(key=key, run=run, interactive=False)
         with self._lock:
-            for queued in list(self._background):
-                if queued.key == key:
-                    self._background.remove(queued)
-                    queued.cancel.cancel()
-                    _answer(queued, None)
-            running = self._running
-            if running is not None and running.key == key and not running.interactive:
-                self._supersede(running)
+            self._stop_idle(key, hard=False)
             if first:
                 self._background.appendleft(job)
             else:
@@ -145,12 +138,16 @@ class Scheduler:
         """Cancel the idle work queued or running for a key (its file was closed): a decode in
         flight is aborted, except a firm part."""
         with self._lock:
-            for queued in [j for j in self._background if j.key == key]:
-                self._background.remove(queued)
-                self._supersede(queued, hard=True)
-            running = self._running
-            if running is not None and running.key == key and not running.interactive:
-                self._supersede(running, hard=True)
+            self._stop_idle(key, hard=True)
+
+    def _stop_idle(self, key: str, hard: bool) -> None:
+        """Under the lock: drop the idle work queued for a key and cancel the running one."""
+        for queued in [j for j in self._background if j.key == key]:
+            self._background.remove(queued)
+            self._supersede(queued, hard=hard)
+        running = self._running
+        if running is not None and running.key == key and not running.interactive:
+            self._supersede(running, hard=hard)
 
     def cancel(self, job: Job) -> None:
         with self._lock:

@@ -237,7 +237,6 @@ class OpenFiles:
             if state.last_cursor is not None:
                 self.prepare_at(uri, state, state.last_cursor, generation)
 
-
         def persist() -> None:
             # Still idle a while later: save the file's KV sequence, so a crash or a kill
             # loses nothing (close and shutdown save too).
