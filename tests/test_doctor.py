@@ -95,13 +95,19 @@ def _fake_llama(info: bytes, gpu: bool) -> types.SimpleNamespace:
     )
 
 
-def test_backend_without_avx2_warns_and_reports_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_llama(b"CPU : SSE3 = 1 | AVX2 = 0 | ", gpu=True)
+def _check_backend_on_x86(monkeypatch: pytest.MonkeyPatch, info: bytes,
+                          gpu: bool) -> doctor.Check:
+    """doctor's backend check with a llama_cpp that reports `info`, on an x86_64 machine."""
+    fake = _fake_llama(info, gpu)
     real_import = doctor.importlib.import_module
     monkeypatch.setattr(doctor.importlib, "import_module",
                         lambda name: fake if name == "llama_cpp" else real_import(name))
     monkeypatch.setattr(doctor.platform, "machine", lambda: "x86_64")
-    check = doctor.check_backend()
+    return doctor.check_backend()
+
+
+def test_backend_without_avx2_warns_and_reports_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    check = _check_backend_on_x86(monkeypatch, b"CPU : SSE3 = 1 | AVX2 = 0 | ", gpu=True)
     assert check.status == "warn"
     assert "AVX2" in check.fix
     assert "GPU offload available" in check.summary
@@ -109,12 +115,8 @@ def test_backend_without_avx2_warns_and_reports_gpu(monkeypatch: pytest.MonkeyPa
 
 
 def test_backend_with_amx_kernels_warns(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_llama(b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | ", gpu=False)
-    real_import = doctor.importlib.import_module
-    monkeypatch.setattr(doctor.importlib, "import_module",
-                        lambda name: fake if name == "llama_cpp" else real_import(name))
-    monkeypatch.setattr(doctor.platform, "machine", lambda: "x86_64")
-    check = doctor.check_backend()
+    check = _check_backend_on_x86(
+        monkeypatch, b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | ", gpu=False)
     assert check.status == "warn"
     assert "AMX" in check.fix and "GGML_NATIVE=OFF" in check.fix
 

@@ -21,24 +21,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lsp_complete.bench.records import AtCursor
 from lsp_complete.bench.workload import first_line
 
 
-class _AtCursor:
+class _AtCursor(AtCursor):
     """A document with the cursor between `prefix` and `suffix`, and its test program."""
 
-    prefix: str
-    suffix: str
     test: str
     entry_point: str
-
-    @property
-    def text(self) -> str:
-        return self.prefix + self.suffix
-
-    @property
-    def offset(self) -> int:
-        return len(self.prefix)
 
     def _program(self, body: str) -> str:
         return f"{body}\n\n{self.test}\n\ncheck({self.entry_point})\n"

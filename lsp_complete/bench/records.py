@@ -17,6 +17,22 @@ ENGINE_LABELS = {
 BASELINE_KEYS = ("a", "b", "c")
 
 
+class AtCursor:
+    """A bench task's document, with the cursor between `prefix` and `suffix` (the task's
+    dataclass declares them)."""
+
+    prefix: str
+    suffix: str
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.suffix
+
+    @property
+    def offset(self) -> int:
+        return len(self.prefix)
+
+
 @dataclass
 class Completion:
     """One engine answer: the text to insert at the cursor and what it cost."""

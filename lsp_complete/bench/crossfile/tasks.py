@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lsp_complete.bench.records import AtCursor
+
 MAX_PER_MODULE = 2
 PACKAGES_WANTED = 12  # tasks are spread over about this many packages
 MIN_LINES, MAX_LINES = 40, 4000  # a module A of fewer or more lines gives no task
@@ -17,7 +19,7 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
-class CrossFileTask:
+class CrossFileTask(AtCursor):
     name: str  # "package/module.py:line"
     package: str  # the package's dotted name
     root: str  # the folder holding the package (the workspace root)
@@ -29,14 +31,6 @@ class CrossFileTask:
     needed: tuple[str, ...]  # identifiers B defines, in `target`, never before the cursor
     definition: str  # B's source of what the line needs (the oracle's context)
     language: str = "python"  # A's and B's language id (javascript.py: javascript, typescript)
-
-    @property
-    def text(self) -> str:
-        return self.prefix + self.suffix
-
-    @property
-    def offset(self) -> int:
-        return len(self.prefix)
 
     def relative(self, path: str) -> str:
         return Path(path).relative_to(self.root).as_posix()
