@@ -235,17 +235,12 @@ class _GitIgnores:
 
 def _matches(parts: tuple[str, ...], is_dir: bool, excludes: _Rules,
              rules_at: Callable[[int], _Rules]) -> bool:
-    # git's order: info/exclude first, then each folder's .gitignore from the root down; the
-    # last rule that matches decides
+    # git's order: info/exclude first (its patterns are relative to the root, like the root's
+    # .gitignore), then each folder's .gitignore from the root down; the last rule that
+    # matches decides. Folders' rules are read only as far as they are needed.
+    ordered = itertools.chain([(0, excludes)], ((d, rules_at(d)) for d in range(len(parts))))
     verdict = False
-    if excludes.everything:
-        return True
-    if excludes.spec is not None:
-        result = excludes.spec.check_file("/".join(parts) + ("/" if is_dir else ""))
-        if result.include is not None:
-            verdict = result.include
-    for depth in range(len(parts)):
-        rules = rules_at(depth)
+    for depth, rules in ordered:
         if rules.everything:
             return True
         if rules.spec is not None:
