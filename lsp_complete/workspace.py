@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlparse
 
 import pathspec
 
 from lsp_complete.documents import Document
 from lsp_complete.languages import language_of_path
 from lsp_complete.safe_read import IGNORE_RULES, SOURCE, IoTimeout, ReadLimit, io_call, read_file
+from lsp_complete.uris import file_path
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,9 @@ class SourceText:
 
 
 def path_of_uri(uri: str) -> Path | None:
-    """The local path of a file:// URI (None for other schemes)."""
-    if not uri.startswith("file:"):
-        return None
-    parsed = urlparse(uri)
-    if parsed.netloc not in ("", "localhost"):
-        return None
-    return Path(unquote(parsed.path))
+    """The local path a client's URI names (uris.file_path), or None: an unsaved buffer."""
+    path = file_path(uri)
+    return Path(path) if path is not None else None
 
 
 def _real(path: Path) -> Path:

@@ -33,11 +33,15 @@ def encode(obj: Any) -> bytes:
 class RawServer:
     """One `lsp-complete serve` process talking over pipes."""
 
-    def __init__(self, model: str | Path | None, *args: str) -> None:
+    def __init__(self, model: str | Path | None, *args: str, env: dict[str, str] | None = None,
+                 new_session: bool = False) -> None:
+        """`env`: the server's whole environment (None: this one); `new_session`: in a
+        process group (and session) of its own, as some editors start servers."""
         command = [*SERVE, *(["--model", str(model)] if model else []), *args]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            env=env, start_new_session=new_session,
         )
         self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._kept: list[dict[str, Any]] = []  # read while waiting for something else

@@ -3,9 +3,10 @@
 Connect-or-start, race-free when several editors start at once: try to connect; on failure
 take an exclusive `flock` on the lock file next to the socket, try again (another frontend may
 have started one meanwhile), remove a stale socket file, start `python -m lsp_complete daemon
-run` detached (its own session, stdio to the log file next to the socket) and wait until it
-answers. A daemon of another version is asked to retire (it frees the socket's name and ends
-once its own sessions have), then one of ours is started.
+run` detached (a double fork: no child of the frontend, in a session of its own, stdio to the
+log file next to the socket) and wait until it answers. A daemon of another version is asked
+to retire (it frees the socket's name and ends once its own sessions have), then one of ours
+is started.
 
 Nothing here trusts a file it did not check: the folder and socket must be this user's
 (`paths`), and on Linux the process behind the socket too (SO_PEERCRED).
@@ -19,12 +20,11 @@ import os
 import socket
 import struct
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsp_complete.daemon import hello as wire
 from lsp_complete.daemon.paths import (
@@ -39,9 +39,6 @@ from lsp_complete.daemon.paths import (
     open_private,
     socket_path,
 )
-
-if TYPE_CHECKING:
-    import subprocess
 
 log = logging.getLogger(__name__)
 
@@ -176,16 +173,16 @@ def _start_locked(path: Path, message: dict[str, Any], log_level: str, own: bool
         if check_socket(path):  # nothing answers there: a stale socket
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        proc = spawn(path, log_level, message.get("model"), own)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            conn = exchange(path, message)
-            if conn is not None:
-                return conn
-            if proc.poll() is not None:
-                raise DaemonUnavailable(f"the daemon exited at start (code {proc.returncode}): "
-                                        f"see {log_path(path)}")
-            time.sleep(POLL_S)
+        with spawn(path, log_level, message.get("model"), own) as daemon:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                conn = exchange(path, message)
+                if conn is not None:
+                    return conn
+                if daemon.exited():
+                    raise DaemonUnavailable(f"the daemon (pid {daemon.pid}) exited at start: "
+                                            f"see {log_path(path)}")
+                time.sleep(POLL_S)
         raise DaemonUnavailable(f"the daemon did not answer within {START_TIMEOUT_S:g} s: see "
                                 f"{log_path(path)}")
 
@@ -211,13 +208,48 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def spawn(path: Path, log_level: str, model: str | None = None,
-          own: bool = False) -> subprocess.Popen[bytes]:
-    """Start the daemon detached: its own session, no terminal, stdio to the log file. It
-    works out its identity (and so its socket, `own`: the model's own) as the frontend did."""
+# The middle process of the double fork: it starts the daemon in a session of its own, tells
+# the frontend its pid on the pipe whose write end the daemon keeps, and exits.
+_LAUNCHER = """\
+import os, subprocess, sys
+pipe = int(sys.argv[1])
+daemon = subprocess.Popen(sys.argv[2:], start_new_session=True, pass_fds=(pipe,))
+os.write(pipe, b"%d\\n" % daemon.pid)
+"""
+
+
+@dataclass
+class Spawned:
+    """A daemon this frontend started: not its child, so its end shows as the end of a pipe
+    whose write end only the daemon holds."""
+
+    pid: int
+    _pipe: int  # the read end
+
+    def exited(self) -> bool:
+        import select
+
+        readable, _, _ = select.select([self._pipe], [], [], 0)
+        return bool(readable) and os.read(self._pipe, 1) == b""
+
+    def __enter__(self) -> Spawned:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        os.close(self._pipe)
+
+
+def spawn(path: Path, log_level: str, model: str | None = None, own: bool = False) -> Spawned:
+    """Start the daemon fully detached: through a middle process that exits at once (a double
+    fork), so the daemon is no child of this frontend, nor in its process group or session.
+    Clients that stop a server by killing its process tree (LSP4IJ through IntelliJ's
+    OSProcessHandler) or group then leave the shared daemon serving the other windows. No
+    terminal, stdio to the log file. It works out its identity (and so its socket, `own`: the
+    model's own) as the frontend did."""
     import subprocess  # only here: a frontend that finds its daemon running never needs it
 
     fd = open_private(log_path(path), os.O_WRONLY | os.O_APPEND)
+    read_end, write_end = os.pipe()
     try:
         if os.fstat(fd).st_size > LOG_MAX_BYTES:
             os.ftruncate(fd, 0)
@@ -228,14 +260,36 @@ def spawn(path: Path, log_level: str, model: str | None = None,
         command = [sys.executable, "-m", "lsp_complete", "--log-level", log_level, "daemon", "run"]
         command += ["--model", model] if model else []
         command += ["--model-socket"] if own else []
-        proc = subprocess.Popen(
-            command,
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER, str(write_end), *command],
             # The frontend's folder, as in process: relative paths in settings mean the same.
             stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
-            start_new_session=True, close_fds=True,
+            close_fds=True, pass_fds=(write_end,),
         )
+    except BaseException:
+        os.close(read_end)
+        raise
     finally:
         os.close(fd)
-    # Reap it should it exit while this frontend runs (no zombie); it outlives the frontend.
-    threading.Thread(target=proc.wait, name="lsp-complete-daemon-reaper", daemon=True).start()
-    return proc
+        os.close(write_end)
+    try:
+        pid = _read_pid(read_end, START_TIMEOUT_S)
+        launcher.wait(START_TIMEOUT_S)
+    except BaseException:
+        os.close(read_end)
+        raise
+    return Spawned(pid, read_end)
+
+
+def _read_pid(pipe: int, timeout: float) -> int:
+    import select
+
+    line = b""
+    deadline = time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        readable, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(pipe, 32) if readable else b""
+        if not chunk:
+            raise DaemonUnavailable("the daemon could not be started: see its log")
+        line += chunk
+    return int(line)

@@ -12,6 +12,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
+from lsp_complete.server.protocol import shows_inline_completion
+
 log = logging.getLogger(__name__)
 
 _ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
@@ -60,8 +62,7 @@ class EditorClient:
 
     @property
     def has_inline_completion(self) -> bool:
-        caps = self.capabilities
-        return bool(caps and caps.text_document and caps.text_document.inline_completion)
+        return shows_inline_completion(self.capabilities)
 
     @property
     def encoding(self) -> str:

@@ -71,7 +71,8 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
         ls.repo.folders_changed(params)
         ls.files.refresh_all()
 
-    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
+    # With options: pygls 2.1.1 advertises a feature registered without them as nothing.
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
         ls: CompletionServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
@@ -83,6 +84,7 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
         )
         return types.InlineCompletionList(items=[inline_item(s) for s in found])
 
+    # Not advertised to clients that show inline suggestions (protocol.advertise_for_client).
     @server.feature(
         types.TEXT_DOCUMENT_COMPLETION,
         types.CompletionOptions(trigger_characters=[".", "(", " "], resolve_provider=False),

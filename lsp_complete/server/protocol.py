@@ -179,7 +179,9 @@ class Protocol(LanguageServerProtocol):
             if types.PositionEncodingKind.Utf8 in offered:
                 offered.remove(types.PositionEncodingKind.Utf8)
                 general.position_encodings = [types.PositionEncodingKind.Utf8, *offered]
-        return (yield from super().lsp_initialize(params))
+        result = yield from super().lsp_initialize(params)
+        advertise_for_client(result.capabilities, params.capabilities)
+        return result
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
@@ -216,6 +218,29 @@ class Protocol(LanguageServerProtocol):
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         self._notify_feature(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+def shows_inline_completion(client: types.ClientCapabilities | None) -> bool:
+    """Whether the client draws inline suggestions itself (it declared
+    `textDocument.inlineCompletion`, LSP 3.18)."""
+    return bool(client and client.text_document and client.text_document.inline_completion)
+
+
+def advertise_for_client(server: types.ServerCapabilities,
+                         client: types.ClientCapabilities) -> None:
+    """Shape what `initialize` advertises to this client (pygls builds it from features
+    registered once, for every client).
+
+    A client that shows inline suggestions gets no completion provider: the server answers its
+    completion requests with an empty list (one model run per keystroke is enough), and an
+    advertised provider would only make it ask: LSP4IJ on every completion popup, Neovim's
+    completion sources on every trigger character. Only what we serve stays advertised.
+    Our own methods have no place in the specification's capabilities: `experimental` names
+    them, for clients that look."""
+    if shows_inline_completion(client):
+        server.completion_provider = None
+    server.experimental = {"lspComplete": {"statusRequest": STATUS_METHOD,
+                                           "cursorNotification": CURSOR_METHOD}}
 
 
 def _is_plain_function(handler: Any) -> bool:

@@ -1,0 +1,151 @@
+"""Clients that follow the specification and nothing more (tests/strict_client.py), over stdio
+(`serve --no-daemon`) and through the shared daemon (`serve`): what `initialize` advertises is
+what they use, and they get suggestions with it. And the daemon outlives any client: one that
+kills its server's whole process group and tree (LSP4IJ does, through IntelliJ's
+OSProcessHandler) leaves it serving the next window."""
+
+# ruff: noqa: F811 (the `world` fixture of test_daemon: its runtime folder and cleanup)
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lsp_helpers import SOURCE, descendants, signal_alive
+from tests.raw_lsp import RawServer
+from tests.strict_client import NotAdvertised, StrictClient
+from tests.test_daemon import DaemonWorld, _alive, _wait, daemon_pids, world  # noqa: F401
+
+URI = "file:///work/count.py"
+LINE, COL = 11, len("    for line in read_li")
+MODES = ["stdio", "daemon"]
+
+
+def _serve(mode: str, model: Path, world: DaemonWorld, new_session: bool = False) -> RawServer:
+    if mode == "stdio":
+        return RawServer(model, "--no-daemon", env=world.env, new_session=new_session)
+    if os.name != "posix":
+        pytest.skip("the daemon needs Unix sockets")
+    return RawServer(model, env=world.env, new_session=new_session)
+
+
+def _daemon_status(world: DaemonWorld) -> dict[str, Any]:
+    """The daemon's own status (`lsp-complete daemon status --json`): the test's view, not
+    the client's."""
+    done = world.cli("daemon", "status", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def _session(mode: str, model: Path, world: DaemonWorld, inline: bool,
+             new_session: bool = False) -> StrictClient:
+    server = _serve(mode, model, world, new_session)
+    client = StrictClient(server, inline)
+    client.initialize({"maxTokens": 8})
+    return client
+
+
+def _close(client: StrictClient) -> None:
+    try:
+        if client.server.alive():
+            client.shutdown()
+    finally:
+        client.server.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_initialize_advertises_inline_completion(mode: str, tiny_model_path: Path,
+                                                 world: DaemonWorld) -> None:
+    """Before: no `inlineCompletionProvider` (pygls advertises a feature registered without
+    options as nothing), so LSP4IJ and Neovim's built-in inline completion never asked; and
+    completion with trigger characters for a client that shows inline suggestions."""
+    inline_client = _session(mode, tiny_model_path, world, inline=True)
+    plain_client = _session(mode, tiny_model_path, world, inline=False)
+    try:
+        shown = inline_client.capabilities
+        print("inline client:", sorted(shown))
+        print("plain client:", sorted(plain_client.capabilities))
+        assert shown["inlineCompletionProvider"] == {}
+        assert "completionProvider" not in shown  # its completion answer is always empty
+        assert shown["textDocumentSync"]["openClose"] and shown["textDocumentSync"]["change"]
+        plain = plain_client.capabilities
+        assert "inlineCompletionProvider" in plain
+        assert plain["completionProvider"]["triggerCharacters"]
+    finally:
+        _close(inline_client)
+        _close(plain_client)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_strict_inline_client_gets_suggestions(mode: str, tiny_model_path: Path,
+                                                 world: DaemonWorld) -> None:
+    client = _session(mode, tiny_model_path, world, inline=True)
+    try:
+        client.open(URI, SOURCE)
+        items = client.until_items(lambda: client.inline(URI, LINE, COL))
+        assert items and items[0]["insertText"], items
+        with pytest.raises(NotAdvertised):  # what it may not ask, it does not
+            client.complete(URI, LINE, COL)
+    finally:
+        _close(client)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_client_without_inline_support_gets_completion_items(
+        mode: str, tiny_model_path: Path, world: DaemonWorld) -> None:
+    client = _session(mode, tiny_model_path, world, inline=False)
+    try:
+        client.open(URI, SOURCE)
+        items = client.until_items(lambda: client.complete(URI, LINE, COL))
+        assert items and (items[0].get("insertText") or items[0].get("textEdit")), items
+    finally:
+        _close(client)
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="walks the process tree in /proc")
+def test_killing_a_frontends_group_and_tree_leaves_the_daemon_serving(
+        tiny_model_path: Path, world: DaemonWorld) -> None:
+    """Before: the daemon was a child of the frontend that started it (a session of its own,
+    but its parent unchanged), so a client that kills the server's process tree (LSP4IJ on
+    every stop) killed the shared daemon too, with every window's KV caches."""
+    first = _session("daemon", tiny_model_path, world, inline=True, new_session=True)
+    try:
+        first.open(URI, SOURCE)
+        assert first.until_items(lambda: first.inline(URI, LINE, COL))
+        before = _daemon_status(world)
+        frontend = first.server.proc.pid
+        assert os.getpgid(frontend) == frontend  # its own group, as the editor started it
+        tree = descendants(frontend)
+        # What IntelliJ's killProcessTree and a group kill do together.
+        os.killpg(frontend, signal.SIGKILL)
+        signal_alive(tree, signal.SIGKILL)
+        first.server.wait_exit(10)
+    finally:
+        first.server.close()
+    pid = before["pid"]
+    assert _alive(pid), "the daemon died with the frontend's process group and tree"
+    # The daemon notices the session's end and keeps what it had: the file's KV cache.
+    assert _wait(lambda: not _daemon_status(world)["sessions"], 20)
+    second = _session("daemon", tiny_model_path, world, inline=True)
+    try:
+        second.open(URI, SOURCE)
+        assert second.until_items(lambda: second.inline(URI, LINE, COL))
+        after = _daemon_status(world)
+        assert after["pid"] == pid and daemon_pids(world.runtime) == [pid]
+        assert after["uptimeSeconds"] >= before["uptimeSeconds"]
+        # The test looks (the client never asks): the file's KV cache, saved by the daemon when
+        # the killed session ended, came back instead of being computed again.
+        seen = second.server.call("lsp-complete/status", {})["result"]
+        record = seen["recent"][-1]
+        assert seen["engineCounters"]["restored_from_disk"] >= 1, seen["engineCounters"]
+        assert record["reusedTokens"] > 0, record
+    finally:
+        _close(second)
