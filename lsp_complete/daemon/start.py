@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
 import struct
 import sys
@@ -227,8 +228,6 @@ class Spawned:
     _pipe: int  # the read end
 
     def exited(self) -> bool:
-        import select
-
         readable, _, _ = select.select([self._pipe], [], [], 0)
         return bool(readable) and os.read(self._pipe, 1) == b""
 
@@ -282,8 +281,6 @@ def spawn(path: Path, log_level: str, model: str | None = None, own: bool = Fals
 
 
 def _read_pid(pipe: int, timeout: float) -> int:
-    import select
-
     line = b""
     deadline = time.monotonic() + timeout
     while not line.endswith(b"\n"):

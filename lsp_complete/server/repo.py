@@ -138,16 +138,11 @@ class RepoHost:
         return None
 
     def _real_path(self, uri: str) -> Path | None:
-        """The resolved path of an open document (None: it names no file). A URI the
-        file system still refuses stays with its document: it names no file either, and
-        every other file's lookup goes on (`_buffer` walks them all)."""
+        """The resolved path of an open document (None: it names no file; `path_of_uri`
+        has already refused what no file-system call could take, e.g. a NUL byte)."""
         if uri not in self._real:
             path = path_of_uri(uri)
-            try:
-                self._real[uri] = Path(os.path.realpath(path)) if path is not None else None
-            except (OSError, ValueError) as exc:
-                log.info("%s names no file here: %s", uri[:200], exc)
-                self._real[uri] = None
+            self._real[uri] = Path(os.path.realpath(path)) if path is not None else None
         return self._real[uri]
 
     # ------------------------------------------------------------------ requests
