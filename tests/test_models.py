@@ -760,7 +760,7 @@ def test_pull_from_hub_with_fake_client(world: FakeWorld, monkeypatch: pytest.Mo
 
 def test_pull_from_hub_without_extra(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
-    with pytest.raises(ModelError, match=r"'\.\[hub\]'"):
+    with pytest.raises(ModelError, match=r'"\.\[hub\]"'):
         model_store.pull("fake-hub", progress=False)
 
 
@@ -809,7 +809,7 @@ def test_resolve_not_pulled_says_how(world: FakeWorld, monkeypatch: pytest.Monke
         model_store.resolve_model("fake-hub", world.registry)
     message = str(info.value)
     assert "not pulled" in message and "lsp-complete models pull fake-hub" in message
-    assert "'.[hub]'" in message
+    assert '".[hub]"' in message  # double quotes: the line also works in cmd.exe
 
 
 def test_resolve_non_gguf_path(tmp_path: Path, world: FakeWorld) -> None:

@@ -36,7 +36,7 @@
   :prefix "lsp-complete-")
 
 (defconst lsp-complete-install-hint
-  "install it from a checkout of lsp-complete: pipx install '.[default-model]' (or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor"
+  "install it from a checkout of lsp-complete: pipx install \".[default-model]\" (or pip install \".[default-model]\" in a virtual environment), then run lsp-complete doctor"
   "How to get the server (the same words in every README and message).")
 
 (defvar lsp-complete--setup-done nil

@@ -49,8 +49,8 @@ export const SERVED_LANGUAGES = [
 
 /** How to get the server (the same words in every README and message). */
 export const INSTALL_HINT =
-  "install it from a checkout of lsp-complete: pipx install '.[default-model]' " +
-  "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor";
+  "install it from a checkout of lsp-complete: pipx install \".[default-model]\" " +
+  "(or pip install \".[default-model]\" in a virtual environment), then run lsp-complete doctor";
 
 // ---------------------------------------------------------------------------------------------
 // Settings -> server command and initializationOptions

@@ -15,8 +15,8 @@ M.name = "lsp_complete"
 M.ns = api.nvim_create_namespace("lsp_complete")
 -- How to get the server: the same words in every README and message (the package is not on
 -- the package index).
-M.INSTALL_HINT = "install it from a checkout of lsp-complete: pipx install '.[default-model]' "
-  .. "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor"
+M.INSTALL_HINT = 'install it from a checkout of lsp-complete: pipx install ".[default-model]" '
+  .. '(or pip install ".[default-model]" in a virtual environment), then run lsp-complete doctor'
 
 ---@class lsp_complete.Keys
 ---@field accept string|false       accept the whole suggestion (falls back to the key itself)

@@ -490,8 +490,8 @@ describe("guided setup", () => {
   it("names the same install command as every README", () => {
     assert.equal(
       INSTALL_HINT,
-      "install it from a checkout of lsp-complete: pipx install '.[default-model]' " +
-        "(or pip install '.[default-model]' in a virtual environment), then run lsp-complete doctor",
+      "install it from a checkout of lsp-complete: pipx install \".[default-model]\" " +
+        "(or pip install \".[default-model]\" in a virtual environment), then run lsp-complete doctor",
     );
   });
 });
