@@ -23,6 +23,9 @@ ENGINES = ("local", "llama-server", "openai")
 HEALING_MODES = ("auto", "grammar", "regex", "off")
 # Speculative decoding in the local engine (engine/speculation.py says what each does).
 SPECULATION_MODES = ("auto", "off", "lookup", "draft")
+# Threads per decode (engine/threads.py): the cheapest measured of a few counts up to
+# `threads` (auto: load on the machine makes fewer threads faster), or always `threads`.
+THREAD_POLICIES = ("auto", "fixed")
 
 
 def default_threads() -> int:
@@ -49,6 +52,7 @@ class EngineSettings:
 
     model: str | None = None  # models.toml name or a path to a .gguf file
     threads: int = _int(default_threads, 0, 1024)  # 0: as many as suit the machine
+    thread_policy: str = _choice("auto", THREAD_POLICIES)  # auto | fixed
     context_size: int = _int(8192, 0, 1 << 20)  # KV cells shared by all open files
     # Files whose KV sequences stay in memory at once; each uses two of llama.cpp's 256.
     slots: int = _int(4, 0, 128)

@@ -18,7 +18,8 @@ from lsp_complete.config import (
 
 # Every key the server takes, as editors send it: the wire format must not change.
 WIRE_KEYS = {
-    "model", "threads", "contextSize", "slots", "gpuLayers", "maxTokens", "maxPromptTokens",
+    "model", "threads", "threadPolicy", "contextSize", "slots", "gpuLayers", "maxTokens",
+    "maxPromptTokens",
     "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
     "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
     "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
@@ -26,7 +27,7 @@ WIRE_KEYS = {
 }
 # What needs a new engine when it changes (the model is loaded again).
 RELOAD_KEYS = {
-    "model", "threads", "contextSize", "gpuLayers", "slots", "engine", "engineUrl",
+    "model", "threads", "threadPolicy", "contextSize", "gpuLayers", "slots", "engine", "engineUrl",
     "apiKeyEnv", "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots",
     "remoteHealing",
 }
@@ -55,7 +56,8 @@ def test_every_default_passes_its_own_check() -> None:
 
 _FIELD_OF = {_camel(f.name): f.name for f in dataclasses.fields(Settings)}
 _OTHER_VALUE = {"model": "other.gguf", "engine": "openai", "multiline": "never",
-                "remoteHealing": "off", "enabled": {"python": False}, "speculation": "off"}
+                "remoteHealing": "off", "enabled": {"python": False}, "speculation": "off",
+                "threadPolicy": "fixed"}
 
 
 @pytest.mark.parametrize("key", sorted(WIRE_KEYS))

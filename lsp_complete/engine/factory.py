@@ -50,6 +50,7 @@ def load_engine(settings: Settings) -> LoadedEngine:
             resolved.path,
             n_ctx=settings.context_size,
             n_threads=settings.threads,
+            thread_policy=settings.thread_policy,
             n_gpu_layers=settings.gpu_layers,
             slots=settings.slots,
             kv_store=store,

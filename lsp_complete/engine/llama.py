@@ -50,6 +50,7 @@ from lsp_complete.engine.speculation import (
     resolve_mode,
 )
 from lsp_complete.engine.stream_rules import TextRules
+from lsp_complete.engine.threads import ThreadPolicy
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class LlamaEngine:
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        thread_policy: str = "auto",
         n_gpu_layers: int = 0,
         slots: int = 4,
         # 64-token prefill batches: a superseded prefill finishes its batch within ~0.3 s on
@@ -81,6 +83,9 @@ class LlamaEngine:
         init_backend()
         self.model_path = Path(model_path)
         self.n_threads = n_threads or default_threads()
+        # On a GPU the CPU threads matter little and llama.cpp's own choice stands.
+        self.threads = ThreadPolicy(self.n_threads, thread_policy if not n_gpu_layers else "fixed")
+        self._threads_set = (self.n_threads, self.n_threads)
         self.n_gpu_layers = n_gpu_layers
         self.n_batch = n_batch
         self.slots = max(1, slots)
@@ -299,6 +304,12 @@ class LlamaEngine:
             start += len(chunk)
         return True
 
+    def _use_threads(self, count: int) -> None:
+        # llama.cpp takes n_threads for one-token batches and n_threads_batch for the rest.
+        if self._threads_set != (count, count):
+            llama_cpp.llama_set_n_threads(self._ctx, count, count)
+            self._threads_set = (count, count)
+
     def _resync(self, seq: KVSequence, chunk: list[int]) -> None:
         """After an aborted or failed decode, make our token list match llama.cpp's cells.
 
@@ -331,10 +342,14 @@ class LlamaEngine:
             # batches; single-token generation steps are checked between tokens instead.
             self._active_cancel = cancel
             llama_cpp.llama_set_abort_callback(self._ctx, self._abort_callback, None)
+        self._use_threads(self.threads.threads_for(len(chunk)))
+        started = time.perf_counter()
         try:
             if self.simulated_delay:
                 time.sleep(self.simulated_delay)
             status = llama_cpp.llama_decode(self._ctx, batch)
+            if status == 0:
+                self.threads.measured(len(chunk), time.perf_counter() - started)
         finally:
             if abortable:
                 llama_cpp.llama_set_abort_callback(
@@ -710,6 +725,7 @@ class LlamaEngine:
             "path": str(self.model_path),
             "device": _device(self.n_gpu_layers),
             "threads": self.n_threads,
+            "threadPolicy": self.threads.describe(),
             # Repacked weights (faster), off in a llama.cpp build whose AMX kernels crash.
             "cpuExtraBuffers": self.extra_buffer_types,
             "contextSize": self.n_ctx,

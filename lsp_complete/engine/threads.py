@@ -1,0 +1,118 @@
+"""How many threads each llama.cpp decode uses: the one place that decides it.
+
+With as many threads as cores, every graph node ends at a barrier where all threads wait for
+the slowest. When another process (a compiler, a test run) takes a core, one thread is
+descheduled and the others spin at each barrier: a token costs twice as much, while fewer
+threads would have kept their cores. No load signal says this portably, so the policy
+measures it: each kind of decode (one generated token; a small batch, as a draft's
+verification; a prefill batch) keeps a running cost per token for a few thread counts, uses the cheapest,
+and now and then tries another so that a change in load is seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SMALL_BATCH = 16  # tokens: a batch this small is bound by memory, like one generated token
+_SMOOTHING = 0.3  # weight of the newest measurement in an arm's running cost
+_FIRST_PROBE_AFTER = 8  # decodes before another count is tried again...
+_LAST_PROBE_AFTER = 128  # ...doubling up to this while the choice holds
+
+
+def candidate_counts(threads: int) -> tuple[int, ...]:
+    """The thread counts worth trying for `threads` configured: all of them, one fewer (one
+    busy core) and half (a parallel build); never more than configured."""
+    return tuple(sorted({threads, max(1, threads - 1), max(1, threads // 2)}, reverse=True))
+
+
+@dataclass
+class _Arm:
+    threads: int
+    cost: float | None = None  # seconds per token, smoothed; None until measured
+    last_used: int = 0
+
+
+@dataclass
+class _Kind:
+    """The arms of one kind of decode and whose turn it is."""
+
+    arms: list[_Arm]
+    calls: int = 0
+    current: _Arm | None = None
+    probe_after: int = _FIRST_PROBE_AFTER
+    next_probe: int = _FIRST_PROBE_AFTER
+    probing: bool = False
+
+    def best(self) -> _Arm:
+        return min(self.arms, key=lambda arm: arm.cost if arm.cost is not None else 0.0)
+
+    def choose(self) -> _Arm:
+        self.calls += 1
+        unmeasured = [arm for arm in self.arms if arm.cost is None]
+        if unmeasured:
+            return unmeasured[0]
+        if self.calls >= self.next_probe and len(self.arms) > 1:
+            self.probing = True  # the other count measured longest ago
+            best = self.best()
+            return min((arm for arm in self.arms if arm is not best),
+                       key=lambda arm: arm.last_used)
+        return self.best()
+
+    def record(self, arm: _Arm, seconds_per_token: float) -> None:
+        before = self.best()
+        arm.last_used = self.calls
+        if arm.cost is None or self.probing:  # a try's cost is news: the old one is stale
+            arm.cost = seconds_per_token
+        else:
+            arm.cost += _SMOOTHING * (seconds_per_token - arm.cost)
+        if self.probing:
+            self.probing = False
+            changed = self.best() is not before
+            self.probe_after = (_FIRST_PROBE_AFTER if changed
+                                else min(2 * self.probe_after, _LAST_PROBE_AFTER))
+            self.next_probe = self.calls + self.probe_after
+
+
+@dataclass
+class ThreadPolicy:
+    """Thread counts per decode: `threads` always (fixed), or the measured cheapest (auto)."""
+
+    threads: int
+    mode: str = "auto"
+    _kinds: dict[str, _Kind] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        counts = candidate_counts(self.threads) if self.mode == "auto" else (self.threads,)
+        self._kinds = {kind: _Kind([_Arm(count) for count in counts])
+                       for kind in ("step", "small", "large")}
+
+    @staticmethod
+    def kind_of(n_tokens: int) -> str:
+        if n_tokens <= 1:
+            return "step"
+        return "small" if n_tokens <= SMALL_BATCH else "large"
+
+    def threads_for(self, n_tokens: int) -> int:
+        """The thread count for the next decode of `n_tokens` (call `measured` after it)."""
+        kind = self._kinds[self.kind_of(n_tokens)]
+        kind.current = kind.choose()
+        return kind.current.threads
+
+    def measured(self, n_tokens: int, seconds: float) -> None:
+        """What the decode announced by `threads_for(n_tokens)` took."""
+        kind = self._kinds[self.kind_of(n_tokens)]
+        if kind.current is not None and n_tokens > 0:
+            kind.record(kind.current, seconds / n_tokens)
+            kind.current = None
+
+    def describe(self) -> dict[str, object]:
+        """For the status: the count each kind uses now and the costs behind it (ms/token)."""
+        out: dict[str, object] = {"mode": self.mode}
+        for name, kind in self._kinds.items():
+            measured = [arm for arm in kind.arms if arm.cost is not None]
+            out[name] = {
+                "threads": kind.best().threads,
+                "msPerToken": {str(arm.threads): round((arm.cost or 0.0) * 1000, 2)
+                               for arm in measured},
+            }
+        return out
