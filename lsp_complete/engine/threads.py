@@ -5,8 +5,10 @@ the slowest. When another process (a compiler, a test run) takes a core, one thr
 descheduled and the others spin at each barrier: a token costs twice as much, while fewer
 threads would have kept their cores. No load signal says this portably, so the policy
 measures it: each kind of decode (one generated token; a small batch, as a draft's
-verification; a prefill batch) keeps a running cost per token for a few thread counts, uses the cheapest,
-and now and then tries another so that a change in load is seen.
+verification; a prefill batch) keeps a running cost per token for a few thread counts, uses
+the cheapest, and now and then tries another so that a change in load is seen. A try that
+confirms the choice doubles the wait before the next one, so a steady machine pays for almost
+none; a try that changes it starts the waits over.
 """
 
 from __future__ import annotations
