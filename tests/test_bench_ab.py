@@ -34,6 +34,26 @@ def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
             scenarios.parse(bad)
 
 
+def test_busy_types_as_think_with_a_cpu_bound_process_beside(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from lsp_complete.bench.ab.load import cpu_bound_process
+
+    (busy,) = scenarios.parse("busy")
+    assert busy.kind == "typing" and busy.busy and not busy.awaited
+    assert not scenarios.parse("think")[0].busy
+    start = time.process_time()
+    before = os.times()
+    with cpu_bound_process():
+        time.sleep(1.0)
+    burned = os.times().children_user - before.children_user
+    assert burned > 0.3  # the loop ran on a core while this process slept
+    assert time.process_time() - start < 0.3
+    with cpu_bound_process(active=False):
+        pass
+
+
 def test_think_intervals_look_like_published_typing() -> None:
     """Dhakal et al. 2018: a mean of about 200-250 ms between keys, with a long tail."""
     drawn = scenarios.think_intervals(20_000, random.Random(1))

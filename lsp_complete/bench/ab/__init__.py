@@ -221,7 +221,8 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "lsp-complete/didMoveCursor when a span starts.",
             "burst: each key once the previous answer arrived; rest2s: 2 s after opening, "
             f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
-            f"awaited; {think}",
+            f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
+            "priority) beside the server while each span is typed.",
             "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
             "and characters accepted count fresh answers only; the wait at a line's end is "
             "the answer time of the key that completes a line.",

@@ -28,6 +28,7 @@ from typing import Any
 
 from lsp_complete.bench import coldfiles, lsp_driver
 from lsp_complete.bench.ab.install import ServerVersion
+from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
@@ -240,7 +241,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         ep = episodes[index]
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
-        answers = await type_span(session, ep, span_version(index), timing)
+        with cpu_bound_process(scenario.busy):
+            answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
         samples = key_samples(side.key, scenario.name, ep, answers, status, with_fresh=True)

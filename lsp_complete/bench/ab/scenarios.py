@@ -9,6 +9,8 @@ Timings of a typed span:
   rest2s  2 s rest after opening the file, then burst;
   think   intervals drawn from real inter-key timing (below), answers not awaited;
   paced   one key every 200 ms (--pace-ms), answers not awaited, after a 1 s rest.
+  busy    think, with one CPU-bound process beside the server while the span is typed (the
+          user compiles while typing: bench/ab/load.py).
 Files asked the moment they open:
   open      never-seen files (bench/coldfiles.py): opened and asked at once mid-line, then two
             characters typed;
@@ -27,11 +29,11 @@ from dataclasses import dataclass
 from lsp_complete.bench.spans import SpanTiming
 from lsp_complete.bench.workload import Episode
 
-TIMINGS = ("burst", "rest2s", "think", "paced")
+TIMINGS = ("burst", "rest2s", "think", "paced", "busy")
 CLIENTS = ("generic", "ours")
 OPEN_SCENARIOS = ("open", "he-open", "he-pause")
 DEFAULT = ("burst", "rest2s", "think", "paced", "ours:rest2s", "open", "he-open", "he-pause")
-REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0}
+REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0}
 HE_PAUSE_S = 1.0
 
 # Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
@@ -55,6 +57,11 @@ class Scenario:
     @property
     def awaited(self) -> bool:
         return self.timing in ("burst", "rest2s")
+
+    @property
+    def busy(self) -> bool:
+        """A CPU-bound process runs beside the server while a span is typed."""
+        return self.timing == "busy"
 
 
 def parse(text: str) -> list[Scenario]:
@@ -104,7 +111,7 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
     cursor = scenario.client == "ours"
     rest = REST_MS[scenario.timing]
     n = len(ep.keystrokes)
-    if scenario.timing == "think":
+    if scenario.timing in ("think", "busy"):  # the same intervals: busy pairs with think
         rng = random.Random(f"think:{seed}:{ep.name}")
         return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]))
     if scenario.timing == "paced":
