@@ -135,6 +135,32 @@ def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
     assert again == rows
 
 
+def test_keys_after_the_first_and_each_language_are_reported_apart() -> None:
+    """A slower first key must not hide faster later keys, nor one language another."""
+    a, b = _spans("A", 100, True), _spans("B", 100, True)
+    for run in b:  # B: the first key much slower, the later keys faster
+        run.samples[0].latency_ms = 5000
+        for sample in run.samples[1:]:
+            sample.latency_ms -= 50
+    for runs in (a, b):
+        for run in runs:
+            for sample in run.samples:
+                sample.extra["language"] = "go" if run.unit % 2 else "rust"
+    for run in b:  # B loses every exact line in Go only
+        if run.unit % 2:
+            for sample in run.samples:
+                sample.line_exact = False
+    rows = _rows(a + b)
+    assert rows["keystroke p95 after a span's first key"].verdict == "improvement"
+    by_language = {(r.scenario, r.measure): r for r in stats.language_rows(
+        scenarios.parse("burst")[0], a + b, 0, resamples=400)}
+    assert by_language[("burst · go", "line-exact")].verdict == "regression"
+    assert by_language[("burst · rust", "line-exact")].ratio == 1.0
+    only_one = [dataclasses.replace(run, samples=[dataclasses.replace(
+        s, extra={**s.extra, "language": "go"}) for s in run.samples]) for run in a + b]
+    assert stats.language_rows(scenarios.parse("burst")[0], only_one, 0) == []
+
+
 def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verdict() -> None:
     a, b = _spans("A", 100, True, n_units=6), _spans("B", 200, True, n_units=6)
     b[0] = dataclasses.replace(b[0], error="the server exited", samples=[])

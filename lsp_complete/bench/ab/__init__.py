@@ -113,6 +113,7 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
     rows: list[stats.Row] = []
     for scenario in scenarios:
         rows += stats.scenario_rows(scenario, runs, seed, resamples)
+        rows += stats.language_rows(scenario, runs, seed, resamples)
         facts = info.get(scenario.name) or {}
         if facts.get("units"):
             rows.append(stats.rss_row(scenario.name, facts["A"]["peak_rss_mb"],

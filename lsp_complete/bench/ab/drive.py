@@ -252,6 +252,7 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
                 ks.typed_prefix, sample.suggestion, ks.full_line) if shown else 0
             sample.extra["line_end"] = k == len(ep.keystrokes) - 1 or \
                 ep.keystrokes[k + 1].char == "\n"
+            sample.extra["language"] = ep.language_id
         return samples
 
     return drive

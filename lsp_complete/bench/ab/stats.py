@@ -93,6 +93,13 @@ def _first_latency(run: UnitRun) -> np.ndarray:
                     dtype=float)
 
 
+def _later_latencies(run: UnitRun) -> np.ndarray:
+    """The keys after a span's first: a p95 that mixes in the first keys (slow at a new spot)
+    hides what the keys after them cost."""
+    return np.array([s.latency_ms for s in run.samples if s.index > 0 and s.source != "error"],
+                    dtype=float)
+
+
 def _line_end_latencies(run: UnitRun) -> np.ndarray:
     return np.array([s.latency_ms for s in run.samples
                      if s.extra.get("line_end") and s.source != "error"], dtype=float)
@@ -136,6 +143,8 @@ def measures_for(scenario: Scenario) -> list[Measure]:
         found = [
             Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
             Measure("keystroke p95", True, _latencies, _percentile(95), "ms"),
+            Measure("keystroke p95 after a span's first key", True, _later_latencies,
+                    _percentile(95), "ms"),
         ]
         if scenario.awaited:
             found += [Measure("first key of a span p50", True, _first_latency, _percentile(50),
@@ -234,6 +243,33 @@ def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
     a_runs, b_runs = paired(runs, scenario.name)
     drawn = draws(len(a_runs), seed, resamples) if a_runs else np.empty((0, 0), dtype=int)
     return [compare(m, scenario.name, a_runs, b_runs, drawn) for m in measures_for(scenario)]
+
+
+def language_of(run: UnitRun) -> str:
+    return next((str(s.extra["language"]) for s in run.samples if "language" in s.extra), "")
+
+
+def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
+                  resamples: int = RESAMPLES) -> list[Row]:
+    """A typing scenario's quality in each language on its own line (where it ran more than
+    one): a gain in one language must not hide a loss in another."""
+    if scenario.kind != "typing":
+        return []
+    a_runs, b_runs = paired(runs, scenario.name)
+    languages = sorted({language_of(run) for run in a_runs} - {""})
+    if len(languages) < 2:
+        return []
+    wanted = {"line-exact", "line-exact (fresh answers)", "characters accepted / key",
+              "keystroke p95 after a span's first key"}
+    measures = [m for m in measures_for(scenario) if m.name in wanted]
+    rows = []
+    for language in languages:
+        picks = [i for i, run in enumerate(a_runs) if language_of(run) == language]
+        mine_a, mine_b = [a_runs[i] for i in picks], [b_runs[i] for i in picks]
+        drawn = draws(len(picks), seed, resamples)
+        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, drawn)
+                 for m in measures]
+    return rows
 
 
 def rss_row(scenario: str, a_mb: float | None, b_mb: float | None) -> Row:
