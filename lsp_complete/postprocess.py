@@ -32,6 +32,7 @@ DEFAULT_MAX_LINES = 12
 
 RULE_NAMES: tuple[str, ...] = (
     "strip_special_tokens",
+    "cut_elision",
     "truncate_lines",
     "dedupe_suffix",
     "balance_brackets",
@@ -103,6 +104,7 @@ def _steps(
     # the suffix comparisons (which look at the last line), whitespace is tidied last.
     return [
         ("strip_special_tokens", lambda text: strip_special_tokens(text, stop, site.line_prefix)),
+        ("cut_elision", lambda text: cut_elision(text, site.language_id, site.line_prefix)),
         ("truncate_lines", lambda text: truncate_lines(text, site, max_lines)),
         ("dedupe_suffix", lambda text: dedupe_suffix(text, site)),
         ("balance_brackets", lambda text: balance_brackets(text, site)),
@@ -150,6 +152,32 @@ def strip_special_tokens(text: str, stop: Sequence[str] = (), line_prefix: str =
     text = text[:cut]
     partial = _PARTIAL_TOKEN_AT_END.search(text)
     return text[: partial.start()] if partial else text
+
+
+# --------------------------------------------------------------------------------------------
+# 1b. the prompt's own elision copied back
+
+# The head shows other definitions as signatures with their bodies elided (languages.py:
+# `elision`); the model readily copies such a signature, marker and all, which no user writes.
+_BRACE_ELISION = re.compile(r"\s*\{ \.\.\. \};?")
+_INDENT_ELISION = re.compile(r"(?m)^(\s*(?:async\s+)?(?:def|class)\b[^\n]*:) \.\.\.[ \t]*$")
+
+
+def elision_stops(language_id: str) -> tuple[str, ...]:
+    """Stop strings that end generation where it starts copying an elided body (Python's
+    ` ...` is also code, so only the rule below catches it there)."""
+    return () if syntax_for(language_id).indent_scoped else ("{ ... }",)
+
+
+def cut_elision(text: str, language_id: str, line_prefix: str = "") -> str:
+    """Cut the suggestion where it copies an elided body (` { ... }`, or ` ...` after a
+    Python header): keep the signature, drop the marker and all that follows it."""
+    if syntax_for(language_id).indent_scoped:
+        # The header may start before the cursor (`def ` typed): read the line whole.
+        match = _INDENT_ELISION.search(line_prefix + text)
+        return text[: max(0, match.end(1) - len(line_prefix))] if match else text
+    match = _BRACE_ELISION.search(text)
+    return text[: match.start()] if match else text
 
 
 # --------------------------------------------------------------------------------------------

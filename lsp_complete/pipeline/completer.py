@@ -28,7 +28,12 @@ from lsp_complete.engine.factory import load_engine
 from lsp_complete.models import ModelSpec
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.pipeline.prompt_cache import PromptCache, Switch
-from lsp_complete.postprocess import clean_completion, copying_next_line, count_block_lines
+from lsp_complete.postprocess import (
+    clean_completion,
+    copying_next_line,
+    count_block_lines,
+    elision_stops,
+)
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
@@ -127,7 +132,7 @@ class Completer:
             heal=prompt.heal,
             heal_code=prompt.heal_code,
             max_tokens=self.settings.max_tokens,
-            stop=self.spec.stop,
+            stop=self.spec.stop + elision_stops(site.language_id),
             single_line=not prepared.multiline,
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
             line_check=block_ended if prepared.multiline else None,
