@@ -403,6 +403,25 @@ def _chars_to_units(prefix: str, encoding: str) -> int:
     return len(prefix.encode("utf-16-le")) // 2
 
 
+def node_path(root: tree_sitter.Node, node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The nodes from ``root`` down to ``node`` (both included), in one walk down.
+
+    Never walk up with ``Node.parent``: tree-sitter finds a parent by descending from the
+    root, so each step costs the node's depth and a walk to the root is quadratic (20,000
+    nested brackets: seconds per keystroke). The siblings (``prev_sibling`` and the like) cost
+    the same. This is the walk ``Node.parent`` makes, once, keeping every node it passes.
+    """
+    path = [root]
+    current = root
+    while current != node:
+        child = current.child_with_descendant(node)
+        if child is None:
+            break
+        path.append(child)
+        current = child
+    return path
+
+
 def _edit_is_sound(root: tree_sitter.Node, start_b: int, end_b: int, spec: LanguageSpec) -> bool:
     """Is the syntax around an edit free of errors, down to the innermost definition?
 
@@ -413,12 +432,8 @@ def _edit_is_sound(root: tree_sitter.Node, start_b: int, end_b: int, spec: Langu
     (``Node.first_child_for_byte`` would be the direct way, but it crashes in py-tree-sitter
     0.26 when the byte falls between children.)
     """
-    chain: list[tree_sitter.Node] = []
-    node: tree_sitter.Node | None = root.descendant_for_byte_range(start_b, end_b)
-    while node is not None:
-        chain.append(node)
-        node = node.parent
-    chain.reverse()
+    inner = root.descendant_for_byte_range(start_b, end_b)
+    chain = node_path(root, inner) if inner is not None else []
     if any(n.is_error or n.is_missing for n in chain):
         return False
     body_range: tuple[int, int] | None = None

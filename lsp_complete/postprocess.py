@@ -44,8 +44,10 @@ RULE_NAMES: tuple[str, ...] = (
 class CompletionSite:
     """Where a completion will be inserted, as far as post-processing needs to know."""
 
-    line_prefix: str  # text of the cursor line before the cursor
-    line_suffix: str  # text of the cursor line after the cursor
+    # The cursor line before / after the cursor; a huge line is cut to a bounded piece at the
+    # edge (pipeline.prepare): the rules below scan these character by character.
+    line_prefix: str
+    line_suffix: str
     suffix: str  # all text after the cursor (windowed), starts with line_suffix
     indent: str  # indentation of the cursor line
     block_indent: int  # indentation width of the innermost block opener around the cursor; -1: none

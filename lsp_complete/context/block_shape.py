@@ -6,8 +6,6 @@ its block opener (`:` or `{`) and whether its blocks are indentation-scoped.
 
 from __future__ import annotations
 
-import tree_sitter
-
 from lsp_complete.context.text import (
     MAX_SCAN_LINES,
     clamp,
@@ -15,7 +13,7 @@ from lsp_complete.context.text import (
     node_row,
     prev_code_line,
 )
-from lsp_complete.documents import Document
+from lsp_complete.documents import Document, node_path
 from lsp_complete.languages import LanguageSpec
 
 _CLOSERS = ("}", ")", "]")
@@ -66,15 +64,15 @@ def enclosing_block_indent(doc: Document, cursor: int) -> int:
 def _tree_block_indent(doc: Document, cursor: int, spec: LanguageSpec) -> int | None:
     assert doc.tree is not None
     cursor_byte = doc.byte_offset(cursor)
-    node: tree_sitter.Node | None = doc.tree.root_node.descendant_for_byte_range(
-        cursor_byte, cursor_byte
-    )
-    while node is not None:
+    root = doc.tree.root_node
+    inner = root.descendant_for_byte_range(cursor_byte, cursor_byte)
+    path = node_path(root, inner) if inner is not None else []
+    for depth in range(len(path) - 1, -1, -1):  # innermost first
+        node = path[depth]
         if node.type in spec.blocks and node.start_byte < cursor_byte < node.end_byte:
-            owner = node.parent if node.parent is not None else node
+            owner = path[depth - 1] if depth > 0 else node
             return len(leading_ws(doc.line_text(node_row(doc, owner))))
-        node = node.parent
-    return -1 if doc.tree.root_node.has_error is False else None
+    return -1 if root.has_error is False else None
 
 
 def _text_block_indent(doc: Document, cursor: int, spec: LanguageSpec | None) -> int:

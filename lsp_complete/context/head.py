@@ -31,13 +31,16 @@ from lsp_complete.context.text import (
     normalize_newlines,
     prev_code_line,
 )
-from lsp_complete.documents import Document
+from lsp_complete.documents import Document, node_path
 from lsp_complete.languages import LanguageSpec
 
 # Long declarations kept "verbatim" in the outline are cut to this many lines.
 _VERBATIM_MAX_LINES = 8
 # Below this much room left in the head no signature fits: stop looking for more entries.
 _MIN_ENTRY = 24
+# The innermost enclosing scopes looked at: the head keeps the innermost headers that fit
+# its budget, and each scope found costs a sibling step (its depth) in tree-sitter.
+_MAX_SCOPES = 32
 
 
 class _HeadCache:
@@ -266,17 +269,21 @@ class _HeadBuilder:
         if lookup is None:
             return []
         probe, indent = lookup
-        node: tree_sitter.Node | None = self.tree.root_node.descendant_for_byte_range(probe, probe)
+        root = self.tree.root_node
+        inner = root.descendant_for_byte_range(probe, probe)
+        path = node_path(root, inner) if inner is not None else []
         scopes: list[tuple[tree_sitter.Node, tree_sitter.Node, tree_sitter.Node]] = []
         seen_bodies: set[tuple[int, int]] = set()
-        while node is not None:
+        for depth in range(len(path) - 1, -1, -1):  # innermost first
+            node = path[depth]
             body = self._scope_body(node)
             if body is not None and (body.start_byte, body.end_byte) not in seen_bodies:
-                start = scope_start(node, self.spec)
+                start = scope_start(node, self.spec, path[:depth])
                 if self._encloses(start, body, indent):
                     seen_bodies.add((body.start_byte, body.end_byte))
                     scopes.append((start, node, body))
-            node = node.parent
+                    if len(scopes) == _MAX_SCOPES:
+                        break
         scopes.reverse()
         return scopes
 

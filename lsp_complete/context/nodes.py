@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 import tree_sitter
@@ -57,11 +58,18 @@ def unwrap(node: tree_sitter.Node, spec: LanguageSpec) -> tree_sitter.Node:
     return node
 
 
-def scope_start(node: tree_sitter.Node, spec: LanguageSpec) -> tree_sitter.Node:
-    """The node where a definition's header begins: its wrappers and attached attributes."""
+def scope_start(node: tree_sitter.Node, spec: LanguageSpec,
+                ancestors: Sequence[tree_sitter.Node]) -> tree_sitter.Node:
+    """The node where a definition's header begins: its wrappers and attached attributes.
+
+    ``ancestors``: the nodes above ``node``, the root first (``documents.node_path``), so
+    that no step goes up through ``Node.parent``, which costs the depth.
+    """
     start = node
-    while start.parent is not None and start.parent.type in spec.wrappers:
-        start = start.parent
+    above = len(ancestors)
+    while above > 0 and ancestors[above - 1].type in spec.wrappers:
+        above -= 1
+        start = ancestors[above]
     prev = start.prev_named_sibling
     while prev is not None and prev.type in spec.attached:
         start, prev = prev, prev.prev_named_sibling

@@ -64,7 +64,7 @@ def build_context(doc: Document, cursor: int, anchor: int, limits: ContextLimits
 
     cursor_line = doc.line_of(cursor)
     _, cursor_line_end = doc.line_range(cursor_line)
-    rest = doc.text[cursor:cursor_line_end][: limits.max_line_chars]
+    rest = doc.text[cursor : min(cursor_line_end, cursor + limits.max_line_chars)]
     last_line = min(doc.line_count - 1, cursor_line + limits.suffix_lines)
     suffix = rest + "".join(
         "\n" + _window_line(doc, i, limits) for i in range(cursor_line + 1, last_line + 1)

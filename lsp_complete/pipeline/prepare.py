@@ -45,17 +45,22 @@ def prepare(
     cold_ctx = build_context(doc, cursor, anchor, cold_limits(limits))
     line_start = doc.line_start(cursor)
     line_end = doc.line_range(doc.line_of(cursor))[1]
-    line_prefix = doc.text[line_start:cursor]
+    # A huge line (minified code) is seen through `max_line_chars` either side of the cursor,
+    # as the windows see it: post-processing scans the site character by character, twice per
+    # suggestion, so it must never be handed a whole 4 MB line.
+    bound = max(limits.max_line_chars, 1)
+    line_prefix = doc.text[max(line_start, cursor - bound) : cursor]
+    line_head = doc.text[line_start : min(cursor, line_start + bound)]
     if settings.multiline == "always":
         multiline = True
     elif settings.multiline == "never":
         multiline = False
     else:
         multiline = wants_multiline(doc, cursor)
-    indent = line_prefix[: len(line_prefix) - len(line_prefix.lstrip())]
+    indent = line_head[: len(line_head) - len(line_head.lstrip())]
     site = CompletionSite(
         line_prefix=line_prefix,
-        line_suffix=doc.text[cursor:line_end],
+        line_suffix=doc.text[cursor : min(line_end, cursor + bound)],
         suffix=ctx.suffix,
         indent=indent,
         block_indent=enclosing_block_indent(doc, cursor),

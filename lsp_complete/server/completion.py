@@ -30,6 +30,10 @@ from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
+# How far back the partly typed word is looked for. `_WORD.search` tries every start, and a
+# start inside a run of word characters that ends before the cursor (`aaa…a(`) scans the run:
+# quadratic over an unbounded line. A longer word is replaced from inside it, which is fine.
+_WORD_WINDOW = 256
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,8 @@ class Suggester:
 
     def _suggestion(self, uri: str, doc: Document, position: types.Position, cursor: int,
                     text: str, alternative: bool = False) -> Suggestion:
-        word = _WORD.search(doc.text[doc.line_start(cursor) : cursor])
+        begin = max(doc.line_start(cursor), cursor - _WORD_WINDOW)
+        word = _WORD.search(doc.text[begin:cursor])
         start = cursor - len(word.group(0)) if word else cursor
         suggestion_id = self._telemetry.shown(uri, text, alternative=alternative)
         start_line, start_char = doc.position_at(start, self._client.encoding)

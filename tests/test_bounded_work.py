@@ -1,0 +1,193 @@
+"""Pathological documents cost bounded work: a huge line is seen through `max_line_chars`,
+deep trees are walked once, long import lists are deduplicated with sets and capped.
+
+Costs are checked by counting the work (characters scanned, parent steps taken), never by
+the clock; the end-to-end tests check that the real server still answers another file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import tree_sitter
+
+from lsp_complete import documents, postprocess
+from lsp_complete.config import Settings
+from lsp_complete.context import ContextLimits
+from lsp_complete.documents import Document
+from lsp_complete.pipeline import prepare
+from lsp_complete.postprocess import clean_completion
+from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
+from tests.lsp_helpers import SOURCE, start_server
+
+# A 4 MB line of minified-looking code, the cursor in its middle.
+HUGE_LINE = "x = [" + "'ab', (1, 2), " * (4_000_000 // 14) + "\n"
+
+
+def test_a_huge_line_reaches_post_processing_as_a_bounded_piece(monkeypatch) -> None:
+    limits = ContextLimits()
+    doc = Document("file:///work/big.py", "python", 1, HUGE_LINE)
+    cursor = len(HUGE_LINE) // 2
+    site = prepare(doc, cursor, None, Settings(), limits).site
+    assert site.line_prefix == HUGE_LINE[cursor - limits.max_line_chars : cursor]
+    assert site.line_suffix == HUGE_LINE[cursor : cursor + limits.max_line_chars]
+    assert site.suffix.startswith(site.line_suffix)
+    assert site.indent == ""
+
+    scanned: list[int] = []
+    real_scan = postprocess._scan
+
+    def counting_scan(text: str, language_id: str):
+        scanned.append(len(text))
+        return real_scan(text, language_id)
+
+    monkeypatch.setattr(postprocess, "_scan", counting_scan)
+    raw = " 'cd', (3, 4)),\n    y = 2"
+    clean_completion(raw, site, (), max_lines=12)
+    assert scanned, "post-processing scans the cursor line"
+    # The per-character scans see the bounded line and the completion, never the 4 MB line.
+    assert max(scanned) <= 2 * limits.max_line_chars + len(raw)
+
+
+def test_the_indent_of_a_huge_line_comes_from_its_start() -> None:
+    text = "    y = " + "1 + " * 100_000 + "1\n"
+    doc = Document("file:///work/big.py", "python", 1, text)
+    site = prepare(doc, len(text) - 2, None, Settings()).site
+    assert site.indent == "    "
+    assert len(site.line_prefix) <= ContextLimits().max_line_chars
+
+
+@pytest.fixture
+async def client(tiny_model_path: Path):
+    c = await start_server(tiny_model_path)
+    yield c
+    await c.shutdown_session()
+
+
+async def test_a_huge_line_leaves_the_server_answering_other_files(client) -> None:
+    big = "file:///work/big.py"
+    open_doc(client, big, HUGE_LINE)
+    await asyncio.wait_for(inline(client, big, 0, len(HUGE_LINE) // 2), 120)
+    # A line of word characters ending in a bracket before the cursor: the partly typed word
+    # is looked for in a bounded window (a regex over the whole line is quadratic).
+    word_line = "a" * 2_000_000 + "("
+    open_doc(client, "file:///work/word.py", word_line + "\n")
+    await asyncio.wait_for(inline(client, "file:///work/word.py", 0, len(word_line)), 120)
+    other = "file:///work/other.py"
+    open_doc(client, other, SOURCE)
+    text, item = suggestion_of(
+        await asyncio.wait_for(inline(client, other, 11, len("    for line in read_li")), 120)
+    )
+    assert item is not None and text.startswith("read_li")
+    assert (await status(client))["model"]["state"] == "ready"
+
+
+# --- deep trees: no upward walks -------------------------------------------------------------
+
+# tree-sitter finds a node's parent (and so its siblings) by descending from the root: each of
+# these costs the node's depth.
+_UPWARD = frozenset({"parent", "prev_sibling", "prev_named_sibling", "next_sibling",
+                     "next_named_sibling"})
+
+
+class _Steps:
+    upward = 0
+
+
+def _wrap(value):
+    if isinstance(value, tree_sitter.Node):
+        return _CountingNode(value)
+    if isinstance(value, tree_sitter.Tree):
+        return _CountingTree(value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+def _unwrap(value):
+    return value._real if isinstance(value, _CountingNode | _CountingTree) else value
+
+
+class _CountingNode:
+    """A tree-sitter node whose upward steps are counted (everything else is the node's)."""
+
+    def __init__(self, real: tree_sitter.Node) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str):
+        if name in _UPWARD:
+            _Steps.upward += 1
+        value = getattr(self._real, name)
+        if callable(value):
+            return lambda *args, **kw: _wrap(value(*map(_unwrap, args), **kw))
+        return _wrap(value)
+
+    def __eq__(self, other: object) -> bool:
+        return self._real == _unwrap(other)
+
+    def __hash__(self) -> int:
+        return hash(self._real)
+
+
+class _CountingTree(_CountingNode):
+    pass
+
+
+def _deep(language: str, depth: int) -> tuple[Document, int]:
+    """`depth` nested brackets around a line of their own; the cursor on that line."""
+    text = "z = 1\nx = " + "[" * depth + "\n1" + "]" * depth + "\n"
+    doc = Document(f"file:///work/deep.{language[:2]}", language, 1, text)
+    return doc, text.index("\n1") + 2
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_deep_nesting_is_walked_down_once_not_up_step_by_step(language: str) -> None:
+    doc, cursor = _deep(language, 2_000)
+    assert doc.tree is not None
+    doc.tree = doc.structure_tree = _CountingTree(doc.tree)
+    _Steps.upward = 0
+    prepare(doc, cursor, None, Settings())  # the head's scopes, the block indent
+    # On main each of ~2,000 levels was one upward step (each costing its depth) per walk.
+    assert _Steps.upward <= 2 * 32
+
+
+def test_an_edit_deep_inside_is_judged_without_upward_steps() -> None:
+    doc, cursor = _deep("javascript", 2_000)
+    root = _CountingNode(doc.tree.root_node)
+    spec = doc.spec
+    start_b = doc.byte_offset(cursor)
+    _Steps.upward = 0
+    assert documents._edit_is_sound(root, start_b, start_b + 1, spec)
+    assert _Steps.upward == 0
+
+
+def test_node_path_is_the_chain_of_parents() -> None:
+    doc = Document("file:///work/a.js", "javascript", 1,
+                   "export class A {\n  f(x) {\n    return [x, {y: (1 + 2)}];\n  }\n}\n")
+    root = doc.tree.root_node
+    byte = doc.text.index("1 + 2")
+    inner = root.descendant_for_byte_range(byte, byte)
+    chain, node = [], inner
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    assert documents.node_path(root, inner) == chain[::-1]
+    assert documents.node_path(root, root) == [root]
+
+
+async def test_deep_nesting_leaves_the_server_answering(client) -> None:
+    doc, cursor = _deep("javascript", 20_000)
+    uri = "file:///work/deep.js"
+    open_doc(client, uri, doc.text, "javascript")
+    line, col = doc.position_at(cursor)
+    insert(client, uri, 2, line, col, ", 2")
+    await asyncio.wait_for(inline(client, uri, line, col + 3), 120)
+    other = "file:///work/other.py"
+    open_doc(client, other, SOURCE)
+    text, item = suggestion_of(
+        await asyncio.wait_for(inline(client, other, 11, len("    for line in read_li")), 120)
+    )
+    assert item is not None and text.startswith("read_li")
+    assert (await asyncio.wait_for(status(client), 120))["model"]["state"] == "ready"
