@@ -2,11 +2,12 @@
 
 Pure functions over strings, one per rule, applied in a fixed order by `clean_completion`:
 
-1. `strip_special_tokens` - never leak FIM/control tokens; cut at stop strings.
-2. `truncate_lines`       - one line, or the lines that stay inside the enclosing block.
-3. `dedupe_suffix`        - never insert text that already follows the cursor.
-4. `balance_brackets`     - no closer (or quote) that the text after the cursor already provides.
-5. `trim_whitespace`      - no trailing whitespace, never a whitespace-only suggestion.
+1. `strip_controls`       - no control or bidi character reaches the editor (any engine's text).
+2. `strip_special_tokens` - never leak FIM/control tokens; cut at stop strings.
+3. `truncate_lines`       - one line, or the lines that stay inside the enclosing block.
+4. `dedupe_suffix`        - never insert text that already follows the cursor.
+5. `balance_brackets`     - no closer (or quote) that the text after the cursor already provides.
+6. `trim_whitespace`      - no trailing whitespace, never a whitespace-only suggestion.
 
 Every rule has golden cases in `tests/data/postprocess/<rule>.toml`; a new rule is a new function
 here, a new entry in `RULE_NAMES` / `_steps`, and a new case file.
@@ -22,15 +23,19 @@ Indentation widths are counted in characters (a tab is one), like llama.vim's `n
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lsp_complete.languages import syntax_for
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MAX_LINES = 12
 
 RULE_NAMES: tuple[str, ...] = (
+    "strip_controls",
     "strip_special_tokens",
     "cut_elision",
     "truncate_lines",
@@ -102,9 +107,11 @@ def clean_completion(
 def _steps(
     site: CompletionSite, stop: Sequence[str], max_lines: int
 ) -> list[tuple[str, Callable[[str], str]]]:
-    # The order matters: tokens are cut before anything reads the text, lines are limited before
-    # the suffix comparisons (which look at the last line), whitespace is tidied last.
+    # The order matters: controls go before any rule reads the text, tokens are cut next,
+    # lines are limited before the suffix comparisons (which look at the last line),
+    # whitespace is tidied last.
     return [
+        ("strip_controls", _strip_controls_logged),
         ("strip_special_tokens", lambda text: strip_special_tokens(text, stop, site.line_prefix)),
         ("cut_elision", lambda text: cut_elision(text, site.language_id, site.line_prefix)),
         ("truncate_lines", lambda text: truncate_lines(text, site, max_lines)),
@@ -115,7 +122,38 @@ def _steps(
 
 
 # --------------------------------------------------------------------------------------------
-# 1. special tokens and stop strings
+# 1. control and bidi characters
+
+# C0 controls but tab and newline, DEL, C1 controls; the bidi embeddings, overrides and
+# isolates and the direction marks ("Trojan Source", CVE-2021-42574: text that reads one way
+# and compiles another). A remote server is not trusted to send only code, and a local model
+# can emit any byte: an ESC would be a terminal escape in a terminal editor, a NUL breaks
+# buffers, a lone CR is a line break some editors show and some do not.
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but \t and \n (\r included), DEL, C1
+    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # bidi marks, embeddings, isolates
+)
+
+
+def strip_controls(text: str) -> str:
+    """Remove control and bidi characters; a CRLF becomes a newline, a lone CR goes."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+
+
+def _strip_controls_logged(text: str) -> str:
+    """`strip_controls`, with one log line for a text that had any."""
+    text = text.replace("\r\n", "\n")
+    removed = _CONTROL.findall(text)
+    if not removed:
+        return text
+    codes = sorted({f"U+{ord(ch):04X}" for ch in removed})
+    log.warning("removed %d control characters from the engine's text: %s",
+                len(removed), ", ".join(codes[:12]) + (", ..." if len(codes) > 12 else ""))
+    return _CONTROL.sub("", text)
+
+
+# --------------------------------------------------------------------------------------------
+# 2. special tokens and stop strings
 
 _SPECIAL_TOKEN = re.compile(
     r"<\|[A-Za-z_][\w.▁:-]*\|>"  # Qwen, StarCoder, CodeGemma, Llama 3: <|endoftext|>, <|file_sep|>
@@ -333,7 +371,7 @@ def indent_width(line: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# 2. how many lines
+# 3. how many lines
 
 
 def truncate_lines(text: str, site: CompletionSite, max_lines: int = DEFAULT_MAX_LINES) -> str:
@@ -408,7 +446,7 @@ def _drop_trailing_blank_lines(lines: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# 3. text that already follows the cursor
+# 4. text that already follows the cursor
 
 
 def dedupe_suffix(text: str, site: CompletionSite) -> str:
@@ -547,7 +585,7 @@ def _is_word(ch: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# 4. brackets and quotes
+# 5. brackets and quotes
 
 
 def balance_brackets(text: str, site: CompletionSite) -> str:
@@ -630,7 +668,7 @@ def _next_line_closes(site: CompletionSite, closer: str, width: int) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# 5. whitespace
+# 6. whitespace
 
 
 def trim_whitespace(text: str, site: CompletionSite | None = None) -> str:

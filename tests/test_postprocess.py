@@ -23,6 +23,7 @@ from lsp_complete.postprocess import (
     count_block_lines,
     dedupe_suffix,
     indent_width,
+    strip_controls,
     strip_special_tokens,
     trim_whitespace,
     truncate_lines,
@@ -182,6 +183,30 @@ def test_stop_strings_cut_at_the_earliest() -> None:
 def test_subscript_named_like_a_marker_is_code() -> None:
     assert strip_special_tokens("cache[PREFIX] = 1") == "cache[PREFIX] = 1"
     assert strip_special_tokens("x = 1\n[SUFFIX]y") == "x = 1\n"
+
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_strip_controls_removes_exactly_the_controls_and_bidi_characters() -> None:
+    controls = [chr(c) for c in range(0xA0) if chr(c) not in "\t\n" and not 0x20 <= c < 0x7F]
+    for ch in controls + list(BIDI):
+        assert strip_controls(f"a{ch}b") == "ab", ascii(ch)
+    # What text may hold: tab, newline, CRLF as a newline, printable ASCII, NBSP, the joiners
+    # emoji need, other scripts, astral characters.
+    kept = "\t\n" + "".join(chr(c) for c in range(0x20, 0x7F)) + "\u00a0\u200d\u05d0\U0001f600"
+    assert strip_controls(kept) == kept
+    assert strip_controls("a\r\nb\rc\r") == "a\nbc"
+
+
+def test_removed_controls_are_logged_once_per_text(caplog: pytest.LogCaptureFixture) -> None:
+    site = _site("x = ", "\n")
+    with caplog.at_level("WARNING", logger="lsp_complete.postprocess"):
+        assert clean_completion("f(1)\r\n", site) == "f(1)"  # a CRLF is not worth a word
+        assert not caplog.records
+        assert clean_completion("\x1b[2Jf(\x00\u202e1)", site) == "[2Jf(1)"
+    assert [r.getMessage() for r in caplog.records] == [
+        "removed 3 control characters from the engine's text: U+0000, U+001B, U+202E"]
 
 
 def test_truncate_respects_max_lines() -> None:

@@ -46,6 +46,7 @@ from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.pipeline import load_completer, prepare
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import SOURCE, start_server
+from tests.raw_lsp import RawServer
 
 LINE, COL = 11, len("    for line in read_li")
 
@@ -1150,3 +1151,41 @@ def test_bench_runs_lsp_complete_on_the_remote_engine(llama_cpp_server, tiny_mod
     assert data["meta"]["settings"]["d_engine"] == "openai"
     replay = [s for s in data["samples"] if s["workload"] == "replay"]
     assert replay and not any(s["source"] == "error" for s in replay)
+
+
+# ------------------------------------------------------------------- hostile text from a server
+
+# Terminal escapes (ESC, BEL, BS), NUL, C1 controls, a lone CR, and the bidi controls of
+# "Trojan Source" (CVE-2021-42574): none of them may reach the editor's buffer.
+HOSTILE = ("nes\x1b[31m(pa\x07t\x08h\x00)\x9b\x85\r"
+           "\u202e:\u2066\u2069\u200f\u061c\u202a\u200e\u2067")
+CONTROLS = {chr(c) for c in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]} | set(
+    "\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+def test_control_and_bidi_characters_from_a_server_never_reach_the_editor(
+    fake, tiny_model_path, kind
+) -> None:
+    fake.pieces = [HOSTILE[:9], HOSTILE[9:]]  # split inside the escape sequence
+    server = RawServer(tiny_model_path)
+    try:
+        server.initialize({"engine": kind, "engineUrl": fake.url, "model": str(tiny_model_path),
+                           "remoteHealing": "off", "debounceMs": 0})
+        assert server.wait_ready()["model"]["state"] == "ready"
+        uri = "file:///work/count.py"
+        server.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        answer = server.call("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": LINE, "character": COL},
+            "context": {"triggerKind": 2}})
+        result = answer["result"]
+        items = result["items"] if isinstance(result, dict) else result
+        assert items, answer
+        text = items[0]["insertText"]
+        assert not set(text) & CONTROLS, ascii(text)
+        assert text == "read_lines[31m(path):"  # what is left is the text around them
+        logged = server.stderr()
+        assert logged.count("control characters") == 1, logged
+    finally:
+        server.close()
