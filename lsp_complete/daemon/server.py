@@ -48,7 +48,7 @@ from lsp_complete.daemon.paths import (
     socket_path,
 )
 from lsp_complete.daemon.start import STOPPING, peer_uid, try_connect
-from lsp_complete.engine.base import Engine
+from lsp_complete.engine.base import Engine, PersistenceError
 from lsp_complete.engine.factory import LoadedEngine, load_engine
 from lsp_complete.pipeline import Completer
 from lsp_complete.scheduler import Job, Scheduler
@@ -183,7 +183,15 @@ class SharedEngine:
                    for sid, other in list(self._daemon.sessions.items()) if sid != session)
 
     def persist(self) -> int:
-        return self.loaded.engine.persist() if self.loaded is not None else 0
+        """Save every file's KV cache (a session's shutdown, the daemon's exit): a disk that
+        cannot take them is logged, there is no window left to tell."""
+        if self.loaded is None:
+            return 0
+        try:
+            return self.loaded.engine.persist()
+        except PersistenceError as exc:
+            log.warning("%s", exc)
+            return 0
 
     def describe(self) -> dict[str, Any] | None:
         if self.loaded is None or self.settings is None:

@@ -34,6 +34,11 @@ class RemoteEngineError(EngineError):
     """
 
 
+class PersistenceError(EngineError):
+    """Saving KV caches to disk failed (a full disk, a folder gone read-only): completions
+    still work. `persist` raises it once per cause, after saving what it could."""
+
+
 class CancelToken:
     """Set by the scheduler when a request is superseded or cancelled.
 
@@ -213,7 +218,8 @@ class Engine(Protocol):
     def forget(self, key: str) -> None: ...
 
     def persist(self, key: str | None = None) -> int:
-        """Write cached prompts (all, or one file's) to disk; returns how many were saved."""
+        """Write cached prompts (all, or one file's) to disk; returns how many were saved.
+        PersistenceError (once per cause) when the disk store could not be written."""
         ...
 
     def describe(self) -> dict[str, object]: ...  # for the status request

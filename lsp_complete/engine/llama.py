@@ -29,6 +29,7 @@ from lsp_complete.engine.base import (
     EngineError,
     GenerationRequest,
     GenerationResult,
+    PersistenceError,
     common_prefix_length,
 )
 from lsp_complete.engine.kvstore import KVStore, model_identity
@@ -689,6 +690,9 @@ class LlamaEngine:
             for seq in list(self._table.files.values()):
                 if (key is None or seq.key == key) and seq.dirty and self._save(seq):
                     saved += 1
+            notice = self.kv_store.take_notice() if self.kv_store is not None else None
+            if notice is not None:
+                raise PersistenceError(notice)
             return saved
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
