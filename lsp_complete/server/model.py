@@ -42,13 +42,12 @@ class ModelHost:
     def ready(self) -> bool:
         return self.completer is not None and self.state == "ready"
 
-    async def load(self) -> bool:
-        """Load the model the settings name (seconds, on the worker); True once it is ready."""
+    async def load(self, settings: Settings) -> bool:
+        """Load the model `settings` name (seconds, on the worker); True once it is ready."""
         client, scheduler = self._client, self._scheduler
         token = str(uuid.uuid4())
-        progress = await client.progress_begin(token, "lsp-complete: loading model")
         self.state = "loading"
-        settings = self._settings()
+        progress = await client.progress_begin(token, "lsp-complete: loading model")
         loop = asyncio.get_running_loop()
         try:
             completer, info, warnings = await loop.run_in_executor(
