@@ -146,29 +146,50 @@ class SharedEngine:
         self._daemon = daemon
         self.loaded: LoadedEngine | None = None
         self.settings: EngineSettings | None = None
+        self._loaded_with: Settings | None = None  # the whole settings `loaded` was made with
+        self._holders: dict[int, Engine] = {}  # session -> the engine its completer uses
 
     def completer_for(self, session: int, settings: Settings
                       ) -> tuple[Completer, dict[str, Any], list[str]]:
         """A session's `ModelHost.loader`: its completer over the shared engine, loading it
-        first when there is none (or when this session is alone and asks for another)."""
+        first when there is none, when its model file changed on disk (for every session, with
+        the settings it was made with), or when this session is alone and asks for another."""
         wanted = settings.engine_settings
         warnings: list[str] = []
+        if self.loaded is not None and self.loaded.engine.model_changed() is not None:
+            assert self._loaded_with is not None
+            self._load(self._loaded_with)
         if self.loaded is None or (wanted != self.settings and self._daemon.alone(session)):
-            loaded = load_engine(settings)
-            # The engine replaced here is closed by the session's own reload (release below),
-            # after the work it queued with it.
-            self.loaded, self.settings = loaded, wanted
+            self._load(settings)
         elif wanted != self.settings:
             assert self.settings is not None
             warnings.append(_mismatch(wanted, self.settings))
         loaded = self.loaded
+        assert loaded is not None
+        self._holders[session] = loaded.engine
         engine = cast(Engine, SessionEngine(loaded.engine, self, session))
         return Completer(engine, loaded.spec, settings), dict(loaded.info), [
             *loaded.warnings, *warnings]
 
+    def _load(self, settings: Settings) -> None:
+        # The engine replaced here is closed once no session's completer uses it (release,
+        # drop_session), after the work they queued with it.
+        self.loaded = load_engine(settings)
+        self.settings, self._loaded_with = settings.engine_settings, settings
+
     def release(self, engine: Engine) -> None:
-        if self.loaded is None or engine is not self.loaded.engine:
+        """A session's completer over `engine` was replaced: free the engine once it is
+        neither the loaded one nor another session's (a reload after its file changed)."""
+        if self.loaded is not None and engine is self.loaded.engine:
+            return
+        if all(held is not engine for held in self._holders.values()):
             engine.close()
+
+    def drop_session(self, session: int) -> None:
+        """A session ended: the engine it used is freed if it was its last user."""
+        held = self._holders.pop(session, None)
+        if held is not None:
+            self.release(held)
 
     def seen_by(self, session: int) -> tuple[set[str], str]:
         """What one session may see of the engine's state: its open documents' URIs, and the
@@ -458,6 +479,8 @@ class Daemon:
         finally:
             del self.sessions[sid]
             _end_session(server)
+            self.scheduler.submit_background(  # after the work its files queued on closing
+                f"{sid}\0drop", lambda _c: self.engine.drop_session(sid))
             writer.close()
             log.info("session %d ended: %d session(s) left", sid, len(self.sessions))
             if not self.sessions:

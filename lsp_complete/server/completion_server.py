@@ -10,6 +10,7 @@ current ones through a callable), the worker thread (scheduler) and typing-ahead
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -61,6 +62,8 @@ class CompletionServer(LanguageServer):
         self.client = EditorClient(self)
         current: Callable[[], Settings] = lambda: self.settings  # noqa: E731
         self.model = ModelHost(self.scheduler, current, self.client)
+        self.model.on_file_changed = self._model_file_changed
+        self._reload: asyncio.Task[None] | None = None
         documents: dict[str, Document] = {}
         # Workspace roots and each file's repository context.
         self.repo = RepoHost(current, self.client, documents)
@@ -110,6 +113,15 @@ class CompletionServer(LanguageServer):
                     return  # failed and told; the next change of settings tries again
         finally:
             self._loading = False
+
+    def _model_file_changed(self, why: str) -> None:
+        """The model file was rewritten or replaced on disk: load it again (a file still being
+        copied fails to load, and its next change is tried again)."""
+        self.client.tell(f"lsp-complete: {why}; loading it again", types.MessageType.Warning,
+                         once_key=f"model-file:{why}")
+        self._engine_loaded = None  # what is loaded is no longer what the settings name
+        if self._reload is None or self._reload.done():
+            self._reload = asyncio.ensure_future(self.load_model())
 
     async def apply_settings(self, options: Any) -> None:
         new, problems = parse_settings(options, self.settings)

@@ -29,7 +29,12 @@ from lsprotocol import types
 
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken, EngineError, PersistenceError
+from lsp_complete.engine.base import (
+    CancelToken,
+    EngineError,
+    ModelFileChanged,
+    PersistenceError,
+)
 from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head, with_repo
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
@@ -195,6 +200,9 @@ class OpenFiles:
                     loop.call_soon_threadsafe(
                         self._client.tell, f"lsp-complete: {exc}", types.MessageType.Warning,
                         "kv-persist")
+            except ModelFileChanged:  # load it again (told once, by the model host)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._model.check_file)
             except EngineError as exc:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._on_idle_error, str(exc))
