@@ -370,6 +370,40 @@ async def test_a_session_alone_may_switch_the_engine(world, tiny_model_path) -> 
     assert await suggest(one)
 
 
+async def test_a_model_file_rewritten_in_place_keeps_the_daemon_and_both_windows(
+        world, tmp_path) -> None:
+    """Issue 32, defect 2: truncating the mapped model file (`cp new.gguf model.gguf`) took
+    the daemon down with SIGBUS, and both windows with it."""
+    from lsp_complete.testing import write_tiny_gguf
+
+    model = write_tiny_gguf(tmp_path / "model.gguf")
+    other = write_tiny_gguf(tmp_path / "other.gguf", seed=1)
+    one = await world.start(model, {"persistCache": False})
+    two = await world.start(model, {"persistCache": False})
+    pid = (await daemon_of(one))["pid"]
+    open_doc(one, URI, SOURCE)
+    open_doc(two, URI, SOURCE)
+    await suggest(one)
+    await suggest(two)
+    with open(model, "r+b") as f:
+        f.truncate(1000)
+    await suggest(one, col=COL - 1)  # answered (with nothing), not a crash
+    await suggest(two, col=COL - 1)
+    shutil.copyfile(other, model)
+    for client in (one, two):
+        deadline = time.monotonic() + 30
+        col = COL - 2
+        while (await status(client))["model"]["state"] != "ready" and (
+                time.monotonic() < deadline):
+            await suggest(client, col=col)  # a suggestion asked notices the change
+            col = COL - 2 if col != COL - 2 else COL - 3
+            await asyncio.sleep(0.1)
+        assert (await status(client))["model"]["state"] == "ready"
+        await suggest(client, col=COL - 4)
+        assert (await daemon_of(client))["pid"] == pid
+    assert _alive(pid) and daemon_pids(world.runtime) == [pid]
+
+
 async def test_newest_wins_per_session_not_across_sessions(world, tiny_model_path) -> None:
     world.env["LSP_COMPLETE_SIMULATE_DECODE_MS"] = "15"
     options = {"maxTokens": 16, "multiline": "never"}

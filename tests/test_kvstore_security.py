@@ -8,6 +8,7 @@ be used turns persistence off (one message) without deleting anything.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pickle
 import sqlite3
@@ -409,3 +410,139 @@ def test_the_engine_does_not_restore_another_model_files_entry(tmp_path: Path) -
     finally:
         again.close()
     assert _db_handles(tmp_path / "kv") == 0, "closing the engine closes its store"
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def _disk_fills_after(monkeypatch: pytest.MonkeyPatch, room: int) -> list[int]:
+    """Value files take `room` more bytes, then every write fails with ENOSPC (after writing
+    what fits: a real full disk leaves a half-written file). Returns the failure count."""
+    real_write = os.write
+    left = [room]
+    failures = [0]
+
+    def write(fd: int, data) -> int:
+        try:
+            is_value = os.readlink(f"/proc/self/fd/{fd}").endswith(".val")
+        except OSError:
+            is_value = False
+        if not is_value:
+            return real_write(fd, data)
+        if left[0] <= 0:
+            failures[0] += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written = real_write(fd, bytes(memoryview(data)[: min(len(data), left[0], 4096)]))
+        left[0] -= written
+        return written
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc")
+    monkeypatch.setattr(os, "write", write)
+    return failures
+
+
+def _bytes_on_disk(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_a_full_disk_leaves_no_orphan_files_and_the_limit_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32, defect 1: ENOSPC mid-write left the half-written value file behind, named by
+    no row, so it counted against the disk but not the size limit (1.6 MB of orphans)."""
+    size = len(encode_entry("m", "file:///0.py", TOKENS, BIG_STATE))
+    limit = 4 * size
+    folder = tmp_path / "kv"
+    store = KVStore(folder, size_limit=limit)
+    store.save("m", "file:///0.py", TOKENS, BIG_STATE)
+    failures = _disk_fills_after(monkeypatch, room=size + size // 2)
+    for i in range(1, 8):  # the second fits, the third is cut off halfway, the rest fail
+        store.save("m", f"file:///{i}.py", TOKENS, BIG_STATE)
+    monkeypatch.undo()
+    assert failures[0] >= 6
+    assert len(_value_files(folder)) == 2, "a failed write left its value file behind"
+    assert store.load("m", "file:///0.py") == (TOKENS, BIG_STATE)
+    assert store.load("m", "file:///1.py") == (TOKENS, BIG_STATE)
+    assert _bytes_on_disk(folder) <= limit + 256 * 1024  # the database's own pages aside
+    assert store.volume() <= limit
+    assert not [p for p in folder.rglob("*") if p.is_dir() and not any(p.iterdir())], \
+        "a failed write left empty folders"
+    # Said once: one log line, one notice for the user, whatever the number of failures.
+    logged = [r for r in caplog.records if "could not save" in r.getMessage()]
+    assert len(logged) == 1
+    notice = store.take_notice()
+    assert notice is not None and "No space" in notice
+    assert store.take_notice() is None
+    store.close()
+
+
+def test_a_row_the_database_cannot_take_leaves_no_value_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """diskcache writes the value file before its transaction and removes it only on a
+    timeout: a database that is full too left a whole file no row names."""
+    store = KVStore(tmp_path / "kv")
+
+    def full(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(diskcache.Cache, "_row_insert", full)
+    store.save("m", URI, TOKENS, BIG_STATE)
+    monkeypatch.undo()
+    assert _value_files(tmp_path / "kv") == []
+    assert store.load("m", URI) is None
+    assert "database or disk is full" in (store.take_notice() or "")
+    store.save("m", URI, TOKENS, BIG_STATE)  # the disk has room again: saved as usual
+    assert store.load("m", URI) == (TOKENS, BIG_STATE)
+    store.close()
+
+
+def test_orphan_value_files_left_by_a_killed_write_are_swept_at_open(tmp_path: Path) -> None:
+    folder = tmp_path / "kv"
+    store = KVStore(folder)
+    store.save("m", URI, TOKENS, BIG_STATE)
+    store.close()
+    (kept,) = _value_files(folder)
+    old = folder / "ab" / "cd" / ("0" * 28 + ".val")
+    young = folder / "ab" / "ef" / ("1" * 28 + ".val")
+    for orphan in (old, young):
+        orphan.parent.mkdir(parents=True, exist_ok=True)
+        orphan.write_bytes(b"half an entry")
+    os.utime(old, (1, 1))  # long before any write in progress
+    os.utime(kept, (1, 1))
+    store = KVStore(folder)
+    assert not old.exists() and not old.parent.exists()
+    assert young.exists(), "another process's write in progress is left alone"
+    assert store.load("m", URI) == (TOKENS, BIG_STATE)
+    store.close()
+
+
+def test_the_engine_tells_a_full_disk_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """`persist` saves what it can and raises PersistenceError once, for the server to show
+    (a warning, once); later saves on the same full disk are quiet."""
+    from lsp_complete.engine.base import CancelToken, GenerationRequest, PersistenceError
+    from lsp_complete.engine.llama import LlamaEngine
+    from lsp_complete.testing import write_tiny_gguf
+
+    store = KVStore(tmp_path / "kv")
+    store._cache.disk.min_file_size = 0  # every entry in a value file
+    engine = LlamaEngine(write_tiny_gguf(tmp_path / "tiny.gguf"), n_ctx=1024, n_threads=1,
+                         kv_store=store, model_id="tiny")
+    try:
+        prompt = engine.tokenize("def helper(value):\n    return value * 2\n" * 8)
+        _disk_fills_after(monkeypatch, room=0)
+        raised = 0
+        for i in range(3):
+            engine.complete(GenerationRequest(key=f"file:///{i}.py", segments=[prompt],
+                                              max_tokens=2), CancelToken())
+            try:
+                engine.persist()
+            except PersistenceError as exc:
+                raised += 1
+                assert "No space" in str(exc)
+        monkeypatch.undo()
+        assert raised == 1
+        assert _value_files(tmp_path / "kv") == []
+    finally:
+        engine.close()

@@ -283,3 +283,32 @@ async def test_settings_reloads_leak_no_file_handles_or_threads(tiny_model_path:
         assert _threads(pid) <= threads + 1
     finally:
         await c.shutdown_session()
+
+
+async def test_a_burst_of_model_switches_ends_on_the_last_one(tiny_model_path: Path,
+                                                               tmp_path: Path) -> None:
+    """Issue 32, defect 9: twenty model switches sent at once left the server on another
+    model than the last one asked for: a switch during a load was skipped, and a finished load
+    never looked at the settings again."""
+    from lsp_complete.testing import write_tiny_gguf
+
+    models = [str(write_tiny_gguf(tmp_path / f"m{i}.gguf", seed=i)) for i in range(4)]
+    # Loads as slow as a real model's (the load-time prefill sleeps), so that switches keep
+    # arriving while one runs, as they do from an editor's settings UI.
+    env = {**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "150"}
+    c = await start_server(tiny_model_path, SLOW, env=env)
+    try:
+        for storm in range(2):
+            order = [models[(i + storm) % 4] for i in range(20)]
+            for i, model in enumerate(order):
+                c.workspace_did_change_configuration(
+                    types.DidChangeConfigurationParams(settings={"lspComplete": {"model": model}}))
+                await asyncio.sleep(0.01 * (i % 4))
+            last = order[-1]
+            st = await poll_status(
+                c, lambda s, last=last: s["model"]["state"] == "ready" and s["scheduler"]["idle"]
+                and (s["engine"] or {}).get("path") == last, 60)
+            assert (st["engine"] or {}).get("path") == last, (storm, st["model"])
+            assert st["model"]["path"] == last
+    finally:
+        await c.shutdown_session()

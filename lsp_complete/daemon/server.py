@@ -48,7 +48,7 @@ from lsp_complete.daemon.paths import (
     socket_path,
 )
 from lsp_complete.daemon.start import STOPPING, peer_uid, try_connect
-from lsp_complete.engine.base import Engine
+from lsp_complete.engine.base import Engine, PersistenceError
 from lsp_complete.engine.factory import LoadedEngine, load_engine
 from lsp_complete.pipeline import Completer
 from lsp_complete.scheduler import Job, Scheduler
@@ -146,29 +146,50 @@ class SharedEngine:
         self._daemon = daemon
         self.loaded: LoadedEngine | None = None
         self.settings: EngineSettings | None = None
+        self._loaded_with: Settings | None = None  # the whole settings `loaded` was made with
+        self._holders: dict[int, Engine] = {}  # session -> the engine its completer uses
 
     def completer_for(self, session: int, settings: Settings
                       ) -> tuple[Completer, dict[str, Any], list[str]]:
         """A session's `ModelHost.loader`: its completer over the shared engine, loading it
-        first when there is none (or when this session is alone and asks for another)."""
+        first when there is none, when its model file changed on disk (for every session, with
+        the settings it was made with), or when this session is alone and asks for another."""
         wanted = settings.engine_settings
         warnings: list[str] = []
+        if self.loaded is not None and self.loaded.engine.model_changed() is not None:
+            assert self._loaded_with is not None
+            self._load(self._loaded_with)
         if self.loaded is None or (wanted != self.settings and self._daemon.alone(session)):
-            loaded = load_engine(settings)
-            # The engine replaced here is closed by the session's own reload (release below),
-            # after the work it queued with it.
-            self.loaded, self.settings = loaded, wanted
+            self._load(settings)
         elif wanted != self.settings:
             assert self.settings is not None
             warnings.append(_mismatch(wanted, self.settings))
         loaded = self.loaded
+        assert loaded is not None
+        self._holders[session] = loaded.engine
         engine = cast(Engine, SessionEngine(loaded.engine, self, session))
         return Completer(engine, loaded.spec, settings), dict(loaded.info), [
             *loaded.warnings, *warnings]
 
+    def _load(self, settings: Settings) -> None:
+        # The engine replaced here is closed once no session's completer uses it (release,
+        # drop_session), after the work they queued with it.
+        self.loaded = load_engine(settings)
+        self.settings, self._loaded_with = settings.engine_settings, settings
+
     def release(self, engine: Engine) -> None:
-        if self.loaded is None or engine is not self.loaded.engine:
+        """A session's completer over `engine` was replaced: free the engine once it is
+        neither the loaded one nor another session's (a reload after its file changed)."""
+        if self.loaded is not None and engine is self.loaded.engine:
+            return
+        if all(held is not engine for held in self._holders.values()):
             engine.close()
+
+    def drop_session(self, session: int) -> None:
+        """A session ended: the engine it used is freed if it was its last user."""
+        held = self._holders.pop(session, None)
+        if held is not None:
+            self.release(held)
 
     def seen_by(self, session: int) -> tuple[set[str], str]:
         """What one session may see of the engine's state: its open documents' URIs, and the
@@ -183,7 +204,15 @@ class SharedEngine:
                    for sid, other in list(self._daemon.sessions.items()) if sid != session)
 
     def persist(self) -> int:
-        return self.loaded.engine.persist() if self.loaded is not None else 0
+        """Save every file's KV cache (a session's shutdown, the daemon's exit): a disk that
+        cannot take them is logged, there is no window left to tell."""
+        if self.loaded is None:
+            return 0
+        try:
+            return self.loaded.engine.persist()
+        except PersistenceError as exc:
+            log.warning("%s", exc)
+            return 0
 
     def describe(self) -> dict[str, Any] | None:
         if self.loaded is None or self.settings is None:
@@ -450,6 +479,8 @@ class Daemon:
         finally:
             del self.sessions[sid]
             _end_session(server)
+            self.scheduler.submit_background(  # after the work its files queued on closing
+                f"{sid}\0drop", lambda _c: self.engine.drop_session(sid))
             writer.close()
             log.info("session %d ended: %d session(s) left", sid, len(self.sessions))
             if not self.sessions:

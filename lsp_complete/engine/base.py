@@ -8,6 +8,7 @@ share. Nothing here loads llama.cpp: the settings and the remote engines import 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,16 @@ class RemoteEngineError(EngineError):
     `Completer.run` turns it into an empty suggestion with the message as its `error`, so that
     the server tells the user once instead of failing requests.
     """
+
+
+class ModelFileChanged(EngineError):
+    """The model file was rewritten on disk while its weights were memory-mapped: touching
+    them could crash the process (SIGBUS), so the engine refuses to decode; load it again."""
+
+
+class PersistenceError(EngineError):
+    """Saving KV caches to disk failed (a full disk, a folder gone read-only): completions
+    still work. `persist` raises it once per cause, after saving what it could."""
 
 
 class CancelToken:
@@ -213,12 +224,35 @@ class Engine(Protocol):
     def forget(self, key: str) -> None: ...
 
     def persist(self, key: str | None = None) -> int:
-        """Write cached prompts (all, or one file's) to disk; returns how many were saved."""
+        """Write cached prompts (all, or one file's) to disk; returns how many were saved.
+        PersistenceError (once per cause) when the disk store could not be written."""
+        ...
+
+    def model_changed(self) -> str | None:
+        """Why the model file on disk is no longer the one loaded (rewritten, truncated, or
+        another file under its name), else None: the server then loads it again. Cheap (a
+        stat or two): asked before suggestions."""
         ...
 
     def describe(self) -> dict[str, object]: ...  # for the status request
 
     def close(self) -> None: ...
+
+
+FileStamp = tuple[int, int, int, int]  # device, inode, size, mtime (ns)
+
+
+def file_stamp(st: os.stat_result) -> FileStamp:
+    """What changes when a file is rewritten in place or another takes its name."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def path_stamp(path: str | os.PathLike[str]) -> FileStamp | None:
+    """The stamp of the file `path` names now; None when there is none."""
+    try:
+        return file_stamp(os.stat(path))
+    except OSError:
+        return None
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:

@@ -17,6 +17,11 @@ value file is not a regular file of ours inside the folder. A miss caused by a b
 deletes it. The folder is 0700, its files 0600; a folder owned by someone else, writable by
 others, or not writable at all disables persistence (one message), never the model. A
 database file that is not a sound diskcache database of ours is moved aside, never deleted.
+
+A write that fails (a full disk) leaves nothing behind: the half-written value file is removed,
+and so is a whole one whose row the database could not take. Value files no row names (a
+process killed mid-write) are swept when the store opens. The first failure is logged and
+kept as the store's `notice`, for the engine to tell the user once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import re
 import sqlite3
 import stat
 import struct
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,9 @@ _DIGEST_SIZE = 32
 _PREFIX_SIZE = _FIXED.size + _DIGEST_SIZE
 _MAX_HEADER = 64 * 1024
 _TIMEOUT_S = 5.0  # another server holding the database: skip this save rather than stall
+# A value file no row names is swept at open once this old: younger, another process may be
+# between writing it and inserting its row.
+_ORPHAN_AGE_S = 600.0
 # Every diskcache setting given explicitly, so none is taken from the database file (its
 # sqlite_* settings are run as PRAGMA statements). cull_limit 0: `_trim` evicts instead.
 _SETTINGS: dict[str, Any] = {
@@ -97,10 +106,13 @@ class KVStore:
         self.directory = Path(directory)
         self.size_limit = size_limit
         self._warned = False
+        self._notice: str | None = None
         self._cache: diskcache.Cache | None = None
         self.unavailable = _prepare_folder(self.directory)
         if self.unavailable is None:
             self._cache, self.unavailable = _open_cache(self.directory, size_limit)
+        if self._cache is not None:
+            self._sweep_orphans()
 
     def save(self, model_id: str, file_key: str, tokens: list[int], state: bytes) -> None:
         if self._cache is None or not tokens or not state:
@@ -109,12 +121,27 @@ class KVStore:
         if len(blob) > self.size_limit:
             return
         key = entry_key(model_id, file_key)
+        disk = self._cache.disk
+        assert isinstance(disk, SafeDisk)
+        disk.written.name = None
         try:
             self._cache.set(key, blob)
-            self._trim(keep=key)
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except BaseException as exc:
+            # The value file was written but its row never committed (the database full too,
+            # busy, or an interrupt): nothing names it, so it would stay on disk forever.
+            if disk.written.name is not None:
+                disk.remove(disk.written.name)
+            if not isinstance(exc, (OSError, sqlite3.Error, diskcache.Timeout)):
+                raise
             # Disk full, folder gone read-only, database busy: persistence is an optimisation.
             self._warn_once(f"could not save a KV cache entry in {self.directory}: {exc!r}")
+            return
+        finally:
+            disk.written.name = None
+        try:
+            self._trim(keep=key)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._warn_once(f"could not evict KV cache entries in {self.directory}: {exc!r}")
 
     def load(self, model_id: str, file_key: str) -> tuple[list[int], bytes] | None:
         if self._cache is None:
@@ -179,11 +206,40 @@ class KVStore:
             if row[1] is not None:
                 cache.disk.remove(row[1])
 
+    def take_notice(self) -> str | None:
+        """The first failure to read or write the store, once (None after, or if none): for
+        the user, who should learn that the disk is full rather than why files start cold."""
+        notice, self._notice = self._notice, None
+        return notice
+
     def _warn_once(self, message: str) -> None:
         # Every keystroke could hit the same broken disk: one line in the log is enough.
         if not self._warned:
             self._warned = True
             log.warning("%s (further KV cache errors are not logged)", message)
+            self._notice = (f"{message}; completions still work, files just start cold "
+                            "after a restart")
+
+    def _sweep_orphans(self) -> None:
+        """Remove value files that no row names and that are old enough not to be another
+        process's write in progress: what a killed write left, which counts against the disk
+        but not against the size limit."""
+        cache = self._cache
+        assert cache is not None
+        now = time.time()
+        try:
+            named = {row[0] for row in cache._sql(
+                "SELECT filename FROM Cache WHERE filename IS NOT NULL").fetchall()}
+            for path in self.directory.glob("??/??/*.val"):
+                name = path.relative_to(self.directory).as_posix()
+                if name in named or not _VALUE_NAME.fullmatch(name):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.lstat(path)
+                    if stat.S_ISREG(st.st_mode) and now - st.st_mtime > _ORPHAN_AGE_S:
+                        cache.disk.remove(name)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("could not sweep orphan KV cache files in %s: %s", self.directory, exc)
 
 
 class SafeDisk(diskcache.Disk):
@@ -194,6 +250,12 @@ class SafeDisk(diskcache.Disk):
     """
 
     max_bytes = 1 << 40  # a value file larger than this is refused unread (the store's limit)
+
+    def __init__(self, directory: str, **settings: Any) -> None:
+        super().__init__(directory, **settings)
+        # The value file the calling thread's last `store` wrote, for `KVStore.save` to remove
+        # when the row naming it is never committed (diskcache removes it only on a timeout).
+        self.written = threading.local()
 
     def put(self, key: Any) -> tuple[Any, bool]:
         if type(key) is not str:
@@ -212,6 +274,7 @@ class SafeDisk(diskcache.Disk):
             return 0, MODE_RAW, None, sqlite3.Binary(value)
         filename, full_path = self.filename(key, value)
         _write_private(Path(full_path), value)
+        self.written.name = filename
         return len(value), MODE_BINARY, filename, None
 
     def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> bytes:
@@ -415,24 +478,47 @@ def _move_aside(db: Path, problem: str) -> bool:
 
 
 def _write_private(path: Path, blob: bytes) -> None:
+    """Write a new 0600 value file; on any error (a full disk, an interrupt) remove what was
+    made: diskcache calls `store` before its transaction, so no row names the file and
+    nothing else would ever remove it."""
+    try:
+        fd = _create_private(path)
+    except BaseException:
+        _remove_empty_folders(path)  # made for it; a file that was there is not ours
+        raise
+    try:
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)  # the umask can only remove bits; be explicit anyway
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)  # on a full disk close may fail too (NFS): still remove the file
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        _remove_empty_folders(path)
+        raise
+
+
+def _create_private(path: Path) -> int:
     for attempt in range(3):
         for folder in (path.parent.parent, path.parent):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, 0o700)
         try:
-            fd = os.open(path, _WRITE_FLAGS, 0o600)
-            break
+            return os.open(path, _WRITE_FLAGS, 0o600)
         except FileNotFoundError:  # another process removed the emptied folder meanwhile
             if attempt == 2:
                 raise
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o600)  # the umask can only remove bits; be explicit anyway
-        view = memoryview(blob)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+    raise AssertionError("unreachable")
+
+
+def _remove_empty_folders(path: Path) -> None:
+    for folder in (path.parent, path.parent.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: another entry's folder stays
 
 
 def _read_private(path: Path, limit: int) -> bytes:

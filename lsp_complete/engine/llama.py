@@ -29,7 +29,11 @@ from lsp_complete.engine.base import (
     EngineError,
     GenerationRequest,
     GenerationResult,
+    ModelFileChanged,
+    PersistenceError,
     common_prefix_length,
+    file_stamp,
+    path_stamp,
 )
 from lsp_complete.engine.kvstore import KVStore, model_identity
 from lsp_complete.engine.llama_backend import (
@@ -79,9 +83,18 @@ class LlamaEngine:
         n_ubatch: int = 64,
         kv_store: KVStore | None = None,
         model_id: str = "",
+        mmap: bool | None = None,
     ) -> None:
         init_backend()
         self.model_path = Path(model_path)
+        # Held open: its size and mtime say whether the very file loaded was rewritten.
+        self._model_fd: int | None = os.open(self.model_path, os.O_RDONLY)
+        self._loaded_stamp = file_stamp(os.fstat(self._model_fd))
+        self._stale: str | None = None
+        # Weights memory-mapped from a file that is then truncated or rewritten in place (`cp
+        # new.gguf model.gguf`) crash the process with SIGBUS at the next decode: read them
+        # into memory when they fit (None: decide by size), and guard the mapping otherwise.
+        self.mapped = not _fits_in_memory(self._loaded_stamp[2]) if mmap is None else mmap
         self.n_threads = n_threads or default_threads()
         # On a GPU the CPU threads matter little and llama.cpp's own choice stands.
         self.threads = ThreadPolicy(self.n_threads, thread_policy if not n_gpu_layers else "fixed")
@@ -115,8 +128,10 @@ class LlamaEngine:
         mparams.n_gpu_layers = n_gpu_layers
         self.extra_buffer_types = extra_buffer_types_safe()
         mparams.use_extra_bufts = self.extra_buffer_types
+        _set_load_mode(mparams, self.mapped)
         self._model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), mparams)
         if not self._model:
+            self._close_model_file()
             raise EngineError(
                 f"llama.cpp could not load {self.model_path}: the file is not a usable GGUF model "
                 "(truncated, corrupt, or an architecture this llama.cpp does not know). "
@@ -140,6 +155,7 @@ class LlamaEngine:
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
+            self._close_model_file()
             raise EngineError(
                 f"llama.cpp could not create a context of {n_ctx} tokens for {self.model_path} "
                 "(out of memory?). Lower contextSize."
@@ -327,6 +343,8 @@ class LlamaEngine:
 
     def _decode_chunk(self, seq: KVSequence, chunk: list[int], logit_rows: int,
                       cancel: CancelToken, abortable: bool) -> int:
+        if self.mapped:
+            self._check_mapping()  # one fstat: microseconds, against a decode's milliseconds
         batch = self._batch
         base = len(seq.tokens)
         first_logits = len(chunk) - int(logit_rows)
@@ -704,6 +722,9 @@ class LlamaEngine:
             for seq in list(self._table.files.values()):
                 if (key is None or seq.key == key) and seq.dirty and self._save(seq):
                     saved += 1
+            notice = self.kv_store.take_notice() if self.kv_store is not None else None
+            if notice is not None:
+                raise PersistenceError(notice)
             return saved
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
@@ -718,11 +739,43 @@ class LlamaEngine:
         seq = self._table.files.get(key)
         return list(seq.tokens) if seq else []
 
+    # ------------------------------------------------------------------ the model file
+
+    def model_changed(self) -> str | None:
+        if self._stale is not None:
+            return self._stale
+        fd = self._model_fd
+        if fd is None:
+            return None
+        if file_stamp(os.fstat(fd)) != self._loaded_stamp:
+            return f"the model file {self.model_path} was rewritten on disk while in use"
+        named = path_stamp(self.model_path)
+        if named is not None and named != self._loaded_stamp:
+            return f"the model file {self.model_path} was replaced on disk"
+        return None  # unchanged, or removed (what is loaded still works; nothing to reload)
+
+    def _check_mapping(self) -> None:
+        """Raise ModelFileChanged, now and from then on, once the mapped file was rewritten:
+        its pages may be gone, and touching them is a SIGBUS."""
+        if self._stale is None and self._model_fd is not None and (
+                file_stamp(os.fstat(self._model_fd)) != self._loaded_stamp):
+            self._stale = (f"the model file {self.model_path} was rewritten on disk while in "
+                           "use; its weights are no longer used until it is loaded again")
+            log.warning("%s", self._stale)
+        if self._stale is not None:
+            raise ModelFileChanged(self._stale)
+
+    def _close_model_file(self) -> None:
+        if self._model_fd is not None:
+            os.close(self._model_fd)
+            self._model_fd = None
+
     def describe(self) -> dict[str, object]:
         asides = self._table.asides
         return {
             "backend": "llama.cpp (in process)",
             "path": str(self.model_path),
+            "weights": "memory-mapped" if self.mapped else "in memory",
             "device": _device(self.n_gpu_layers),
             "threads": self.n_threads,
             "threadPolicy": self.threads.describe(),
@@ -752,11 +805,44 @@ class LlamaEngine:
                 self._model = None
             if getattr(self, "kv_store", None) is not None:
                 self.kv_store.close()  # its SQLite handle: a settings reload makes a new store
+            if getattr(self, "_model_fd", None) is not None:
+                self._close_model_file()
 
 
 def _further(a: KVSequence, b: KVSequence, prompt: list[int]) -> bool:
     """`a` holds more of `prompt` than `b` does."""
     return common_prefix_length(a.tokens, prompt) > common_prefix_length(b.tokens, prompt)
+
+
+def _fits_in_memory(size: int) -> bool:
+    """Whether the weights may be read into the process's memory rather than mapped: at most
+    half the memory available now (a large model on a small machine stays mapped)."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if available is None:
+        try:  # no /proc (macOS): a quarter of the physical memory
+            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+        except (OSError, ValueError, AttributeError):
+            return False
+    return size <= available // 2
+
+
+def _set_load_mode(mparams: llama_cpp.llama_model_params, mapped: bool) -> None:
+    """Map the weights, or read them into memory (llama.cpp's load_mode; use_mmap before)."""
+    if hasattr(mparams, "load_mode"):
+        mparams.load_mode = (llama_cpp.LLAMA_LOAD_MODE_MMAP if mapped
+                             else llama_cpp.LLAMA_LOAD_MODE_NONE)
+        if not mapped and hasattr(mparams, "lazy_mode"):
+            mparams.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF  # lazy reads need the mapping
+    elif hasattr(mparams, "use_mmap"):
+        mparams.use_mmap = mapped
 
 
 def _device(n_gpu_layers: int) -> str:

@@ -442,6 +442,9 @@ class RemoteEngine:
     def persist(self, key: str | None = None) -> int:
         return 0  # the server owns its cache
 
+    def model_changed(self) -> str | None:
+        return None  # the weights are the server's; a local vocabulary is read into memory
+
     def describe(self) -> dict[str, object]:
         tokenizer = self._tokenizer
         return {

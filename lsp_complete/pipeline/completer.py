@@ -22,6 +22,7 @@ from lsp_complete.engine.base import (
     Engine,
     GenerationRequest,
     GenerationResult,
+    ModelFileChanged,
     RemoteEngineError,
 )
 from lsp_complete.engine.factory import load_engine
@@ -99,7 +100,7 @@ class Completer:
         started = time.perf_counter()
         try:
             return self._run(prepared, cancel, started, progress)
-        except RemoteEngineError as exc:
+        except (RemoteEngineError, ModelFileChanged) as exc:
             result = GenerationResult(text="", stop_reason="error")
             return Completion("", "", result, 0, (time.perf_counter() - started) * 1000,
                               error=str(exc))
@@ -208,6 +209,10 @@ class Completer:
     def forget(self, key: str) -> None:
         """The file was closed: free its KV cells."""
         self.engine.forget(key)
+
+    def model_changed(self) -> str | None:
+        """Why the engine's model file is no longer the one on disk, else None."""
+        return self.engine.model_changed()
 
     def close(self) -> None:
         self.engine.close()

@@ -164,7 +164,7 @@ class Suggester:
             telemetry.record(uri, version, started, "typeahead")
             return hit, cursor
         completer = self._model.completer
-        if completer is None or self._model.state != "ready":
+        if self._model.check_file() or completer is None or self._model.state != "ready":
             telemetry.record(uri, version, started, "not-ready")
             return None
         if await _join_inflight(state, before, after):
@@ -214,6 +214,8 @@ class Suggester:
             telemetry.last_error = completion.error
             self._client.tell_failure(
                 "engine-error", f"lsp-complete: {completion.error}" if completion.error else None)
+            if completion.error:
+                self._model.check_file()  # a model file rewritten under a decode: reload it
         if completion is None or job.cancel.cancelled or not current():
             # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1

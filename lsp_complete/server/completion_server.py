@@ -10,6 +10,7 @@ current ones through a callable), the worker thread (scheduler) and typing-ahead
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -61,6 +62,8 @@ class CompletionServer(LanguageServer):
         self.client = EditorClient(self)
         current: Callable[[], Settings] = lambda: self.settings  # noqa: E731
         self.model = ModelHost(self.scheduler, current, self.client)
+        self.model.on_file_changed = self._model_file_changed
+        self._reload: asyncio.Task[None] | None = None
         documents: dict[str, Document] = {}
         # Workspace roots and each file's repository context.
         self.repo = RepoHost(current, self.client, documents)
@@ -69,6 +72,8 @@ class CompletionServer(LanguageServer):
         self.suggester = Suggester(self.files, self.model, self.repo, self.typeahead,
                                    self.telemetry, self.scheduler, current, self.client)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
+        self._loading = False  # load_model's loop is running
+        self._model_wanted = False  # `initialized` asked for the model: settings reload it
         # A daemon session's: the daemon's part of `lsp-complete/status` (None in process).
         self.daemon_status: Callable[[], dict[str, Any]] | None = None
 
@@ -88,12 +93,35 @@ class CompletionServer(LanguageServer):
     # ------------------------------------------------------------------ model and settings
 
     async def load_model(self) -> None:
-        wanted = self.settings.engine_settings
-        if self.model.ready and wanted == self._engine_loaded:
-            return  # a new TCP session asking for the engine it has: nothing to load again
-        if await self.model.load():
-            self._engine_loaded = wanted
-            self.files.warm_all()
+        """Load the engine the settings ask for, until it is the one they ask for *now*:
+        settings changed while a load runs (a burst of model switches) are loaded when it
+        ends, the last of them winning. One load at a time: a call meanwhile returns at once."""
+        self._model_wanted = True
+        if self._loading:
+            return  # the running load reads the settings again when it ends
+        self._loading = True
+        try:
+            while True:
+                settings = self.settings
+                wanted = settings.engine_settings
+                if self.model.ready and wanted == self._engine_loaded:
+                    return  # e.g. a new TCP session asking for the engine it has
+                if await self.model.load(settings):
+                    self._engine_loaded = wanted
+                    self.files.warm_all()
+                elif self.settings.engine_settings == wanted:
+                    return  # failed and told; the next change of settings tries again
+        finally:
+            self._loading = False
+
+    def _model_file_changed(self, why: str) -> None:
+        """The model file was rewritten or replaced on disk: load it again (a file still being
+        copied fails to load, and its next change is tried again)."""
+        self.client.tell(f"lsp-complete: {why}; loading it again", types.MessageType.Warning,
+                         once_key=f"model-file:{why}")
+        self._engine_loaded = None  # what is loaded is no longer what the settings name
+        if self._reload is None or self._reload.done():
+            self._reload = asyncio.ensure_future(self.load_model())
 
     async def apply_settings(self, options: Any) -> None:
         new, problems = parse_settings(options, self.settings)
@@ -107,7 +135,7 @@ class CompletionServer(LanguageServer):
         reload = new.engine_settings != self.settings.engine_settings
         self.settings = new
         self.model.use_settings(new)
-        if reload and self.model.state != "loading":
+        if reload and self._model_wanted:  # before `initialized`, its load reads them
             await self.load_model()
 
     async def pull_configuration(self) -> None:

@@ -10,7 +10,7 @@ idle work encodes, and when a repository block switches, is the prompt-cache pol
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
 in the state it was planned for (`DocState.current`) before it touches the file's cache, and
 its answer is applied to the file's state on the event loop. Its engine failures go to one
-callback (`on_idle_error`).
+callback (`on_idle_error`); a failure to save a KV cache (a full disk) is a warning, told once.
 
 A file's size is checked before it is parsed: one over the limit is tracked as text only (no
 syntax tree, no suggestions) until edits bring it back under. A large file under the limit is
@@ -29,7 +29,12 @@ from lsprotocol import types
 
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import CancelToken, EngineError
+from lsp_complete.engine.base import (
+    CancelToken,
+    EngineError,
+    ModelFileChanged,
+    PersistenceError,
+)
 from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head, with_repo
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
@@ -167,12 +172,14 @@ class OpenFiles:
             persist = self._settings().persist_cache
 
             def persist_and_free(_cancel: CancelToken) -> None:
-                if persist:
-                    completer.persist(uri)
-                if uri not in self.documents:  # not opened again meanwhile: free its cells
-                    completer.forget(uri)
+                try:
+                    if persist:
+                        completer.persist(uri)
+                finally:
+                    if uri not in self.documents:  # not opened again meanwhile: free its cells
+                        completer.forget(uri)
 
-            self._scheduler.submit_background(uri, persist_and_free)
+            self._idle(uri, persist_and_free)
 
     def close_all(self) -> None:
         for uri in list(self.documents):
@@ -188,10 +195,18 @@ class OpenFiles:
         def guarded(cancel: CancelToken) -> Any:
             try:
                 return run(cancel)
-            except EngineError as exc:
+            except PersistenceError as exc:  # a full disk: a warning, once, not an engine error
                 with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                    loop.call_soon_threadsafe(
+                        self._client.tell, f"lsp-complete: {exc}", types.MessageType.Warning,
+                        "kv-persist")
+            except ModelFileChanged:  # load it again (told once, by the model host)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._model.check_file)
+            except EngineError as exc:
+                with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._on_idle_error, str(exc))
-                return None
+            return None
 
         return self._scheduler.submit_background(key, guarded, first=first)
 
@@ -244,9 +259,7 @@ class OpenFiles:
             if completer is None or not self._current(uri, state, generation):
                 return
             if self._settings().persist_cache:
-                self._scheduler.submit_background(
-                    f"\0persist:{uri}", lambda _c: completer.persist(uri)
-                )
+                self._idle(f"\0persist:{uri}", lambda _c: completer.persist(uri))
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, fire)
         loop.call_later(IDLE_PERSIST_S, persist)

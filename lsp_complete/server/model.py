@@ -1,6 +1,7 @@
 """The model's lifecycle: loading the completer off the event loop, replacing it on a reload
 (the old one is freed on the worker that owns it), its state for the status, the progress
-the client shows meanwhile, and saving its KV caches at shutdown."""
+the client shows meanwhile, noticing that its file changed on disk (then it is loaded again),
+and saving its KV caches at shutdown."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
 from lsp_complete.config import Settings
+from lsp_complete.engine.base import FileStamp, path_stamp
 from lsp_complete.pipeline import Completer, load_completer
 from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.client import EditorClient
@@ -37,18 +40,25 @@ class ModelHost:
         self.loader: Callable[[Settings], tuple[Completer, dict[str, Any], list[str]]] = (
             load_completer
         )
+        # The model file changed on disk (why): the server loads it again (completion_server).
+        self.on_file_changed: Callable[[str], None] = lambda _why: None
+        # The file a failed load was for, as it was then: a later change loads it again.
+        self._failed_file: tuple[Path, FileStamp | None] | None = None
 
     @property
     def ready(self) -> bool:
         return self.completer is not None and self.state == "ready"
 
-    async def load(self) -> bool:
-        """Load the model the settings name (seconds, on the worker); True once it is ready."""
+    async def load(self, settings: Settings) -> bool:
+        """Load the model `settings` name (seconds, on the worker); True once it is ready."""
         client, scheduler = self._client, self._scheduler
         token = str(uuid.uuid4())
-        progress = await client.progress_begin(token, "lsp-complete: loading model")
         self.state = "loading"
-        settings = self._settings()
+        # The file loaded last, as it is before this attempt: a change from now on (a copy
+        # still being written) is tried again, even one made while this load fails.
+        watched = Path(self.info["path"]) if self.info.get("path") else None
+        stamp = path_stamp(watched) if watched is not None else None
+        progress = await client.progress_begin(token, "lsp-complete: loading model")
         loop = asyncio.get_running_loop()
         try:
             completer, info, warnings = await loop.run_in_executor(
@@ -57,6 +67,8 @@ class ModelHost:
         except Exception as exc:
             self.state = "error"
             self.error = str(exc)
+            if watched is not None:  # e.g. a reload of a file rewritten on disk, still unusable
+                self._failed_file = (watched, stamp)
             client.tell(f"lsp-complete: {exc}", once_key=f"model:{settings.model}")
             if progress:
                 client.progress_end(token, "failed")
@@ -66,11 +78,29 @@ class ModelHost:
             scheduler.submit_background("\0unload", lambda _c: old.close())
         self.info = info
         self.state = "ready"
+        self._failed_file = None
         for warning in warnings:
             client.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
         client.log(f"lsp-complete: model {info.get('name')} ready ({info.get('path')})")
         if progress:
             client.progress_end(token, "ready")
+        return True
+
+    def check_file(self) -> bool:
+        """Whether the model file changed on disk since it was loaded (or since a load of it
+        failed): then the server is told to load it again, and the completer is not to be
+        used meanwhile. A stat or two: asked before each suggestion that needs the model."""
+        why = None
+        if self.state == "ready" and self.completer is not None:
+            why = self.completer.model_changed()
+        elif self.state == "error" and self._failed_file is not None:
+            path, stamp = self._failed_file
+            if path_stamp(path) != stamp:
+                why = f"the model file {path} changed on disk"
+        if why is None:
+            return False
+        self._failed_file = None  # one reload per change
+        self.on_file_changed(why)
         return True
 
     def use_settings(self, settings: Settings) -> None:
