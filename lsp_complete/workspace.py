@@ -23,6 +23,7 @@ loop, and drops entries on didSave / workspace/didChangeWatchedFiles (`invalidat
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import logging
 import os
@@ -49,11 +50,15 @@ OUTLINE_CACHE_ENTRIES = 512
 MAX_DEPTH = 32  # folders below a root: deeper paths are not read (nor their rules evaluated)
 _DIR_LISTING_LIMIT = 400  # entries of one folder looked at (Go / Java packages)
 # Ignore rules we evaluate: more, longer or costlier ones make the folder's files unreadable
-# (fail closed: what the user ignores must stay out of prompts). Three `*` in one path
-# segment already cost pathspec's regular expressions seconds on a long name.
+# (fail closed: what the user ignores must stay out of prompts).
 MAX_IGNORE_PATTERNS = 2000
 MAX_PATTERN_CHARS = 256
-MAX_STARS_PER_SEGMENT = 2
+# Rules are matched with RE2 (google-re2, through pathspec's backend): linear in the path,
+# whatever the rule. Python's backtracking `re` is exponential in a rule's wildcards on a
+# deep path (`**/a/**/a/...`, `*a*/*a*/*a*/...`), so without RE2 a rule may hold few.
+LINEAR_MATCHING = importlib.util.find_spec("re2") is not None
+_BACKEND = "re2" if LINEAR_MATCHING else "simple"
+MAX_WILDCARDS_BACKTRACKING = 3  # `*` in a rule (a run of `**` segments counts once)
 
 T = TypeVar("T")
 # The open buffer for a path, if the editor has it open: (version, text).
@@ -155,22 +160,31 @@ def _parse_rules(file: Path, lines: list[str], scope: Path) -> _Rules:
     if not patterns:
         return _NO_RULES
     try:
-        return _Rules(pathspec.GitIgnoreSpec.from_lines(lines))
-    except (ValueError, re.error):  # like git, skip the lines that are no pattern
-        return _Rules(pathspec.GitIgnoreSpec.from_lines(p for p in patterns if _valid(p)))
+        return _Rules(_compile(lines))
+    except Exception:  # like git, skip the lines that are no pattern (re or re2 errors)
+        return _Rules(_compile(p for p in patterns if _valid(p)))
 
 
-def _tame(pattern: str) -> bool:
-    """Whether matching `pattern` costs little: short, few `*` per path segment (`**` aside)."""
-    return len(pattern) <= MAX_PATTERN_CHARS and all(
-        segment == "**" or segment.count("*") <= MAX_STARS_PER_SEGMENT
-        for segment in pattern.split("/"))
+def _compile(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(lines, backend=_BACKEND)
+
+
+def _tame(pattern: str, linear: bool = LINEAR_MATCHING) -> bool:
+    """Whether matching `pattern` costs little: short, and (without linear matching) few
+    wildcards, since each one multiplies the ways a backtracking match can fail."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return False
+    if linear:
+        return True
+    segments = re.sub(r"\*\*(/\*\*)+", "**", pattern).split("/")
+    stars = sum(1 if s == "**" else s.count("*") for s in segments)
+    return stars <= MAX_WILDCARDS_BACKTRACKING
 
 
 def _valid(pattern: str) -> bool:
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
-    except (ValueError, re.error):
+        _compile([pattern])
+    except Exception:  # re.error, re2.error, ValueError: pathspec raises what its backend does
         return False
     return True
 

@@ -151,22 +151,49 @@ def test_ignore_rules_too_large_to_apply_keep_their_folder_unread(tmp_path: Path
     assert ws.read(tmp_path / "pkg/a.py") is None
 
 
-def test_a_pattern_too_costly_to_match_keeps_its_folder_unread() -> None:
-    """Before: `*a*a*a...` against a long name backtracked for minutes on the worker."""
-    done = run_isolated("""
+LONG_A = "xa" * 60 + "a"  # a folder name with an `a` at every other character
+
+
+@pytest.mark.parametrize(("rule", "folder", "ignored"), [
+    # before: backtracked for minutes on the 80-character name
+    ("*a" * 12 + "b", "a", {"a" * 30 + "b": True, "a" * 80 + ".py": False}),
+    # before: 42 s with 14 segments (the interpreter lock held throughout)
+    ("**/a/" * 16 + "zz", "a", {"zz": True, "a" * 80 + ".py": False}),
+    # before: 36 s with 4 segments; it is anchored, so only six folders down matches
+    ("*a*/" * 6 + "zz", LONG_A, {"zz": False, "a" * 80 + ".py": False, "6/zz": True}),
+])
+def test_rules_whose_backtracking_explodes_are_matched_exactly_and_at_once(
+        rule: str, folder: str, ignored: dict[str, bool]) -> None:
+    """Rules are matched in linear time (RE2): each is applied as git would, on a path 24
+    folders deep, and the answer comes at once: a matching file is ignored, others are read."""
+    done = run_isolated(f"""
         import tempfile
         from pathlib import Path
         from lsp_complete.workspace import Workspace
         root = Path(tempfile.mkdtemp())
-        (root / "pkg").mkdir()
-        name = "a" * 80 + ".py"
-        (root / "pkg" / name).write_text("A = 1\\n")
-        (root / "pkg/.gitignore").write_text("*a" * 12 + "b\\n")
+        deep = root.joinpath(*[{folder!r}] * 24)
+        six = root.joinpath(*[{folder!r}] * 6)
+        deep.mkdir(parents=True)
+        (root / ".gitignore").write_text({rule!r} + "\\n")
         ws = Workspace()
         ws.set_roots([root])
-        print(ws.read(root / "pkg" / name))
+        for name in {list(ignored)!r}:
+            path = six / name[2:] if name.startswith("6/") else deep / name
+            path.write_text("X = 1\\n")
+            print(ws.read(path) is None)
     """)
-    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(v) for v in ignored.values()]
+
+
+def test_without_linear_matching_a_rule_with_many_wildcards_leaves_its_folder_unread() -> None:
+    from lsp_complete.workspace import _tame
+
+    assert _tame("**/*.py", linear=False) and _tame("build/**/*.o", linear=False)
+    assert _tame("a/**/**/**/b/*.c", linear=False)  # a run of `**` is one
+    assert not _tame("**/a/**/a/**/a/**/zz", linear=False)
+    assert not _tame("*a*/*a*/zz", linear=False)
+    assert _tame("*a*/*a*/zz", linear=True) and not _tame("x" * 300, linear=True)
 
 
 def test_non_utf8_and_invalid_patterns_are_skipped_not_fatal(tmp_path: Path) -> None:
