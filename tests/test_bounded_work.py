@@ -191,3 +191,50 @@ async def test_deep_nesting_leaves_the_server_answering(client) -> None:
     )
     assert item is not None and text.startswith("read_li")
     assert (await asyncio.wait_for(status(client), 120))["model"]["state"] == "ready"
+
+
+# ---------------------------------------------------------------------- long import lists
+
+
+def _many_imports(count: int, distinct: int) -> Document:
+    text = "".join(f"import pkg.mod{i % distinct}\n" for i in range(count)) + "x = 1\n"
+    return Document("file:///work/imports.py", "python", 1, text)
+
+
+def test_repeated_imports_are_deduplicated_in_one_pass_and_capped() -> None:
+    """Before: `ref not in refs` on a list, 10,000 imports took the event loop 7-9 s."""
+    from lsp_complete.context.imports import MAX_IMPORTS
+    from lsp_complete.context.repo import document_imports
+
+    repeated = document_imports(_many_imports(10_000, 7))
+    assert [r.module for r in repeated] == [f"pkg.mod{i}" for i in range(7)]
+    distinct = document_imports(_many_imports(10_000, 10_000))
+    assert len(distinct) == MAX_IMPORTS  # the first ones, in file order
+    assert [r.module for r in distinct[:3]] == ["pkg.mod0", "pkg.mod1", "pkg.mod2"]
+
+
+def test_resolving_imports_stops_once_cancelled(tmp_path: Path) -> None:
+    """Before: all 10,000 were resolved on the worker (3.1 s) though nobody wanted them."""
+    from lsp_complete.context.imports import resolve_imports
+    from lsp_complete.context.repo import document_imports
+    from lsp_complete.workspace import Workspace
+
+    (tmp_path / "pkg").mkdir()
+    for i in range(3):
+        (tmp_path / "pkg" / f"mod{i}.py").write_text(f"X{i} = 1\n")
+    (tmp_path / "main.py").write_text("")
+    refs = document_imports(_many_imports(300, 300))
+    ws = Workspace()
+    ws.set_roots([tmp_path])
+    asked = 0
+
+    def cancelled_after_two() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 2
+
+    found = resolve_imports(refs, tmp_path / "main.py", "python", ws, cancelled_after_two)
+    assert asked == 3  # one look per import until the answer is no longer wanted
+    assert [t.path.name for t in found] == ["mod0.py", "mod1.py"]
+    every = resolve_imports(refs, tmp_path / "main.py", "python", ws)
+    assert [t.path.name for t in every] == ["mod0.py", "mod1.py", "mod2.py"]

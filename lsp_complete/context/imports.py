@@ -36,6 +36,7 @@ MAX_TARGETS = 12  # files one file's imports may bring in (the nearest ones)
 _MAX_FOUND = 64  # imports resolved before the nearest MAX_TARGETS are kept
 _SCAN_BYTES = 256 * 1024  # imports are looked for in this much of a file (they sit on top)
 _PACKAGE_FILES = 6  # files of one Go / Java package (the same one or an imported one)
+MAX_IMPORTS = 256  # distinct imports kept, in file order: MAX_TARGETS files come from the first
 
 Text = Callable[[int, int], str]  # (start byte, end byte) -> source text
 
@@ -97,13 +98,14 @@ def extract_imports(spec: LanguageSpec, root: tree_sitter.Node,
     captures = cursor.captures(root)
     nodes = sorted(captures.get("import", []), key=lambda n: n.start_byte)
     read = _READERS[_QUERY_OF.get(spec.name, spec.name)]
-    refs: list[ImportRef] = []
-    for node in nodes:
+    refs: dict[ImportRef, None] = {}  # ordered, and a set: a repeat costs one lookup
+    for node in nodes[:4 * MAX_IMPORTS]:  # a file of repeats is read no further
         if node.has_error:
             continue  # half-typed: the import set must not follow a keystroke mid-statement
         for ref in read(node, text):
-            if ref not in refs:
-                refs.append(ref)
+            refs.setdefault(ref)
+            if len(refs) >= MAX_IMPORTS:
+                return tuple(refs)
     return tuple(refs)
 
 
@@ -271,9 +273,17 @@ _READERS: dict[str, Callable[[tree_sitter.Node, Text], Iterator[ImportRef]]] = {
 class _Targets:
     """Targets in the order found, one per file (the names of repeated ones merged)."""
 
-    def __init__(self, current: Path) -> None:
+    def __init__(self, current: Path, cancelled: Callable[[], bool]) -> None:
         self.current = current
         self.found: dict[Path, ImportTarget] = {}
+        self.cancelled = cancelled
+
+    def live(self, refs: tuple[ImportRef, ...]) -> Iterator[ImportRef]:
+        """`refs` in order, until the work is no longer wanted (each costs disk lookups)."""
+        for ref in refs:
+            if self.cancelled():
+                return
+            yield ref
 
     def add(self, path: Path | None, names: tuple[str, ...] = (),
             aliases: tuple[str, ...] = ()) -> None:
@@ -290,16 +300,18 @@ class _Targets:
 
 
 def resolve_imports(refs: tuple[ImportRef, ...], path: Path, language: str,
-                    workspace: Workspace) -> list[ImportTarget]:
+                    workspace: Workspace,
+                    cancelled: Callable[[], bool] = lambda: False) -> list[ImportTarget]:
     """The workspace files `refs` (the imports of the file at `path`) name: the MAX_TARGETS
     nearest to the file in the folder tree (its siblings and its package before the rest of
-    the workspace), in import order. Only files the workspace may read are returned."""
+    the workspace), in import order. Only files the workspace may read are returned; once
+    `cancelled()`, no further import is looked up."""
     resolver = _RESOLVERS.get(_QUERY_OF.get(language, language))
     found = workspace.allowed(Path(path))
     if resolver is None or found is None:
         return []
     current = found[0]
-    targets = _Targets(current)
+    targets = _Targets(current, cancelled)
     resolver(refs, current, workspace, targets)
     found_targets = list(targets.found.values())
     nearest = sorted(range(len(found_targets)),
@@ -353,7 +365,7 @@ def _python_bases(current: Path, workspace: Workspace) -> list[Path]:
 def _resolve_python(refs: tuple[ImportRef, ...], current: Path, workspace: Workspace,
                     targets: _Targets) -> None:
     bases = _python_bases(current, workspace)
-    for ref in refs:
+    for ref in targets.live(refs):
         if ref.level:
             base = current.parent
             for _ in range(ref.level - 1):
@@ -406,7 +418,7 @@ def _resolve_js_path(workspace: Workspace, current: Path, spec: str) -> Path | N
 
 def _resolve_javascript(refs: tuple[ImportRef, ...], current: Path, workspace: Workspace,
                         targets: _Targets) -> None:
-    for ref in refs:
+    for ref in targets.live(refs):
         names = tuple(n for n in ref.names if n != "default") or ref.names
         targets.add(_resolve_js_path(workspace, current, ref.module), names, ref.aliases)
 
@@ -441,7 +453,7 @@ def _go_package_files(workspace: Workspace, folder: Path, current: Path) -> list
 def _resolve_go(refs: tuple[ImportRef, ...], current: Path, workspace: Workspace,
                 targets: _Targets) -> None:
     module = None
-    for ref in refs:
+    for ref in targets.live(refs):
         if ref.kind == "go-package":
             for file in _go_package_files(workspace, current.parent, current):
                 targets.add(file)
@@ -485,7 +497,7 @@ def _rust_crate_src(workspace: Workspace, current: Path) -> Path | None:
 
 def _resolve_rust(refs: tuple[ImportRef, ...], current: Path, workspace: Workspace,
                   targets: _Targets) -> None:
-    for ref in refs:
+    for ref in targets.live(refs):
         if ref.kind == "rust-mod":
             targets.add(_rust_module_file(workspace, _rust_module_dir(current), ref.module))
             continue
@@ -518,7 +530,7 @@ def _resolve_rust(refs: tuple[ImportRef, ...], current: Path, workspace: Workspa
 
 def _resolve_c(refs: tuple[ImportRef, ...], current: Path, workspace: Workspace,
                targets: _Targets) -> None:
-    for ref in refs:
+    for ref in targets.live(refs):
         candidates = [current.parent / ref.module] if ref.level else []
         for root in workspace.roots:
             candidates += [root / ref.module, root / "include" / ref.module]
@@ -541,7 +553,7 @@ def _resolve_java(refs: tuple[ImportRef, ...], current: Path, workspace: Workspa
     # The same package: no import needed, and the classes most likely used.
     for file in workspace.list_dir(current.parent, (".java",))[:_PACKAGE_FILES + 1]:
         targets.add(file)
-    for ref in refs:
+    for ref in targets.live(refs):
         if ref.kind != "java":
             continue
         segments = ref.module.split(".")

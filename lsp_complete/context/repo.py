@@ -237,8 +237,10 @@ class RepoState:
     picks: tuple[SimilarPick, ...] = ()
 
 
-def _targets(request: RepoRequest, workspace: Workspace) -> list[_Target]:
-    found = resolve_imports(request.imports, request.path, request.language, workspace)
+def _targets(request: RepoRequest, workspace: Workspace,
+             cancelled: Callable[[], bool]) -> list[_Target]:
+    found = resolve_imports(request.imports, request.path, request.language, workspace,
+                            cancelled)
     targets: list[_Target] = []
     seen: set[Path] = set()
 
@@ -258,6 +260,8 @@ def _targets(request: RepoRequest, workspace: Workspace) -> list[_Target]:
         return source, outline
 
     for target in found:
+        if cancelled():
+            break
         made = add(target)
         if made is None:
             continue
@@ -269,7 +273,8 @@ def _targets(request: RepoRequest, workspace: Workspace) -> list[_Target]:
             refs = tuple(r for r in outline.imports if set(r.aliases) & set(missing))
             language = spec_for(source.language_id, source.path.name)
             if refs and language is not None:
-                for hop in resolve_imports(refs, source.path, language.name, workspace):
+                for hop in resolve_imports(refs, source.path, language.name, workspace,
+                                           cancelled):
                     add(ImportTarget(hop.path, hop.names, hop.aliases))
     return targets
 
@@ -291,7 +296,7 @@ def build_repo_context(request: RepoRequest, workspace: Workspace,
     state = previous.state if previous is not None and isinstance(previous.state, RepoState) \
         else RepoState()
 
-    targets = _targets(request, workspace)
+    targets = _targets(request, workspace, cancelled)
     if cancelled():
         return previous
     # The definitions depend on the imports and the imported files' versions; and, so that
