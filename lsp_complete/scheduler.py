@@ -149,6 +149,32 @@ class Scheduler:
         if running is not None and running.key == key and not running.interactive:
             self._supersede(running, hard=hard)
 
+    def cancel_all(self, prefix: str = "") -> int:
+        """Cancel every queued and running job for a file whose key starts with `prefix`
+        (shutdown): a decode in flight is aborted, a remote request closes its stream. The
+        server's own jobs (keys that go on with NUL: loading, unloading) go on. How many."""
+
+        def files(job: Job) -> bool:
+            return job.key.startswith(prefix) and not job.key[len(prefix):].startswith("\0")
+
+        with self._lock:
+            queued = [k for k, j in self._interactive.items() if files(j)]
+            jobs = [self._interactive.pop(k) for k in queued]
+            idle = [j for j in self._background if files(j)]
+            for job in idle:
+                self._background.remove(job)
+            running = self._running
+            if running is not None and files(running):
+                jobs.append(running)
+            for job in jobs + idle:
+                if job.interactive and not job.future.done():
+                    self.counters.cancelled += 1
+                elif not job.interactive:
+                    self.counters.background_cancelled += 1
+                job.cancel.cancel(hard=True)
+                _answer(job, None)
+            return len(jobs) + len(idle)
+
     def cancel(self, job: Job) -> None:
         with self._lock:
             if self._interactive.get(job.key) is job:

@@ -1189,3 +1189,31 @@ def test_control_and_bidi_characters_from_a_server_never_reach_the_editor(
         assert logged.count("control characters") == 1, logged
     finally:
         server.close()
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads TCP states (Linux)")
+async def test_shutdown_first_cancels_a_request_stuck_on_a_silent_server(
+        fake, tiny_model_path) -> None:
+    """Before: `shutdown` waited up to 30 s for the worker, on the event loop, while the
+    request it was stuck on went on; only after its answer was the request cancelled."""
+    release = threading.Event()
+    fake.raw["/v1/completions"] = lambda _handler: release.wait(120)  # reads, never answers
+    port = int(fake.url.rsplit(":", 1)[1])
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     requestTimeoutMs=120_000, debounceMs=0))
+    try:
+        uri = "file:///work/stuck.py"
+        open_doc(client, uri, SOURCE)
+        pending = asyncio.ensure_future(inline(client, uri, LINE, COL))
+        while not fake.posts("/v1/completions"):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # on the wire, waiting for an answer that never comes
+        assert server_sockets(port)["close_wait"] == 0
+        await client.shutdown_async(None)
+        # The server hung up on the silent server before it answered `shutdown`: the
+        # kernel marked the fake's end CLOSE_WAIT then, whatever this process did since.
+        assert server_sockets(port)["close_wait"] >= 1
+        assert suggestion_of(await pending)[1] is None
+        client.exit(None)
+    finally:
+        release.set()

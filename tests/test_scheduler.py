@@ -184,3 +184,22 @@ def test_closing_a_file_drops_its_idle_work_queued_or_running(scheduler) -> None
     assert queued.future.result(timeout=5) is None
     assert other.future.result(timeout=5) == "c"
     assert ran == ["c"] and log == ["running stopped"]
+
+
+def test_cancel_all_stops_the_files_work_under_a_prefix_and_spares_the_servers_own(
+        scheduler) -> None:
+    """What shutdown does first: the running job is aborted, queued ones answered at once;
+    another session's files and the server's own jobs (NUL keys) go on."""
+    started, log, ran = threading.Event(), [], []
+    running = scheduler.submit("1\0file:///a.py", blocking_job(started, log, "running"))
+    assert started.wait(5)
+    queued = scheduler.submit("1\0file:///b.py", lambda c: ran.append("b"))
+    idle = scheduler.submit_background("1\0file:///c.py", lambda c: ran.append("c"))
+    own = scheduler.submit_background("1\0\0unload", lambda c: ran.append("unload"))
+    other = scheduler.submit("2\0file:///a.py", lambda c: ran.append("other") or "other")
+    assert scheduler.cancel_all("1\0") == 3
+    assert running.future.result(timeout=5) is None and running.cancel.hard
+    assert queued.future.result(timeout=1) is None and idle.future.result(timeout=1) is None
+    assert other.future.result(timeout=5) == "other"
+    own.future.result(timeout=5)
+    assert ran == ["other", "unload"] and log == ["running stopped"]

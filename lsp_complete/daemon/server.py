@@ -94,6 +94,10 @@ class SessionScheduler:
     def cancel(self, job: Job) -> None:
         self._shared.cancel(job)
 
+    def cancel_all(self, prefix: str = "") -> int:
+        """This session's work only: other windows' requests go on."""
+        return self._shared.cancel_all(self._prefix + prefix)
+
     @property
     def counters(self) -> Any:
         return self._shared.counters
@@ -457,11 +461,14 @@ class Daemon:
         server = create_server(model if isinstance(model, str) and model else None,
                                scheduler=cast(Scheduler, SessionScheduler(self.scheduler, sid)))
         server.model.loader = functools.partial(self.engine.completer_for, sid)
-        # `shutdown` saves the caches by waiting for the worker: in the daemon that would hold
-        # every session's event loop behind other sessions' work. Queue it instead.
-        server.model.persist_caches = functools.partial(  # type: ignore[method-assign]
-            self.scheduler.submit_background, f"{sid}\0shutdown-persist",
-            lambda _c: self.engine.persist())
+        # `shutdown` saves the caches by waiting for the worker: in the daemon that would keep
+        # the window waiting behind other sessions' work. Queue it instead.
+
+        async def queue_persist() -> None:
+            self.scheduler.submit_background(f"{sid}\0shutdown-persist",
+                                             lambda _c: self.engine.persist())
+
+        server.model.persist_caches = queue_persist  # type: ignore[method-assign]
         server.daemon_status = functools.partial(self.status, sid)
         server.protocol.set_writer(SocketWriter(writer, asyncio.get_running_loop()))
         pid = message.get("pid")

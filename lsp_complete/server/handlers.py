@@ -38,8 +38,8 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
         await ls.load_model()
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls: CompletionServer, _params: Any) -> None:
-        ls.model.persist_caches()
+    async def shutdown(ls: CompletionServer, _params: Any) -> None:
+        await ls.model.shutdown()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CompletionServer, params: types.DidOpenTextDocumentParams) -> None:

@@ -22,6 +22,8 @@ from lsp_complete.server.client import EditorClient
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_PERSIST_S = 10.0  # saving KV caches at shutdown: past this the client is not kept
+
 
 class ModelHost:
     """The completer in use (None until the first load), and how its loading went."""
@@ -108,11 +110,25 @@ class ModelHost:
         if self.completer is not None:
             self.completer.settings = settings
 
-    def persist_caches(self) -> None:
-        """Save every file's KV cache (shutdown): waits for the worker, at most 30 s."""
+    async def shutdown(self) -> None:
+        """Cancel the work in flight (a request stuck on a remote server included), then
+        save the KV caches."""
+        cancelled = self._scheduler.cancel_all()
+        if cancelled:
+            log.info("shutdown: %d jobs in flight cancelled", cancelled)
+        await self.persist_caches()
+
+    async def persist_caches(self, timeout_s: float = SHUTDOWN_PERSIST_S) -> None:
+        """Save every file's KV cache on the worker, waiting at most `timeout_s`, never
+        blocking the event loop (a daemon session queues it instead: daemon/server.py)."""
         completer = self.completer
-        if completer is not None and self._settings().persist_cache:
-            try:
-                self._scheduler.call("\0persist", lambda _c: completer.persist(), timeout=30)
-            except Exception as exc:
-                log.warning("could not persist KV caches: %s", exc)
+        if completer is None or not self._settings().persist_cache:
+            return
+        job = self._scheduler.submit("\0persist", lambda _c: completer.persist())
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(job.future), timeout_s)
+        except TimeoutError:
+            log.warning("shutdown: KV caches not saved, the worker stayed busy %.0f s", timeout_s)
+            self._scheduler.cancel(job)
+        except Exception as exc:
+            log.warning("could not persist KV caches: %s", exc)
