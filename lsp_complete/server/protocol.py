@@ -185,16 +185,18 @@ class Protocol(LanguageServerProtocol):
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
-        """pygls' shutdown, cancelling what is in flight over a copy of the map: a cancelled
-        future's callbacks remove it from the map at once (pygls 2.1.1 iterates over the map
-        itself and fails with "dictionary changed size during iteration")."""
-        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
-            yield handler, args, None
+        """pygls' shutdown, in the order that never waits on stale work: from now on only
+        `exit` is admitted (also while the handler saves caches); what is in flight is
+        cancelled over a copy of the map (a cancelled future's callbacks remove it from the
+        map at once; pygls 2.1.1 iterates over the map itself and fails with "dictionary
+        changed size during iteration"); then the handler runs."""
         current_id = self.msg_id
+        self._shutdown = True
         for msg_id, future in list(self._request_futures.items()):
             if msg_id != current_id and not future.done():
                 future.cancel()
-        self._shutdown = True
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> None:
