@@ -170,6 +170,41 @@ def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verd
     assert few["keystroke p95"].verdict == "too few units" and few["keystroke p95"].n == 3
 
 
+def test_each_baseline_is_compared_with_the_candidate_on_its_own() -> None:
+    """Two baselines: B against each, paired on the units both ran (a unit that failed on A2
+    leaves B/A1's pair in)."""
+    a1, a2 = _spans("A1", 100, True), _spans("A2", 200, False, cpu=1.5)
+    b = _spans("B", 150, True)
+    a2[0] = dataclasses.replace(a2[0], error="the server exited", samples=[])
+    burst = scenarios.parse("burst")[0]
+    one = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
+    two = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
+    assert {r.baseline for r in one.values()} == {"A1"} and one["keystroke p95"].n == 12
+    assert {r.baseline for r in two.values()} == {"A2"} and two["keystroke p95"].n == 11
+    assert one["keystroke p95"].verdict == "regression"
+    assert two["keystroke p95"].verdict == "improvement"
+    assert two["line-exact"].verdict == "improvement" and one["line-exact"].ratio == 1.0
+    assert stats.identical_share(a1 + a2 + b, "burst", "A2") == 1
+
+
+def test_baselines_are_split_on_commas_and_take_turns() -> None:
+    from lsp_complete.bench.ab import baseline_specs, drive
+
+    assert baseline_specs("215d7a9") == ["215d7a9"]
+    assert baseline_specs("215d7a9, 2764f02,") == ["215d7a9", "2764f02"]
+    for bad in (",", "a,b,a"):
+        with pytest.raises(ValueError):
+            baseline_specs(bad)
+    assert drive.baseline_keys(1) == ["A"] and drive.baseline_keys(2) == ["A1", "A2"]
+    sides = [drive.Side(key, None) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
+    orders = [[s.key for s in drive.turn_order(sides, i)] for i in range(4)]
+    assert orders == [["A1", "A2", "B"], ["A2", "B", "A1"], ["B", "A1", "A2"],
+                      ["A1", "A2", "B"]]  # each side in each place equally often
+    two = sides[::2]
+    assert [[s.key for s in drive.turn_order(two, i)] for i in range(2)] == [["A1", "B"],
+                                                                            ["B", "A1"]]
+
+
 def test_ratios_and_memory() -> None:
     assert stats.ratio(0.0, 0.0) == 1.0 and stats.ratio(0.0, 0.5) == float("inf")
     assert stats.ratio(None, 1.0) is None and stats.ratio(2.0, 1.0) == 0.5
@@ -282,3 +317,53 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").stat().st_size > 0
+
+
+def test_two_baselines_run_interleaved_and_each_is_compared(tiny_model_path: Path,
+                                                             tmp_path: Path) -> None:
+    """Two git refs of this repository as the baselines, this checkout as the candidate:
+    every unit on all three servers, each side in each place in turn, and B compared with each
+    baseline on its own. Times are not checked."""
+    root = install.CHECKOUT_ROOT
+    try:
+        refs = [install.resolve_commit(root, ref) for ref in ("HEAD", "HEAD~1")]
+    except install.InstallError:
+        pytest.skip("not a git checkout with two commits")
+    out, cache = tmp_path / "ab", tmp_path / "cache"
+    names = ("burst", "open")
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
+        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
+        str(cache), "--scenarios", ",".join(names), "--max-tokens", "8",
+        "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "ab-samples.json").read_text())
+    meta = data["meta"]
+    assert meta["baselines"] == ["A1", "A2"]
+    assert [meta["sides"][key]["commit"] for key in ("A1", "A2")] == refs
+    assert meta["sides"]["A1"]["kind"] == "git" and meta["sides"]["B"]["role"] == "candidate"
+    rows = data["rows"]
+    for baseline in ("A1", "A2"):
+        for name in names:
+            expected = [m.name for m in stats.measures_for(scenarios.parse(name)[0])]
+            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
+            assert [r["measure"] for r in mine] == [*expected, "peak RSS"]
+            assert all(r["ratio"] is not None for r in mine), mine
+    units = data["units"]
+    assert all(u["error"] is None for u in units)
+    for name in names:
+        mine = [u for u in units if u["scenario"] == name]
+        assert sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] * (len(mine) // 3))
+        first = {u["unit"]: u["side"] for u in mine if u["order"] == 0}
+        assert [first[i] for i in sorted(first)] == ["A1", "A2", "B"][:len(first)]
+    for unit in units:  # each sample says which version served it
+        assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
+    report_md = (out / "ab-report.md").read_text()
+    assert "## B against A1: HEAD " in report_md and "## B against A2: HEAD~1 " in report_md
+    (out / "ab-report.md").unlink()
+    rerun = subprocess.run([sys.executable, "-m", "lsp_complete", "bench", "--rerender",
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
+    assert (out / "ab-report.md").read_text() == report_md

@@ -94,13 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
     ab = p.add_argument_group(
         "A/B", "--baseline REF runs two versions side by side in one run, interleaved, and "
-        "reports each measure as a ratio B/A with a bootstrap confidence interval "
+        "reports each measure as a ratio B/A with a bootstrap confidence interval; "
+        "--baseline REF1,REF2 runs B and every baseline interleaved and compares B with each "
         "(ab-report.md, ab-samples.json); --files, --spans, --span-lines, --keystrokes, "
         "--cold-files, --humaneval, --model, --threads, --max-tokens, --seed, --quick and "
         "--out apply")
-    ab.add_argument("--baseline", metavar="REF",
+    ab.add_argument("--baseline", metavar="REF[,REF...]",
                     help="version A: a git ref of this checkout's repository, a wheel or a "
-                    "source folder, installed in a cached virtual environment")
+                    "source folder, installed in a cached virtual environment; several, "
+                    "comma-separated, are A1, A2, ..., each compared with B")
     ab.add_argument("--candidate", metavar="REF",
                     help="version B, as --baseline (default: this checkout, as it is)")
     ab.add_argument("--scenarios", metavar="LIST",

@@ -117,10 +117,11 @@ def key_samples(
     answers: Sequence[KeyAnswer],
     status: dict[str, Any],
     with_fresh: bool,
+    side: str | None = None,
 ) -> list[Sample]:
     """One sample per keystroke: the answer, the server's record of it (`status`' recent
     requests; absent fields stay None), line-exact and, `with_fresh`, whether it was fresh
-    (newest when it arrived, and neither superseded nor failed)."""
+    (newest when it arrived, and neither superseded nor failed); `side`: an A/B run's."""
     records = lsp_driver.stats_by_version(status, span_uri(ep))
     samples: list[Sample] = []
     for k, (ks, answer) in enumerate(zip(ep.keystrokes, answers, strict=True)):
@@ -131,5 +132,5 @@ def key_samples(
             fields["fresh"] = is_newest(answers, k) and c.source not in ("superseded", "error")
         if answer.error:
             fields["extra"] = {"error": answer.error}
-        samples.append(Sample.of(engine, workload, ep.name, k, c, **fields))
+        samples.append(Sample.of(engine, workload, ep.name, k, c, side=side, **fields))
     return samples
