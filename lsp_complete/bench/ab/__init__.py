@@ -257,6 +257,10 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
             f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
             "priority) beside the server while each span is typed.",
+            "moved: the span's whole file opened and a suggestion asked half the file away, "
+            "then the span's lines deleted in one change and typed again as in burst; "
+            f"moved-pause: {scenario_specs.MOVED_PAUSE_S:g} s at the first spot before the "
+            "move. Its first key (the move) and the keys after it are reported apart.",
             "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
             "and characters accepted count fresh answers only; the wait at a line's end is "
             "the answer time of the key that completes a line.",

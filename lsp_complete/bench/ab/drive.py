@@ -36,7 +36,13 @@ from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
-from lsp_complete.bench.spans import key_samples, span_uri, span_version, type_span
+from lsp_complete.bench.spans import (
+    key_samples,
+    span_uri,
+    span_version,
+    type_moved_span,
+    type_span,
+)
 from lsp_complete.bench.workload import Episode, first_line
 
 log = logging.getLogger(__name__)
@@ -257,12 +263,20 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         ep = episodes[index]
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
+        first = None
         with cpu_bound_process(scenario.busy):
-            answers = await type_span(session, ep, span_version(index), timing)
+            if scenario.moved:
+                first, answers = await type_moved_span(session, ep, span_version(index),
+                                                       timing, scenario.pause_s)
+            else:
+                answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
         samples = key_samples("d", scenario.name, ep, answers, status, with_fresh=True,
                               side=side.key)
+        if first is not None and samples:  # the answer at the spot before the move
+            samples[0].extra["before_move_ms"] = first.latency_ms
+            samples[0].extra["before_move_error"] = first.error
         for k, (sample, ks) in enumerate(zip(samples, ep.keystrokes, strict=True)):
             shown = sample.fresh and sample.source != "error"
             sample.extra["accepted_chars"] = accepted_chars(
@@ -341,7 +355,8 @@ async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side],
     """Fresh servers for every side, every unit of the scenario on each, the servers
     stopped."""
     if scenario.kind == "typing":
-        units = [(ep.name, len(ep.keystrokes)) for ep in work.episodes]
+        before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
+        units = [(ep.name, len(ep.keystrokes) + before_move) for ep in work.episodes]
         drive = typing_drive(cfg, scenario, work.episodes)
     elif scenario.kind == "open":
         units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]

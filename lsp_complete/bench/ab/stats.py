@@ -142,15 +142,22 @@ def _cpu(run: UnitRun) -> np.ndarray:
 def measures_for(scenario: Scenario) -> list[Measure]:
     """What is reported for a scenario, in report order."""
     if scenario.kind == "typing":
+        later_p50 = Measure("keystroke p50 after a span's first key", True, _later_latencies,
+                            _percentile(50), "ms")
+        first_p95 = Measure("first key of a span p95", True, _first_latency, _percentile(95),
+                            "ms")
         found = [
             Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
             Measure("keystroke p95", True, _latencies, _percentile(95), "ms"),
+            # A moved span's first key (the move) apart from the keys after it, both ways.
+            *([later_p50] if scenario.moved else []),
             Measure("keystroke p95 after a span's first key", True, _later_latencies,
                     _percentile(95), "ms"),
         ]
         if scenario.awaited:
             found += [Measure("first key of a span p50", True, _first_latency, _percentile(50),
                               "ms"),
+                      *([first_p95] if scenario.moved else []),
                       Measure("line-exact", False, _line_exact, _mean, "share")]
         else:
             found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, _mean,
