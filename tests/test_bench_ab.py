@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
 from lsp_complete.bench import humaneval, workload
 from lsp_complete.bench.ab import install, scenarios, stats
@@ -79,6 +80,42 @@ def test_span_timing_per_scenario(tmp_path: Path) -> None:
     think = scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)
     assert think.delays_ms is not None and len(think.delays_ms) == n
     assert think == scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)  # A == B
+
+
+def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> None:
+    """The span's file opened whole, asked half the file away, the span's lines deleted in
+    one change (as pygls applies it: UTF-16 columns) and typed back."""
+    moved, pause = scenarios.parse("moved,moved-pause")
+    assert moved.kind == "typing" and moved.moved and moved.awaited and moved.pause_s == 0
+    assert pause.moved and pause.pause_s == scenarios.MOVED_PAUSE_S == 3.0
+    assert not scenarios.parse("burst")[0].moved
+    for scenario in (moved, pause):
+        names = [m.name for m in stats.measures_for(scenario)]
+        for wanted in ("first key of a span p50", "first key of a span p95",
+                       "keystroke p50 after a span's first key",
+                       "keystroke p95 after a span's first key"):
+            assert wanted in names
+    assert "first key of a span p95" not in [m.name for m in stats.measures_for(
+        scenarios.parse("burst")[0])]  # the other scenarios' rows are as they were
+
+    from pygls.workspace import TextDocument
+
+    from lsp_complete.bench.spans import span_range
+
+    lines = [f"value_{i} = compute({i}, {i + 1})" for i in range(60)]
+    lines[31] = '    label = "\U0001f642 done here, at last"'  # 2 UTF-16 units in one code point
+    path = tmp_path / "m.py"
+    path.write_text("\n".join(lines) + "\n")
+    ep = workload.make_episode(workload.read_source(str(path)), 30, 2, cap=12)
+    assert ep.original_text == path.read_text() and len(ep.keystrokes) == 12
+    doc = TextDocument("file:///m.py", ep.original_text)
+    doc.apply_change(types.TextDocumentContentChangePartial(range=span_range(ep), text=""))
+    assert doc.source == ep.initial_text
+    spot = workload.elsewhere_offset(ep)
+    spot_line = ep.original_text.count("\n", 0, spot)
+    assert abs(spot_line - 30) >= 20  # far from the span
+    line = ep.original_text.split("\n")[spot_line]
+    assert 0 < spot - ep.original_text.rfind("\n", 0, spot) - 1 < len(line)  # mid-line
 
 
 # --- measures and statistics -------------------------------------------------------------------
@@ -168,6 +205,41 @@ def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verd
     assert [r.unit for r in a_runs] == [r.unit for r in b_runs] == [1, 2, 3, 4, 5]
     few = _rows(_spans("A", 100, True, n_units=3) + _spans("B", 200, True, n_units=3))
     assert few["keystroke p95"].verdict == "too few units" and few["keystroke p95"].n == 3
+
+
+def test_each_baseline_is_compared_with_the_candidate_on_its_own() -> None:
+    """Two baselines: B against each, paired on the units both ran (a unit that failed on A2
+    leaves B/A1's pair in)."""
+    a1, a2 = _spans("A1", 100, True), _spans("A2", 200, False, cpu=1.5)
+    b = _spans("B", 150, True)
+    a2[0] = dataclasses.replace(a2[0], error="the server exited", samples=[])
+    burst = scenarios.parse("burst")[0]
+    one = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
+    two = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
+    assert {r.baseline for r in one.values()} == {"A1"} and one["keystroke p95"].n == 12
+    assert {r.baseline for r in two.values()} == {"A2"} and two["keystroke p95"].n == 11
+    assert one["keystroke p95"].verdict == "regression"
+    assert two["keystroke p95"].verdict == "improvement"
+    assert two["line-exact"].verdict == "improvement" and one["line-exact"].ratio == 1.0
+    assert stats.identical_share(a1 + a2 + b, "burst", "A2") == 1
+
+
+def test_baselines_are_split_on_commas_and_take_turns() -> None:
+    from lsp_complete.bench.ab import baseline_specs, drive
+
+    assert baseline_specs("215d7a9") == ["215d7a9"]
+    assert baseline_specs("215d7a9, 2764f02,") == ["215d7a9", "2764f02"]
+    for bad in (",", "a,b,a"):
+        with pytest.raises(ValueError):
+            baseline_specs(bad)
+    assert drive.baseline_keys(1) == ["A"] and drive.baseline_keys(2) == ["A1", "A2"]
+    sides = [drive.Side(key, None) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
+    orders = [[s.key for s in drive.turn_order(sides, i)] for i in range(4)]
+    assert orders == [["A1", "A2", "B"], ["A2", "B", "A1"], ["B", "A1", "A2"],
+                      ["A1", "A2", "B"]]  # each side in each place equally often
+    two = sides[::2]
+    assert [[s.key for s in drive.turn_order(two, i)] for i in range(2)] == [["A1", "B"],
+                                                                            ["B", "A1"]]
 
 
 def test_ratios_and_memory() -> None:
@@ -282,3 +354,65 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").stat().st_size > 0
+
+
+def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
+                                                   tmp_path: Path) -> None:
+    """Two git refs of this repository as the baselines, this checkout as the candidate, in
+    the moved scenarios: every unit on all three servers, each side in each place in turn, B
+    compared with each baseline on its own, and each moved span's first key reported apart
+    from the keys after it. Times are not checked."""
+    root = install.CHECKOUT_ROOT
+    try:
+        refs = [install.resolve_commit(root, ref) for ref in ("HEAD", "HEAD~1")]
+    except install.InstallError:
+        pytest.skip("not a git checkout with two commits")
+    out, cache = tmp_path / "ab", tmp_path / "cache"
+    names = ("moved", "moved-pause")
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
+        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
+        str(cache), "--scenarios", ",".join(names), "--max-tokens", "8",
+        "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "ab-samples.json").read_text())
+    meta = data["meta"]
+    assert meta["baselines"] == ["A1", "A2"]
+    assert [meta["sides"][key]["commit"] for key in ("A1", "A2")] == refs
+    assert meta["sides"]["A1"]["kind"] == "git" and meta["sides"]["B"]["role"] == "candidate"
+    rows = data["rows"]
+    for baseline in ("A1", "A2"):
+        for name in names:
+            expected = [m.name for m in stats.measures_for(scenarios.parse(name)[0])]
+            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
+            assert [r["measure"] for r in mine] == [*expected, "peak RSS"]
+            assert all(r["ratio"] is not None for r in mine), mine
+    units = data["units"]
+    assert all(u["error"] is None for u in units)
+    for name in names:
+        mine = [u for u in units if u["scenario"] == name]
+        assert sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] * (len(mine) // 3))
+        first = {u["unit"]: u["side"] for u in mine if u["order"] == 0}
+        assert [first[i] for i in sorted(first)] == ["A1", "A2", "B"][:len(first)]
+    for unit in units:  # each sample says which version served it
+        assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
+        # The request before the move, then every key of the span, first and later apart.
+        assert unit["keystrokes"] == len(unit["samples"]) + 1
+        assert [s["index"] for s in unit["samples"]] == list(range(len(unit["samples"])))
+        first = unit["samples"][0]
+        assert first["extra"]["before_move_ms"] > 0 and first["extra"]["before_move_error"] is None
+        assert all(s["source"] != "error" for s in unit["samples"])
+    apart = ("first key of a span p50", "first key of a span p95",
+             "keystroke p50 after a span's first key", "keystroke p95 after a span's first key")
+    for row in rows:
+        if row["measure"] in apart:
+            assert row["a"] is not None and row["b"] is not None, row
+    report_md = (out / "ab-report.md").read_text()
+    assert "## B against A1: HEAD " in report_md and "## B against A2: HEAD~1 " in report_md
+    (out / "ab-report.md").unlink()
+    rerun = subprocess.run([sys.executable, "-m", "lsp_complete", "bench", "--rerender",
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
+    assert (out / "ab-report.md").read_text() == report_md

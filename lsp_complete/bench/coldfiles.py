@@ -65,8 +65,10 @@ def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[Cold
 
 
 async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
-                  on_case: Callable[[], Any] = lambda: None) -> list[Sample]:
-    """Each case in `session`: open and ask at once, then type the line's next characters."""
+                  on_case: Callable[[], Any] = lambda: None, workload: str = WORKLOAD,
+                  side: str | None = None) -> list[Sample]:
+    """Each case in `session`: open and ask at once, then type the line's next characters.
+    `workload` and `side` name the samples (an A/B run's scenario and side)."""
     samples: list[Sample] = []
     for case in cases:
         uri = Path(case.path).resolve().as_uri()
@@ -82,9 +84,9 @@ async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
             record = lsp_driver.stats_by_version(await session.status(), uri).get(index + 1)
             c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
             samples.append(Sample.of(
-                "d", WORKLOAD, Path(case.path).name, index, c,
+                "d", workload, Path(case.path).name, index, c,
                 line_exact=line_exact(typed, c.text, case.line),
-                extra={"error": error} if error else {},
+                extra={"error": error} if error else {}, side=side,
             ))
         session.close(uri)
         on_case()

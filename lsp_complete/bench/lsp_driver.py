@@ -115,6 +115,9 @@ class ServerSession:
     def insert(self, uri: str, version: int, position: types.Position, text: str) -> None:
         lsp_client.insert(self.client, uri, version, position.line, position.character, text)
 
+    def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
+        lsp_client.replace(self.client, uri, version, where, text)
+
     def replace_all(self, uri: str, version: int, text: str) -> None:
         lsp_client.replace_all(self.client, uri, version, text)
 

@@ -64,6 +64,9 @@ class Sample:
     passed: bool | None = None
     fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
     extra: dict[str, Any] = field(default_factory=dict)
+    # An A/B run (bench/ab/): the version that served it, its side's key (B: the candidate;
+    # A, or A1, A2, ... with several baselines).
+    side: str | None = None
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,

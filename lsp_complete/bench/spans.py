@@ -1,7 +1,8 @@
 """Typing one span of a file over LSP, as an editor sends it: the replay, the paced replay and
 the A/B scenarios (bench/ab/) all type through `type_span`.
 
-A span opens its file, optionally says where the cursor rests (lsp-complete/didMoveCursor,
+A span opens its file (or, moved: opens the whole file, is asked elsewhere in it first, then
+deletes the span's lines), optionally says where the cursor rests (lsp-complete/didMoveCursor,
 which only lsp-complete's own editor plugins send), optionally rests, then types: each
 keystroke is an incremental didChange and an automatic inlineCompletion request at the new
 cursor. Either every key waits for the previous answer (burst typing: the next key as soon as
@@ -17,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lsprotocol import types
+
 from lsp_complete.bench import lsp_driver
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.workload import Episode, line_exact
+from lsp_complete.bench.workload import Episode, elsewhere_offset, line_exact
 from lsp_complete.testing.lsp_client import position_at
 
 
@@ -69,12 +72,58 @@ async def type_span(
     """Open the span's file at `version` and type it; returns one answer per keystroke, all
     arrived. The document stays open (the caller reads the server's records, then closes)."""
     uri = span_uri(ep)
-    loop = asyncio.get_running_loop()
     session.open(uri, ep.language_id, ep.initial_text, version)
     if timing.cursor:
         session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
     if timing.rest_ms > 0:
         await asyncio.sleep(timing.rest_ms / 1000)
+    return await type_keys(session, ep, version, timing, on_key)
+
+
+async def type_moved_span(
+    session: lsp_driver.ServerSession,
+    ep: Episode,
+    version: int,
+    timing: SpanTiming,
+    pause_s: float = 0.0,
+) -> tuple[KeyAnswer, list[KeyAnswer]]:
+    """A new spot in a file already open: the whole file opened at `version` and a first
+    suggestion asked half the file away (`elsewhere_offset`), `pause_s` spent there, then the
+    span's lines deleted in one change and typed again. Returns the first answer and one per
+    keystroke; the document stays open."""
+    uri, text = span_uri(ep), ep.original_text
+    spot = elsewhere_offset(ep)
+    session.open(uri, ep.language_id, text, version)
+    if timing.cursor:
+        session.move_cursor(uri, position_at(text, spot))
+    first = await _ask(session, uri, text, spot, version)
+    if pause_s > 0:
+        await asyncio.sleep(pause_s)
+    version += 1
+    session.replace(uri, version, span_range(ep), "")
+    if timing.cursor:
+        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
+    return first, await type_keys(session, ep, version, timing)
+
+
+def span_range(ep: Episode) -> types.Range:
+    """Where the span's text lies in the whole file: deleting it leaves `ep.initial_text`."""
+    text = ep.original_text
+    return types.Range(start=position_at(text, ep.start_offset),
+                       end=position_at(text, ep.start_offset + len(ep.typed)))
+
+
+async def type_keys(
+    session: lsp_driver.ServerSession,
+    ep: Episode,
+    version: int,
+    timing: SpanTiming,
+    on_key: Callable[[], Any] = lambda: None,
+) -> list[KeyAnswer]:
+    """Type the span's keys into its open document, which is `ep.initial_text` at `version`;
+    each key's answer awaited or, with `timing.delays_ms`, all collected at the end."""
+    uri = span_uri(ep)
+    loop = asyncio.get_running_loop()
     answered: list[KeyAnswer] = []
     pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
     text = ep.initial_text
@@ -117,10 +166,11 @@ def key_samples(
     answers: Sequence[KeyAnswer],
     status: dict[str, Any],
     with_fresh: bool,
+    side: str | None = None,
 ) -> list[Sample]:
     """One sample per keystroke: the answer, the server's record of it (`status`' recent
     requests; absent fields stay None), line-exact and, `with_fresh`, whether it was fresh
-    (newest when it arrived, and neither superseded nor failed)."""
+    (newest when it arrived, and neither superseded nor failed); `side`: an A/B run's."""
     records = lsp_driver.stats_by_version(status, span_uri(ep))
     samples: list[Sample] = []
     for k, (ks, answer) in enumerate(zip(ep.keystrokes, answers, strict=True)):
@@ -131,5 +181,5 @@ def key_samples(
             fields["fresh"] = is_newest(answers, k) and c.source not in ("superseded", "error")
         if answer.error:
             fields["extra"] = {"error": answer.error}
-        samples.append(Sample.of(engine, workload, ep.name, k, c, **fields))
+        samples.append(Sample.of(engine, workload, ep.name, k, c, side=side, **fields))
     return samples

@@ -83,6 +83,12 @@ class Episode:
         pos = self.start_offset
         return self.initial_text[:pos] + self.typed[:n_typed] + self.initial_text[pos:]
 
+    @property
+    def original_text(self) -> str:
+        """The file as it was written, the span in place (what the keystrokes, uncapped,
+        restore)."""
+        return self.text_after(len(self.typed))
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -349,6 +355,22 @@ def first_line(text: str) -> str:
 def line_exact(typed_prefix: str, suggestion: str, full_line: str) -> bool:
     """The suggestion's first line completes the line exactly as it was actually typed."""
     return (typed_prefix + first_line(suggestion)).rstrip() == full_line.rstrip()
+
+
+def elsewhere_offset(ep: Episode) -> int:
+    """A spot in the span's whole file (`original_text`) half the file away from the span,
+    mid-way through a code line: where a user was before moving to the span."""
+    lines = ep.original_text.split("\n")
+    span_first = ep.initial_text.count("\n", 0, ep.start_offset)
+    span_last = span_first + ep.typed.count("\n")
+    near = range(span_first - 2, span_last + 3)
+    start = (span_first + len(lines) // 2) % len(lines)
+    order = [(start + i) % len(lines) for i in range(len(lines))]
+    index = next((i for i in order if i not in near and _line_ok(lines[i])),
+                 next((i for i in order if i not in near), start))
+    line = lines[index]
+    indent = len(line) - len(line.lstrip())
+    return sum(len(x) + 1 for x in lines[:index]) + indent + (len(line) - indent) // 2
 
 
 # --- open latency -----------------------------------------------------------------------------

@@ -172,14 +172,16 @@ def open_doc(
 def insert(client: LanguageClient, uri: str, version: int, line: int, char: int, text: str):
     """didChange that inserts `text` at (line, char), as a keystroke does."""
     position = types.Position(line=line, character=char)
+    replace(client, uri, version, types.Range(start=position, end=position), text)
+
+
+def replace(client: LanguageClient, uri: str, version: int, where: types.Range,
+            text: str) -> None:
+    """didChange that replaces `where` with `text` (an empty `text` deletes it)."""
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[
-                types.TextDocumentContentChangePartial(
-                    range=types.Range(start=position, end=position), text=text
-                )
-            ],
+            content_changes=[types.TextDocumentContentChangePartial(range=where, text=text)],
         )
     )
 

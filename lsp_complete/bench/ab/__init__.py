@@ -1,12 +1,12 @@
-"""`lsp-complete bench --baseline REF`: two versions side by side in one run, as ratios.
+"""`lsp-complete bench --baseline REF[,REF...]`: versions side by side in one run, as ratios.
 
-This machine's speed moves 2-3x between sessions, so only two versions run in the same run can
-be compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
-environment of its own; install.py) and B (the candidate: this checkout, or `--candidate
-REF`) each serve the same keystrokes, files and tasks, interleaved unit by unit (drive.py), in
-scenarios shaped like users (scenarios.py). Every measure is reported as B/A with a paired
-bootstrap confidence interval and a verdict (stats.py), in `ab-report.md` and
-`ab-samples.json` (report.py).
+This machine's speed moves 2-3x between sessions, so only versions run in the same run can be
+compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
+environment of its own; install.py; several, comma-separated, are A1, A2, ...) and B (the
+candidate: this checkout, or `--candidate REF`) each serve the same keystrokes, files and
+tasks, interleaved unit by unit (drive.py), in scenarios shaped like users (scenarios.py).
+Every measure is reported as B/A for each baseline with a paired bootstrap confidence
+interval and a verdict (stats.py), in `ab-report.md` and `ab-samples.json` (report.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tqdm import tqdm
 from lsp_complete.bench import coldfiles, humaneval, machine, workload
 from lsp_complete.bench.ab import drive, install, report, stats
 from lsp_complete.bench.ab import scenarios as scenario_specs
-from lsp_complete.bench.ab.drive import AbConfig, Side, UnitRun, Work
+from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.records import Sample
 
@@ -61,30 +61,55 @@ def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
     return Work(episodes, cold, tasks), files, source
 
 
-def _versions(args: argparse.Namespace) -> tuple[install.ServerVersion, install.ServerVersion]:
+def baseline_specs(text: str) -> list[str]:
+    """`--baseline`: one ref, wheel or folder, or several separated by commas (a path that
+    exists is one, commas and all). Raises ValueError for none or one named twice."""
+    specs = [text] if Path(text).expanduser().exists() else \
+        [part.strip() for part in text.split(",") if part.strip()]
+    if not specs:
+        raise ValueError("--baseline: none given")
+    twice = sorted({spec for spec in specs if specs.count(spec) > 1})
+    if twice:
+        raise ValueError(f"--baseline: {', '.join(twice)} given twice")
+    return specs
+
+
+def _versions(args: argparse.Namespace
+              ) -> tuple[list[tuple[str, install.ServerVersion]], install.ServerVersion]:
+    """The baselines, each with its side key, and the candidate."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
-        print(f"A/B: installing the baseline {args.baseline} (cached in {cache})", file=sys.stderr)
-        a = install.resolve(args.baseline, cache)
-        b = install.resolve(args.candidate, cache)
+        specs = baseline_specs(args.baseline)
+    except ValueError as err:
+        raise SystemExit(f"bench: {err}") from None
+    baselines = []
+    try:
+        for key, spec in zip(drive.baseline_keys(len(specs)), specs, strict=True):
+            print(f"A/B: installing the baseline {spec} (cached in {cache})", file=sys.stderr)
+            baselines.append((key, install.resolve(spec, cache)))
+        candidate = install.resolve(args.candidate, cache)
     except install.InstallError as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    return a, b
+    return baselines, candidate
 
 
-async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: tuple[Side, Side],
+async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
                   work: Work) -> tuple[list[UnitRun], dict[str, Any]]:
     runs: list[UnitRun] = []
     info: dict[str, Any] = {}
+    baselines = [s.key for s in sides if s.key != CANDIDATE]
     for scenario in scenarios:
-        marks = {s.key: (len(s.startup_ms), len(s.peak_rss_mb), s.woke) for s in sides}
+        marks = {s.key: (len(s.startup_ms), len(s.peak_rss_mb), s.woke, s.idle_cpu_s)
+                 for s in sides}
         units = _unit_count(scenario, work)
         with tqdm(total=units, desc=f"A/B {scenario.name}", unit="unit", file=sys.stderr,
                   dynamic_ncols=True) as bar:
             mine = await drive.run_scenario(cfg, scenario, sides, work, bar.update)
         runs += mine
         info[scenario.name] = {
-            "units": units, "identical": stats.identical_share(mine, scenario.name),
+            "units": units,
+            "identical": {key: stats.identical_share(mine, scenario.name, key)
+                          for key in baselines},
             **{side.key: _side_info(side, marks[side.key], mine) for side in sides}}
     return runs, info
 
@@ -95,29 +120,32 @@ def _unit_count(scenario: Scenario, work: Work) -> int:
     return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks)
 
 
-def _side_info(side: Side, marks: tuple[int, int, int], runs: list[UnitRun]) -> dict[str, Any]:
-    starts, peaks, woke = marks
+def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRun]
+               ) -> dict[str, Any]:
+    starts, peaks, woke, idle_cpu = marks
     new_starts, new_peaks = side.startup_ms[starts:], side.peak_rss_mb[peaks:]
     return {
         "errors": sum(r.error is not None for r in runs if r.side == side.key),
         "startup_ms": statistics.fmean(new_starts) if new_starts else None,
         "peak_rss_mb": max(new_peaks) if new_peaks else None,
         "woke": side.woke - woke,
-        # What this server used while it was the idle one (should be ~0).
-        "idle_cpu_s": sum(r.other_cpu_s or 0.0 for r in runs if r.side != side.key),
+        # What this server used while another one was driven (should be ~0).
+        "idle_cpu_s": side.idle_cpu_s - idle_cpu,
     }
 
 
 def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any], seed: int,
-            resamples: int) -> list[stats.Row]:
+            resamples: int, baselines: list[str]) -> list[stats.Row]:
+    """B against each baseline in turn, every scenario's rows."""
     rows: list[stats.Row] = []
-    for scenario in scenarios:
-        rows += stats.scenario_rows(scenario, runs, seed, resamples)
-        rows += stats.language_rows(scenario, runs, seed, resamples)
-        facts = info.get(scenario.name) or {}
-        if facts.get("units"):
-            rows.append(stats.rss_row(scenario.name, facts["A"]["peak_rss_mb"],
-                                      facts["B"]["peak_rss_mb"]))
+    for key in baselines:
+        for scenario in scenarios:
+            rows += stats.scenario_rows(scenario, runs, seed, resamples, key)
+            rows += stats.language_rows(scenario, runs, seed, resamples, key)
+            facts = info.get(scenario.name) or {}
+            if facts.get("units"):
+                rows.append(stats.rss_row(scenario.name, facts[key]["peak_rss_mb"],
+                                          facts[CANDIDATE]["peak_rss_mb"], key))
     return rows
 
 
@@ -129,29 +157,31 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> i
         scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    a, b = _versions(args)
+    baselines, candidate = _versions(args)
+    versions = [*baselines, (CANDIDATE, candidate)]
     work, files, he_source = build_work(args)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
         seed=args.seed, pace_ms=args.pace_ms or PACE_MS, settle_s=args.settle_ms / 1000,
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )  # fmt: skip
-    for path in (out / "ab-server-A.log", out / "ab-server-B.log"):
-        path.unlink(missing_ok=True)
-    for key, version in (("A", a), ("B", b)):
+    for old in out.glob("ab-server-*.log"):
+        old.unlink()
+    for key, version in versions:
         print(f"A/B: {key} = {version.describe()}, lsp_complete from {install.verify(version)}",
               file=sys.stderr)
     began = time.time()
-    sides = (Side("A", a), Side("B", b))
+    sides = [Side(key, version) for key, version in versions]
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
     except drive.StartError as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    rows = rows_of(scenarios, runs, info, args.seed, args.resamples)
-    meta = _meta(args, cfg, model_name, (a, b), work, files, he_source, info,
+    keys = [key for key, _ in baselines]
+    rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
+    meta = _meta(args, cfg, model_name, versions, work, files, he_source, info,
                  time.time() - began)
     paths = report.write(out, meta, rows, runs)
-    print("\n".join(report.table(rows)))
+    print("\n".join(report.tables(meta, rows)))
     print("\n".join(str(p) for p in paths))
     return 0
 
@@ -166,9 +196,10 @@ def rerender(out: Path) -> int:
     meta = data["meta"]
     settings = meta["settings"]
     scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
-    rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"])
+    rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"],
+                   report.baselines_of(meta))
     paths = report.write(out, meta, rows, runs)
-    print("\n".join(report.table(rows)))
+    print("\n".join(report.tables(meta, rows)))
     print("\n".join(str(p) for p in paths))
     return 0
 
@@ -183,12 +214,13 @@ def _verified_after(version: install.ServerVersion) -> str:
 
 
 def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
-          versions: tuple[install.ServerVersion, install.ServerVersion], work: Work,
+          versions: list[tuple[str, install.ServerVersion]], work: Work,
           files: list[str], he_source: str, info: dict[str, Any], seconds: float
           ) -> dict[str, Any]:
     sides = {}
-    for key, version in zip(("A", "B"), versions, strict=True):
-        sides[key] = {"described": version.describe(), "label": version.label,
+    for key, version in versions:
+        sides[key] = {"role": "candidate" if key == CANDIDATE else "baseline",
+                      "described": version.describe(), "label": version.label,
                       "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
                       "source_digest": version.source_digest, "python": version.python,
                       "package_dir": _verified_after(version)}
@@ -201,6 +233,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "machine": machine.machine_info(cfg.threads),
         "model": machine.model_info(cfg.model_path, model_name),
         "sides": sides,
+        "baselines": [key for key, _ in versions if key != CANDIDATE],
         "settings": {
             "threads": cfg.threads, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
             "pace_ms": cfg.pace_ms, "settle_ms": cfg.settle_s * 1000,
@@ -214,8 +247,8 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "files": files,
         "scenarios": info,
         "notes": [
-            "Both servers: the same initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh "
-            "server and an "
+            f"{'Both' if len(versions) == 2 else f'All {len(versions)}'} servers: the same "
+            "initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh server and an "
             "empty KV cache folder per scenario, the replayed files' project folders as the "
             "workspace.",
             "Clients: generic = didOpen/didChange/inlineCompletion only; ours = also "
@@ -224,6 +257,10 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
             f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
             "priority) beside the server while each span is typed.",
+            "moved: the span's whole file opened and a suggestion asked half the file away, "
+            "then the span's lines deleted in one change and typed again as in burst; "
+            f"moved-pause: {scenario_specs.MOVED_PAUSE_S:g} s at the first spot before the "
+            "move. Its first key (the move) and the keys after it are reported apart.",
             "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
             "and characters accepted count fresh answers only; the wait at a line's end is "
             "the answer time of the key that completes a line.",

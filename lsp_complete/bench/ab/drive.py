@@ -1,13 +1,15 @@
-"""Driving two servers, A (the baseline) and B (the candidate), on the same work, interleaved.
+"""Driving the servers, A (the baseline; A1, A2, ... when several) and B (the candidate), on
+the same work, interleaved.
 
-Per scenario both versions get a fresh server (its own empty KV cache folder, the same
+Per scenario every version gets a fresh server (its own empty KV cache folder, the same
 settings, LSP_COMPLETE_NO_DAEMON=1), started one after the other and warmed up on an unrelated
-snippet. Then each unit of work (a span, a never-seen file, a HumanEval task) is run on A and
-on B in turn, the order alternating (A B, B A, A B, ...) so that machine drift and order
-effects cancel. Only one server is driven at a time: after its turn it is waited on until it is
-quiet (its scheduler idle, where it says so, and its process using no CPU) for `settle_s`,
-before the other server's turn starts, so that one server's idle work never runs under the
-other's keystrokes; a server that woke up in between is waited on again.
+snippet. Then each unit of work (a span, a never-seen file, a HumanEval task) is run on every
+side in turn, the order rotating by one per unit (A B, B A, ...; A1 A2 B, A2 B A1, B A1 A2,
+...) so that each side takes each place equally often and machine drift and order effects
+cancel. Only one server is driven at a time: after its turn it is waited on until it is quiet
+(its scheduler idle, where it says so, and its process using no CPU) for `settle_s`, before
+the next server's turn starts, so that one server's idle work never runs under another's
+keystrokes; a server that woke up in between is waited on again.
 
 CPU seconds of a turn are the server process's (utime + stime, all threads) from the start of
 its turn until it is quiet again: idle work that the turn set off is the user's battery too.
@@ -34,7 +36,13 @@ from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
-from lsp_complete.bench.spans import key_samples, span_uri, span_version, type_span
+from lsp_complete.bench.spans import (
+    key_samples,
+    span_uri,
+    span_version,
+    type_moved_span,
+    type_span,
+)
 from lsp_complete.bench.workload import Episode, first_line
 
 log = logging.getLogger(__name__)
@@ -47,6 +55,13 @@ class StartError(RuntimeError):
 POLL_S = 0.1
 QUIET_CPU_S = 0.02  # CPU a quiet server may use between two polls (status answers, ticks)
 QUIET_TIMEOUT_S = 300.0
+CANDIDATE = "B"  # the candidate's side key; the baselines' are baseline_keys'
+
+
+def baseline_keys(count: int) -> list[str]:
+    """The baselines' side keys: A for one (as every run before several baselines), else A1,
+    A2, ... in the order given."""
+    return ["A"] if count == 1 else [f"A{i}" for i in range(1, count + 1)]
 
 
 @dataclass
@@ -61,7 +76,7 @@ class AbConfig:
     workspace_folders: list[str] = field(default_factory=list)
 
     def init_options(self) -> dict[str, Any]:
-        """What both servers are given: only settings every version knows."""
+        """What every server is given: only settings every version knows."""
         return {"model": self.model_path, "threads": self.threads,
                 "maxTokens": self.max_tokens, "multiline": "never"}
 
@@ -71,24 +86,25 @@ class UnitRun:
     """One unit of work on one side."""
 
     scenario: str
-    side: str  # A | B
-    unit: int  # the unit's index in its scenario: A's and B's runs of it pair up
+    side: str  # the Side's key: B, A (or A1, A2, ...)
+    unit: int  # the unit's index in its scenario: every side's runs of it pair up
     name: str
-    order: int  # 0: this side went first on this unit, 1: second
+    order: int  # this side's place on this unit: 0 first, 1 second, ...
     keystrokes: int  # requests made
     cpu_s: float | None  # the server's CPU from the turn's start until it was quiet again
-    other_cpu_s: float | None  # what the other, idle, server used meanwhile
+    other_cpu_s: float | None  # what the other, idle, servers used meanwhile, together
     samples: list[Sample] = field(default_factory=list)
     error: str | None = None
 
 
 @dataclass
 class Side:
-    key: str  # A | B
+    key: str  # B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
     version: ServerVersion
     session: lsp_driver.ServerSession | None = None
     quiet_cpu_s: float = 0.0  # its CPU counter when it was last seen quiet
-    woke: int = 0  # times it used CPU while the other server was being driven
+    woke: int = 0  # times it used CPU while another server was being driven
+    idle_cpu_s: float = 0.0  # CPU it used during other servers' turns (should be ~0)
     startup_ms: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
     end_rss_mb: list[float] = field(default_factory=list)
@@ -179,7 +195,7 @@ async def wait_quiet(side: Side, settle_s: float, timeout_s: float = QUIET_TIMEO
 
 
 async def ensure_quiet(side: Side, settle_s: float) -> None:
-    """Before the other server's turn: if this one used CPU since it was last quiet (a timer
+    """Before another server's turn: if this one used CPU since it was last quiet (a timer
     fired), wait for it again."""
     if side.cpu() - side.quiet_cpu_s > QUIET_CPU_S * 2:
         side.woke += 1
@@ -191,23 +207,31 @@ async def ensure_quiet(side: Side, settle_s: float) -> None:
 Drive = Callable[[Side, int], Awaitable[list[Sample]]]
 
 
+def turn_order(sides: Sequence[Side], index: int) -> list[Side]:
+    """Unit `index`'s order: the sides rotated by one per unit (two sides alternate)."""
+    shift = index % len(sides)
+    return [*sides[shift:], *sides[:shift]]
+
+
 async def run_units(
     cfg: AbConfig,
     scenario: Scenario,
-    sides: tuple[Side, Side],
+    sides: Sequence[Side],
     units: Sequence[tuple[str, int]],
     drive: Drive,
     on_unit: Callable[[], Any] = lambda: None,
 ) -> list[UnitRun]:
-    """Each unit (name, requests) on both sides, alternating which goes first."""
+    """Each unit (name, requests) on every side, rotating which goes first."""
     runs: list[UnitRun] = []
     for index, (name, requests) in enumerate(units):
-        order = sides if index % 2 == 0 else (sides[1], sides[0])
+        order = turn_order(sides, index)
         for position, side in enumerate(order):
-            other = order[1 - position]
-            await ensure_quiet(other, cfg.settle_s)
+            others = [s for s in order if s is not side]
+            for other in others:
+                await ensure_quiet(other, cfg.settle_s)
             await ensure_quiet(side, cfg.settle_s)
-            cpu_before, other_before = side.cpu(), other.cpu()
+            cpu_before = side.cpu()
+            others_before = [other.cpu() for other in others]
             error: str | None = None
             samples: list[Sample] = []
             try:
@@ -221,19 +245,17 @@ async def run_units(
                 await start(side, cfg)  # the next units get a fresh one
             else:
                 await wait_quiet(side, cfg.settle_s)
+            idle = [other.cpu() - before for other, before in zip(others, others_before,
+                                                                    strict=True)]
+            for other, used in zip(others, idle, strict=True):
+                other.idle_cpu_s += used
             runs.append(UnitRun(
                 scenario=scenario.name, side=side.key, unit=index, name=name, order=position,
                 keystrokes=requests, cpu_s=side.cpu() - cpu_before if error is None else None,
-                other_cpu_s=other.cpu() - other_before, samples=samples, error=error,
+                other_cpu_s=sum(idle), samples=samples, error=error,
             ))  # fmt: skip
         on_unit()
     return runs
-
-
-def _tag(samples: list[Sample], side: str, scenario: str) -> list[Sample]:
-    for sample in samples:
-        sample.engine, sample.workload = side, scenario
-    return samples
 
 
 def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode]) -> Drive:
@@ -241,11 +263,20 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         ep = episodes[index]
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
+        first = None
         with cpu_bound_process(scenario.busy):
-            answers = await type_span(session, ep, span_version(index), timing)
+            if scenario.moved:
+                first, answers = await type_moved_span(session, ep, span_version(index),
+                                                       timing, scenario.pause_s)
+            else:
+                answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
-        samples = key_samples(side.key, scenario.name, ep, answers, status, with_fresh=True)
+        samples = key_samples("d", scenario.name, ep, answers, status, with_fresh=True,
+                              side=side.key)
+        if first is not None and samples:  # the answer at the spot before the move
+            samples[0].extra["before_move_ms"] = first.latency_ms
+            samples[0].extra["before_move_error"] = first.error
         for k, (sample, ks) in enumerate(zip(samples, ep.keystrokes, strict=True)):
             shown = sample.fresh and sample.source != "error"
             sample.extra["accepted_chars"] = accepted_chars(
@@ -267,8 +298,8 @@ def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
 
 def open_drive(cases: Sequence[ColdCase]) -> Drive:
     async def drive(side: Side, index: int) -> list[Sample]:
-        samples = await coldfiles.run_lsp(side.live, [cases[index]])
-        return _tag(samples, side.key, "open")
+        return await coldfiles.run_lsp(side.live, [cases[index]], workload="open",
+                                       side=side.key)
 
     return drive
 
@@ -292,8 +323,8 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
         session.close(uri)
         c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
                        ("model" if suggestion else "empty"))
-        sample = Sample.of(side.key, scenario.name, task.name, 0, c,
-                           exact_match=task.exact_match(c.text))
+        sample = Sample.of("d", scenario.name, task.name, 0, c,
+                           exact_match=task.exact_match(c.text), side=side.key)
         if error:
             sample.extra["error"] = error
         return [sample]
@@ -319,12 +350,13 @@ class Work:
     passes: PassRunner = field(default_factory=PassRunner)
 
 
-async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: tuple[Side, Side], work: Work,
+async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
                        on_unit: Callable[[], Any] = lambda: None) -> list[UnitRun]:
-    """Fresh servers for both sides, every unit of the scenario on both, the servers
+    """Fresh servers for every side, every unit of the scenario on each, the servers
     stopped."""
     if scenario.kind == "typing":
-        units = [(ep.name, len(ep.keystrokes)) for ep in work.episodes]
+        before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
+        units = [(ep.name, len(ep.keystrokes) + before_move) for ep in work.episodes]
         drive = typing_drive(cfg, scenario, work.episodes)
     elif scenario.kind == "open":
         units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]

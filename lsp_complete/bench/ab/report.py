@@ -1,5 +1,6 @@
-"""The A/B report: `ab-report.md` (the table, per scenario and measure) and `ab-samples.json`
-(every unit's samples, the rows and the run's facts), and the table printed."""
+"""The A/B report: `ab-report.md` (a table per baseline, per scenario and measure) and
+`ab-samples.json` (every unit's samples, the rows and the run's facts), and the tables
+printed."""
 
 from __future__ import annotations
 
@@ -41,10 +42,19 @@ def _verdict(verdict: str) -> str:
     return f"**{verdict}**" if verdict == "regression" else verdict
 
 
-def table(rows: Sequence[Row]) -> list[str]:
-    lines = ["| scenario | measure | A | B | B/A | 95% CI | verdict |",
+def baselines_of(meta: dict[str, Any]) -> list[str]:
+    """The run's baselines' side keys (a run from before several baselines has A alone)."""
+    return list(meta.get("baselines") or ["A"])
+
+
+def table(rows: Sequence[Row], baseline: str = "A") -> list[str]:
+    """B against `baseline`: its rows, one per scenario and measure."""
+    a = baseline
+    lines = [f"| scenario | measure | {a} | B | B/{a} | 95% CI | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
+        if row.baseline != baseline:
+            continue
         ci = "-" if row.low is None else f"{_x(row.low)} - {_x(row.high)}"
         lines.append(f"| {row.scenario} | {row.measure} | {_value(row.a, row.unit)} | "
                      f"{_value(row.b, row.unit)} | {_x(row.ratio)} | {ci} | "
@@ -52,13 +62,46 @@ def table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def tables(meta: dict[str, Any], rows: Sequence[Row]) -> list[str]:
+    """One table per baseline, each under a heading naming it (one baseline: its table)."""
+    keys = baselines_of(meta)
+    if len(keys) == 1:
+        return table(rows, keys[0])
+    lines: list[str] = []
+    for key in keys:
+        lines += [f"## B against {key}: {meta['sides'][key]['described']}", "",
+                  *table(rows, key), ""]
+    return lines[:-1]
+
+
+def _identical(info: dict[str, Any], baseline: str) -> float | None:
+    """The share of suggestions B and `baseline` had alike (one number in older runs)."""
+    value = info.get("identical")
+    return value.get(baseline) if isinstance(value, dict) else value
+
+
+def _sides_text(keys: Sequence[str]) -> tuple[str, str]:
+    """How the run's servers and their turns are named in the legend."""
+    if len(keys) == 1:
+        return "Both servers", "the order alternating per unit (A B, B A, ...)"
+    order = " ".join([*keys, "B"])
+    rotated = " ".join([*keys[1:], "B", keys[0]])
+    return (f"All {len(keys) + 1} servers",
+            f"the order rotating by one per unit ({order}, {rotated}, ...)")
+
+
 def markdown(meta: dict[str, Any], rows: Sequence[Row]) -> str:
     sides, settings = meta["sides"], meta["settings"]
-    regressions = [f"{r.scenario}: {r.measure}" for r in rows if r.verdict == "regression"]
+    keys = baselines_of(meta)
+    several = len(keys) > 1
+    regressions = [f"{f'B/{r.baseline} ' if several else ''}{r.scenario}: {r.measure}"
+                   for r in rows if r.verdict == "regression"]
+    servers, turns = _sides_text(keys)
+    a = "A" if not several else "each baseline"
     lines = [
         "# lsp-complete A/B",
         "",
-        f"- **A** (baseline): {sides['A']['described']}",
+        *[f"- **{key}** (baseline): {sides[key]['described']}" for key in keys],
         f"- **B** (candidate): {sides['B']['described']}",
         f"- {meta['date']}; {meta['machine']['cpu']}, {meta['machine']['cores_usable']} cores; "
         f"model {meta['model']['name'] or meta['model']['path']}; {settings['threads']} threads; "
@@ -67,37 +110,53 @@ def markdown(meta: dict[str, Any], rows: Sequence[Row]) -> str:
         f"- {settings['spans']} spans ({settings['keystrokes']} keystrokes), "
         f"{settings['cold_files']} never-seen files, {settings['humaneval_tasks']} HumanEval "
         f"lines ({settings['humaneval_source']})",
-        f"- both servers: initializationOptions {json.dumps(settings['server_options'])}",
+        f"- {servers.lower()}: initializationOptions {json.dumps(settings['server_options'])}",
         "",
-        "Both servers ran in this one run, on the same work, one at a time, the order "
-        "alternating per unit (A B, B A, ...), each quiet before the other's turn. B/A is the "
-        f"ratio of B's value to A's; the 95% interval is a paired bootstrap "
-        f"({settings['resamples']} resamples) over spans, files or tasks. **regression**: the "
+        f"{servers} ran in this one run, on the same work, one at a time, {turns}, each quiet "
+        f"before the next one's turn. B/A is the ratio of B's value to {a}'s; the 95% "
+        f"interval is a paired bootstrap ({settings['resamples']} resamples) over spans, files "
+        "or tasks. **regression**: the "
         "whole interval lies on the worse side of 1 (above for times and costs, below for "
         "quality); improvement: on the better side; same: it holds 1. Peak RSS has one value "
         f"per server and scenario: beyond +-{RSS_TOLERANCE:.0%} counts.",
         "",
         "Regressions: " + ("; ".join(regressions) if regressions else "none") + ".",
         "",
-        *table(rows),
+        *tables(meta, rows),
         "",
-        "## Scenarios",
-        "",
-        "| scenario | units | same suggestion on both | A errors | B errors | A startup | "
-        "B startup | idle server woke (A / B) | CPU of the idle server during the other's "
-        "turns (A / B) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *_scenarios_table(meta, keys),
     ]
-    for name, info in meta["scenarios"].items():
-        a, b = info["A"], info["B"]
-        lines.append(
-            f"| {name} | {info['units']} | {_value(info.get('identical'), 'share')} | "
-            f"{a['errors']} | {b['errors']} | "
-            f"{_value(a['startup_ms'], 'ms')} | {_value(b['startup_ms'], 'ms')} | "
-            f"{a['woke']} / {b['woke']} | {_value(a['idle_cpu_s'], 's')} / "
-            f"{_value(b['idle_cpu_s'], 's')} |")
     lines += ["", *[f"- {note}" for note in meta.get("notes", [])], ""]
     return "\n".join(lines)
+
+
+def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    """Per scenario: units, suggestions alike, and each server's errors, startup and what it
+    did while it was not being driven (values in the order the heading names the sides)."""
+    order = [*keys, "B"]
+    each = " / ".join(order)
+    alike = "on both" if len(keys) == 1 else f"as B ({' / '.join(keys)})"
+    lines = [
+        "## Scenarios",
+        "",
+        f"| scenario | units | same suggestion {alike} | errors ({each}) | startup ({each}) | "
+        f"idle server woke ({each}) | CPU of the idle server during the others' turns "
+        f"({each}) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, info in meta["scenarios"].items():
+        same = " / ".join(_value(_identical(info, key), "share") for key in keys)
+        lines.append(f"| {name} | {info['units']} | {same} | "
+                     f"{_joined(info, order, 'errors')} | "
+                     f"{_joined(info, order, 'startup_ms', 'ms')} | "
+                     f"{_joined(info, order, 'woke')} | "
+                     f"{_joined(info, order, 'idle_cpu_s', 's')} |")
+    return lines
+
+
+def _joined(info: dict[str, Any], order: Sequence[str], field: str, unit: str = "") -> str:
+    values = [info[key][field] for key in order]
+    return " / ".join(_value(v, unit) if unit else str(v) for v in values)
 
 
 def write(out: Path, meta: dict[str, Any], rows: Sequence[Row],

@@ -11,6 +11,11 @@ Timings of a typed span:
   paced   one key every 200 ms (--pace-ms), answers not awaited, after a 1 s rest.
   busy    think, with one CPU-bound process beside the server while the span is typed (the
           user compiles while typing: bench/ab/load.py).
+A new spot in a file already open (burst typing; the first key is where a server that follows
+the user, not the cursor, meets the move):
+  moved        the whole file opened and a first suggestion asked half the file away, then
+               the span's lines deleted and typed again at once;
+  moved-pause  the same, with 3 s spent at the first spot before the move.
 Files asked the moment they open:
   open      never-seen files (bench/coldfiles.py): opened and asked at once mid-line, then two
             characters typed;
@@ -29,12 +34,16 @@ from dataclasses import dataclass
 from lsp_complete.bench.spans import SpanTiming
 from lsp_complete.bench.workload import Episode
 
-TIMINGS = ("burst", "rest2s", "think", "paced", "busy")
+TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause")
 CLIENTS = ("generic", "ours")
 OPEN_SCENARIOS = ("open", "he-open", "he-pause")
-DEFAULT = ("burst", "rest2s", "think", "paced", "ours:rest2s", "open", "he-open", "he-pause")
-REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0}
+DEFAULT = ("burst", "rest2s", "think", "paced", "ours:rest2s", "moved", "moved-pause", "open",
+           "he-open", "he-pause")
+REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
+           "moved": 0.0, "moved-pause": 0.0}
+AWAITED = ("burst", "rest2s", "moved", "moved-pause")
 HE_PAUSE_S = 1.0
+MOVED_PAUSE_S = 3.0
 
 # Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
 # typists): 52 words per minute on average, a mean interval of about 240 ms, right-skewed with
@@ -52,11 +61,18 @@ class Scenario:
     kind: str  # typing | open | humaneval
     client: str = "generic"
     timing: str = ""  # typing: one of TIMINGS
-    pause_s: float = 0.0  # humaneval: how long after opening the request is made
+    # humaneval: how long after opening the request is made; moved: how long the user stays
+    # at the first spot before moving to the span
+    pause_s: float = 0.0
 
     @property
     def awaited(self) -> bool:
-        return self.timing in ("burst", "rest2s")
+        return self.timing in AWAITED
+
+    @property
+    def moved(self) -> bool:
+        """The span is typed in a file already open, after a suggestion elsewhere in it."""
+        return self.timing in ("moved", "moved-pause")
 
     @property
     def busy(self) -> bool:
@@ -90,7 +106,8 @@ def _one(item: str) -> Scenario:
         raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
                          f"(optionally ours:TIMING) or {', '.join(OPEN_SCENARIOS)}")
     name = timing if client == "generic" else f"{client}:{timing}"
-    return Scenario(name, "typing", client=client, timing=timing)
+    pause_s = MOVED_PAUSE_S if timing == "moved-pause" else 0.0
+    return Scenario(name, "typing", client=client, timing=timing, pause_s=pause_s)
 
 
 def think_intervals(n: int, rng: random.Random) -> list[float]:

@@ -1,4 +1,5 @@
-"""A/B measures as ratios B/A with paired bootstrap confidence intervals.
+"""A/B measures as ratios B/A with paired bootstrap confidence intervals, B (the candidate)
+against each baseline on its own (A, or A1, A2, ...).
 
 The unit of resampling is what was run on both sides: a span (typing scenarios), a never-seen
 file (`open`) or a HumanEval task. A resample draws unit indices with replacement and
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lsp_complete.bench.ab.drive import UnitRun
+from lsp_complete.bench.ab.drive import CANDIDATE, UnitRun
 from lsp_complete.bench.ab.scenarios import Scenario
 
 RESAMPLES = 2000
@@ -54,6 +55,7 @@ class Row:
     verdict: str  # regression | improvement | same | too few units | n/a
     unit: str
     n: int  # paired units
+    baseline: str = "A"  # the side `a` is of (B is always the candidate)
 
 
 # --- pooling -----------------------------------------------------------------------------------
@@ -140,15 +142,22 @@ def _cpu(run: UnitRun) -> np.ndarray:
 def measures_for(scenario: Scenario) -> list[Measure]:
     """What is reported for a scenario, in report order."""
     if scenario.kind == "typing":
+        later_p50 = Measure("keystroke p50 after a span's first key", True, _later_latencies,
+                            _percentile(50), "ms")
+        first_p95 = Measure("first key of a span p95", True, _first_latency, _percentile(95),
+                            "ms")
         found = [
             Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
             Measure("keystroke p95", True, _latencies, _percentile(95), "ms"),
+            # A moved span's first key (the move) apart from the keys after it, both ways.
+            *([later_p50] if scenario.moved else []),
             Measure("keystroke p95 after a span's first key", True, _later_latencies,
                     _percentile(95), "ms"),
         ]
         if scenario.awaited:
             found += [Measure("first key of a span p50", True, _first_latency, _percentile(50),
                               "ms"),
+                      *([first_p95] if scenario.moved else []),
                       Measure("line-exact", False, _line_exact, _mean, "share")]
         else:
             found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, _mean,
@@ -197,11 +206,13 @@ def verdict(low: float | None, high: float | None, lower_is_better: bool) -> str
     return "same"
 
 
-def paired(runs: Sequence[UnitRun], scenario: str) -> tuple[list[UnitRun], list[UnitRun]]:
-    """A's and B's runs of the units both completed, in unit order."""
+def paired(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
+           ) -> tuple[list[UnitRun], list[UnitRun]]:
+    """The baseline's and B's runs of the units both completed, in unit order (another
+    baseline's failure leaves the pair in)."""
     mine = [r for r in runs if r.scenario == scenario and r.error is None]
-    a = {r.unit: r for r in mine if r.side == "A"}
-    b = {r.unit: r for r in mine if r.side == "B"}
+    a = {r.unit: r for r in mine if r.side == baseline}
+    b = {r.unit: r for r in mine if r.side == CANDIDATE}
     units = sorted(set(a) & set(b))
     return [a[u] for u in units], [b[u] for u in units]
 
@@ -216,7 +227,7 @@ def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
-            b_runs: Sequence[UnitRun], drawn: np.ndarray) -> Row:
+            b_runs: Sequence[UnitRun], drawn: np.ndarray, baseline: str = "A") -> Row:
     a_values = [measure.per_unit(r) for r in a_runs]
     b_values = [measure.per_unit(r) for r in b_runs]
     a, b = measure.pool(_stack(a_values)), measure.pool(_stack(b_values))
@@ -235,14 +246,15 @@ def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
     judged = verdict(low, high, measure.lower_is_better) if len(a_runs) >= MIN_UNITS \
         else "too few units"
     return Row(scenario, measure.name, a, b, ratio(a, b), low, high, judged, measure.unit,
-               len(a_runs))
+               len(a_runs), baseline)
 
 
 def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
-                  resamples: int = RESAMPLES) -> list[Row]:
-    a_runs, b_runs = paired(runs, scenario.name)
+                  resamples: int = RESAMPLES, baseline: str = "A") -> list[Row]:
+    a_runs, b_runs = paired(runs, scenario.name, baseline)
     drawn = draws(len(a_runs), seed, resamples) if a_runs else np.empty((0, 0), dtype=int)
-    return [compare(m, scenario.name, a_runs, b_runs, drawn) for m in measures_for(scenario)]
+    return [compare(m, scenario.name, a_runs, b_runs, drawn, baseline)
+            for m in measures_for(scenario)]
 
 
 def language_of(run: UnitRun) -> str:
@@ -250,12 +262,12 @@ def language_of(run: UnitRun) -> str:
 
 
 def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
-                  resamples: int = RESAMPLES) -> list[Row]:
+                  resamples: int = RESAMPLES, baseline: str = "A") -> list[Row]:
     """A typing scenario's quality in each language on its own line (where it ran more than
     one): a gain in one language must not hide a loss in another."""
     if scenario.kind != "typing":
         return []
-    a_runs, b_runs = paired(runs, scenario.name)
+    a_runs, b_runs = paired(runs, scenario.name, baseline)
     languages = sorted({language_of(run) for run in a_runs} - {""})
     if len(languages) < 2:
         return []
@@ -267,12 +279,13 @@ def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
         picks = [i for i, run in enumerate(a_runs) if language_of(run) == language]
         mine_a, mine_b = [a_runs[i] for i in picks], [b_runs[i] for i in picks]
         drawn = draws(len(picks), seed, resamples)
-        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, drawn)
+        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, drawn, baseline)
                  for m in measures]
     return rows
 
 
-def rss_row(scenario: str, a_mb: float | None, b_mb: float | None) -> Row:
+def rss_row(scenario: str, a_mb: float | None, b_mb: float | None,
+            baseline: str = "A") -> Row:
     r = ratio(a_mb, b_mb)
     if r is None:
         judged = "n/a"
@@ -282,14 +295,15 @@ def rss_row(scenario: str, a_mb: float | None, b_mb: float | None) -> Row:
         judged = "improvement"
     else:
         judged = "same"
-    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, judged, "MiB", 1)
+    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, judged, "MiB", 1, baseline)
 
 
-def identical_share(runs: Sequence[UnitRun], scenario: str) -> float | None:
-    """The share of requests whose suggestion was the same on both sides (versions that
-    should suggest alike, or one against itself: how much the server's own timing changes
-    its suggestions)."""
-    a_runs, b_runs = paired(runs, scenario)
+def identical_share(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
+                    ) -> float | None:
+    """The share of requests whose suggestion was the same on the baseline and B (versions
+    that should suggest alike, or one against itself: how much the server's own timing
+    changes its suggestions)."""
+    a_runs, b_runs = paired(runs, scenario, baseline)
     pairs = [(x.suggestion, y.suggestion)
              for a, b in zip(a_runs, b_runs, strict=True)
              for x, y in zip(a.samples, b.samples, strict=False)
