@@ -226,6 +226,8 @@ class Suggester:
         files.forget_shown(state)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
+            if prepared.block_after:
+                files.schedule_block(uri, state, state.shown, before, after, position)
         if state.answered_small(not completion.full_prompt):
             files.schedule_climb(uri, prepared)
         files.schedule_reanchor(uri)
