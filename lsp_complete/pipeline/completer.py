@@ -186,13 +186,13 @@ class Completer:
 
     def block(self, prepared: Prepared, primary: Completion,
               cancel: CancelToken) -> str | None:
-        """The block that the one-line suggestion `primary` begins: the same prompt, generated
-        on to the model's own end of the middle (its FIM-end or end-of-text token) within
+        """The block that the suggestion `primary` begins (`block_wanted`): the same prompt,
+        generated on to the model's own end of the middle (its FIM-end or end-of-text token) within
         BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
         enclosing block's indentation, the lines that already follow) and to the lines that
         parse. None when that is no more than the line, or starts otherwise."""
         request = primary.request
-        if request is None or not primary.text or "\n" in primary.text:
+        if request is None or not block_wanted(prepared, primary):
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         request = dataclasses.replace(
@@ -210,7 +210,7 @@ class Completer:
         text = clean_completion(raw, site, self.spec.stop, max_lines=MAX_LINES)
         ctx = prepared.ctx
         text = cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
-        if "\n" not in text.strip("\n") or text.split("\n", 1)[0] != primary.text:
+        if not text.startswith(primary.text) or text.count("\n") <= primary.text.count("\n"):
             return None
         return text
 
@@ -245,6 +245,15 @@ class Completer:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def block_wanted(prepared: Prepared, answered: Completion) -> bool:
+    """Idle work should generate the block that `answered` begins: a one-line answer where a
+    block may follow (`Prepared.block_after`), or a block the time budget cut short."""
+    if not answered.text:
+        return False
+    return prepared.block_after or (prepared.multiline
+                                    and answered.result.stop_reason == "budget")
 
 
 def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
