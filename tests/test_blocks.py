@@ -100,3 +100,22 @@ async def test_no_block_where_one_line_is_all_there_is(fake, tiny_model_path) ->
         assert (await status(client))["counters"]["blocks"] == 0
     finally:
         await client.shutdown_session()
+
+
+async def test_typing_on_before_the_cursor_rests_generates_no_block(fake, tiny_model_path) -> None:  # noqa: F811
+    """The block waits for the cursor to rest: a typist who goes on costs no block work."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                     debounceMs=0, idleReanchorMs=1500))
+    try:
+        uri = "file:///work/typist.py"
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"
+        insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
+        await inline(client, uri, LINE, COL + 1)
+        await asyncio.sleep(2.5)  # past the rest the first answer would have waited for
+        assert (await status(client))["counters"]["blocks"] == 0
+        assert len(fake.posts("/v1/completions")) == 2  # the two keystrokes, no block
+    finally:
+        await client.shutdown_session()

@@ -339,11 +339,12 @@ class OpenFiles:
 
     def schedule_block(self, uri: str, state: DocState, shown: Shown, before: str,
                        after: str, position: types.Position) -> None:
-        """A one-line suggestion was shown where a block may follow: at once, before other
-        idle work, generate the block it begins (`Completer.block`). It is kept for
-        typing-ahead at that spot: the next request there, or typing on through the line, is
-        answered with it, and our clients are told (BLOCK_READY_METHOD) to ask again. A
-        keystroke that leaves the suggestion stops it, as it stops any idle work."""
+        """A suggestion was shown where a block may follow (`block_wanted`): once the cursor
+        rests there (idle_reanchor_ms with no edit), before other idle work, generate the
+        block it begins (`Completer.block`). It is kept for typing-ahead at that spot: the
+        next request there, or typing on through the line, is answered with it, and our
+        clients are told (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the
+        suggestion stops it, as it stops any idle work."""
         loop = asyncio.get_running_loop()
         model, typeahead, client = self._model, self._typeahead, self._client
         params = {"textDocument": {"uri": uri, "version": shown.version},
@@ -365,7 +366,13 @@ class OpenFiles:
                 loop.call_soon_threadsafe(ready)
             return block
 
-        self._idle(uri + BLOCK_KEY, run, first=True)
+        doc = self.documents.get(uri)
+
+        def rested() -> None:
+            if doc is not None and self.documents.get(uri) is doc and doc.version == shown.version:
+                self._idle(uri + BLOCK_KEY, run, first=True)
+
+        loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
 
     @staticmethod
     def keep_alternatives(shown: Shown, texts: list[str] | None) -> None:
