@@ -335,6 +335,29 @@ def test_ghost_text_shows_server_suggestion_and_tab_accepts_it(nvim_session, tmp
     _wait_for("the ghost text to go", lambda: _extmark_text(nvim) is None, timeout=10)
 
 
+def test_a_block_announced_at_the_cursor_asks_again_and_elsewhere_not(nvim_session, tmp_path):
+    """lsp-complete/blockReady: the plugin asks again where the cursor still is (the server
+    answers with the block from typing-ahead), not for another line."""
+    nvim = nvim_session
+    cur, _mark, anchor = _ghost_after_typing(nvim, tmp_path)
+    line_no = anchor + 1
+    asked = cur["requests"]
+
+    def announce(line: int) -> None:
+        _lua(nvim, "require('lsp_complete')._block_ready({textDocument = {uri = "
+                   f"vim.uri_from_bufnr(0)}}, position = {{line = {line}, character = 4}}}})")
+
+    def requests() -> int:
+        return _lua(nvim, "return require('lsp_complete').current(0).requests")
+
+    announce(line_no + 3)  # another line: nothing
+    assert requests() == asked
+    announce(line_no)
+    _wait_for("a new request", lambda: requests() > asked, timeout=10)
+    assert _lua(nvim, "return require('lsp_complete').BLOCK_READY_METHOD") == (
+        "lsp-complete/blockReady")
+
+
 def test_tab_without_suggestion_inserts_a_tab(nvim_session, tmp_path):
     """<Tab> falls back to a normal Tab when nothing is shown (here: suggestions turned off)."""
     nvim = nvim_session

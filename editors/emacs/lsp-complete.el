@@ -301,6 +301,23 @@ interactively), 2 automatic."
          :error-fn #'ignore
          :timeout-fn #'ignore)))))
 
+;; Server -> client: a block beginning with the suggestion shown at `position' is ready.
+(cl-defmethod eglot-handle-notification
+  ((_server eglot-lsp-complete) (_method (eql lsp-complete/blockReady))
+   &key textDocument position &allow-other-keys)
+  "Ask again where the block was announced, if point is still on that line at or
+after POSITION in the buffer of TEXTDOCUMENT.  The server answers from its
+typing-ahead, with no model call."
+  (let* ((uri (plist-get textDocument :uri))
+         (path (and uri (if (fboundp 'eglot-uri-to-path)
+                            (eglot-uri-to-path uri)
+                          (eglot--uri-to-path uri))))
+         (buffer (and path (find-buffer-visiting path))))
+    (when (and buffer (eq buffer (current-buffer)) lsp-complete-mode
+               (= (1- (line-number-at-pos)) (plist-get position :line))
+               (>= (point) (lsp-complete--position-point position)))
+      (lsp-complete-request 2))))
+
 (defun lsp-complete--schedule ()
   "Ask for a suggestion once typing pauses for `lsp-complete-delay' seconds."
   (when (timerp lsp-complete--timer)

@@ -20,9 +20,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from lsp_complete.bench.records import AtCursor
 from lsp_complete.bench.workload import first_line
+
+T = TypeVar("T")
 
 
 class _AtCursor(AtCursor):
@@ -83,6 +86,15 @@ class BlockTask(_AtCursor):
     def program(self, suggestion: str) -> str:
         """The runnable test program with the suggested body in place."""
         return self._program(self.prefix + suggestion + self.suffix)
+
+    def exact_match(self, suggestion: str) -> bool:
+        """The suggested lines are the target's (trailing spaces and blank lines aside)."""
+        indent = self.prefix[self.prefix.rfind("\n") + 1 :]
+
+        def lines(text: str) -> list[str]:
+            return [line.rstrip() for line in text.strip("\n").split("\n")]
+
+        return lines(indent + suggestion) == lines(indent + self.target)
 
 
 def load_problems(limit: int | None = None) -> list[dict]:
@@ -149,7 +161,31 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
     return tasks
 
 
-def sample_tasks(tasks: list[InfillTask], n: int, seed: int) -> list[InfillTask]:
+def load_multi_line_file(path: str | Path) -> list[BlockTask]:
+    """The tasks of the official HumanEval-MultiLineInfilling.jsonl(.gz) (openai/human-eval-
+    infilling; not shipped here), asked as an editor asks: the masked lines (`canonical_solution`)
+    are one empty line indented like their first, the cursor after that indentation."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    tasks: list[BlockTask] = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            middle = row["canonical_solution"].rstrip("\n")
+            indent = middle[: len(middle) - len(middle.lstrip())]
+            tasks.append(BlockTask(
+                task_id=row["task_id"].removeprefix("MultiLineInfilling/"),
+                prefix=row["prompt"] + indent,
+                target=middle[len(indent):],
+                test=row["test"],
+                entry_point=row["entry_point"],
+                suffix="\n" + row["suffix"],
+            ))
+    return tasks
+
+
+def sample_tasks(tasks: list[T], n: int, seed: int) -> list[T]:
     """`n` of the tasks, drawn by `seed` (all of them, in a seeded order, when there are
     fewer)."""
     rng = random.Random(f"humaneval-lines:{seed}")

@@ -28,7 +28,11 @@ Language knowledge (grammars, node types, block opener and shape) comes from `la
 through ``Document.spec``; nothing here is keyed by a raw languageId.
 """
 
-from lsp_complete.context.block_shape import enclosing_block_indent, wants_multiline
+from lsp_complete.context.block_shape import (
+    block_may_follow,
+    enclosing_block_indent,
+    wants_multiline,
+)
 from lsp_complete.context.head import build_head
 from lsp_complete.context.limits import (
     CodeContext,
@@ -56,5 +60,6 @@ __all__ = [
     "display_path",
     "enclosing_block_indent",
     "wants_multiline",
+    "block_may_follow",
     "window_start_line",
 ]

@@ -1,10 +1,13 @@
-"""Block shape: should a suggestion be a block, and which block encloses the cursor.
+"""Block shape: should a suggestion be a block, may a block follow a one-line answer, which
+block encloses the cursor, and how much of a generated block parses.
 
 Per language through the document's `LanguageSpec` (from `languages.py`): its block node types,
 its block opener (`:` or `{`) and whether its blocks are indentation-scoped.
 """
 
 from __future__ import annotations
+
+import tree_sitter
 
 from lsp_complete.context.text import (
     MAX_SCAN_LINES,
@@ -14,7 +17,7 @@ from lsp_complete.context.text import (
     prev_code_line,
 )
 from lsp_complete.documents import Document, node_path
-from lsp_complete.languages import LanguageSpec
+from lsp_complete.languages import LanguageSpec, spec_for
 
 _CLOSERS = ("}", ")", "]")
 
@@ -44,6 +47,52 @@ def wants_multiline(doc: Document, cursor: int) -> bool:
     if next_text.lstrip().startswith(_CLOSERS):
         return True
     return len(leading_ws(next_text)) < column
+
+
+def block_may_follow(doc: Document, cursor: int) -> bool:
+    """After a one-line answer, may a block be wanted here? On an empty line between
+    statements (where `wants_multiline` keeps the first answer to one line): nothing else on
+    the cursor line, and neither an open bracket nor a list's comma on the code line above
+    (the cursor is not inside an expression spanning lines)."""
+    cursor = clamp(doc, cursor)
+    line = doc.line_of(cursor)
+    start, end = doc.line_range(line)
+    if doc.text[start:end].strip() or doc.spec is None:
+        return False
+    prev = prev_code_line(doc, line)
+    return prev is None or not doc.line_text(prev).rstrip().endswith((",", "(", "[", "\\"))
+
+
+def cut_to_parsing(before: str, block: str, after: str, language_id: str) -> str:
+    """The most leading lines of `block` that, inserted between `before` and `after`, add no
+    syntax error to what the grammar finds in the text without it (windows cut mid-construct
+    have errors of their own); at least its first line. `block` whole without a grammar."""
+    spec = spec_for(language_id)
+    lines = block.split("\n")
+    if spec is None or len(lines) < 2:
+        return block
+    parser = spec.parser()
+
+    def errors(text: str) -> int:
+        return _error_count(parser.parse(text.encode("utf-8", "surrogatepass")).root_node)
+
+    allowed = errors(before + after)
+    for count in range(len(lines), 1, -1):
+        candidate = "\n".join(lines[:count])
+        if errors(before + candidate + after) <= allowed:
+            return candidate
+    return lines[0]
+
+
+def _error_count(root: tree_sitter.Node) -> int:
+    """ERROR and MISSING nodes, visiting only the subtrees that hold one."""
+    count, pending = 0, [root]
+    while pending:
+        node = pending.pop()
+        if node.is_error or node.is_missing:
+            count += 1
+        pending.extend(child for child in node.children if child.has_error)
+    return count
 
 
 def enclosing_block_indent(doc: Document, cursor: int) -> int:

@@ -12,7 +12,13 @@ Both the server and the one-shot `complete` command use this, so they give the s
 suggestion for the same position.
 """
 
-from lsp_complete.pipeline.completer import MAX_LINES, Completer, Completion, load_completer
+from lsp_complete.pipeline.completer import (
+    MAX_LINES,
+    Completer,
+    Completion,
+    block_wanted,
+    load_completer,
+)
 from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
 from lsp_complete.pipeline.prompt_cache import (
     FULL_PROMPT_SLACK,
@@ -27,6 +33,7 @@ __all__ = [
     "MAX_LINES",
     "Completer",
     "Completion",
+    "block_wanted",
     "PromptCache",
     "Prepared",
     "Switch",

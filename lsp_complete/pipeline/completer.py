@@ -16,6 +16,7 @@ from typing import Any
 
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
+from lsp_complete.context.block_shape import cut_to_parsing
 from lsp_complete.context.limits import RepoContext
 from lsp_complete.engine.base import (
     CancelToken,
@@ -30,6 +31,7 @@ from lsp_complete.models import ModelSpec
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.pipeline.prompt_cache import PromptCache, Switch
 from lsp_complete.postprocess import (
+    CompletionSite,
     clean_completion,
     copying_next_line,
     count_block_lines,
@@ -38,6 +40,9 @@ from lsp_complete.postprocess import (
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
+# A block after a one-line answer (`Completer.block`): idle work, so more room than a line.
+BLOCK_MAX_TOKENS = 160
+BLOCK_TIME_BUDGET_S = 6.0
 
 
 @dataclass
@@ -121,12 +126,6 @@ class Completer:
             if progress is not None and text.startswith(heal):
                 progress(text[len(heal) :])
 
-        def block_ended(text: str) -> bool:
-            # Stop generating as soon as the multi-line rule would cut what follows anyway.
-            complete_lines = text.count("\n")
-            kept = count_block_lines(text, site, max_lines=MAX_LINES)
-            return kept < complete_lines or complete_lines >= MAX_LINES
-
         request = GenerationRequest(
             key=prepared.key,
             segments=prompt.segments,
@@ -136,7 +135,7 @@ class Completer:
             stop=self.spec.stop + elision_stops(site.language_id),
             single_line=not prepared.multiline,
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
-            line_check=block_ended if prepared.multiline else None,
+            line_check=_block_ended(site) if prepared.multiline else None,
             on_text=on_text if progress is not None else None,
             abandon=lambda produced: copying_next_line(produced, site),
             speculation=self.settings.speculation,
@@ -185,6 +184,36 @@ class Completer:
                 texts.append(text)
         return texts
 
+    def block(self, prepared: Prepared, primary: Completion,
+              cancel: CancelToken) -> str | None:
+        """The block that the suggestion `primary` begins (`block_wanted`): the same prompt,
+        generated on to the model's own end of the middle (its FIM-end or end-of-text token) within
+        BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
+        enclosing block's indentation, the lines that already follow) and to the lines that
+        parse. None when that is no more than the line, or starts otherwise."""
+        request = primary.request
+        if request is None or not block_wanted(prepared, primary):
+            return None
+        site = dataclasses.replace(prepared.site, multiline=True)
+        request = dataclasses.replace(
+            request, single_line=False, line_check=_block_ended(site), on_text=None,
+            max_tokens=max(request.max_tokens, BLOCK_MAX_TOKENS),
+            deadline=time.monotonic() + BLOCK_TIME_BUDGET_S,
+            abandon=lambda produced: copying_next_line(produced, site),
+        )
+        result = self.engine.complete(request, cancel)
+        if cancel.cancelled or not result.text.startswith(request.heal):
+            return None
+        raw = result.text[len(request.heal) :]
+        if result.stop_reason in ("max_tokens", "cancelled", "error"):
+            raw = raw[: max(0, raw.rfind("\n"))]  # its last line may be cut mid-way
+        text = clean_completion(raw, site, self.spec.stop, max_lines=MAX_LINES)
+        ctx = prepared.ctx
+        text = cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
+        if not text.startswith(primary.text) or text.count("\n") <= primary.text.count("\n"):
+            return None
+        return text
+
     # ------------------------------------------------------------------ idle work
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
@@ -216,6 +245,25 @@ class Completer:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def block_wanted(prepared: Prepared, answered: Completion) -> bool:
+    """Idle work should generate the block that `answered` begins: a one-line answer where a
+    block may follow (`Prepared.block_after`), or a block the time budget cut short."""
+    if not answered.text:
+        return False
+    return prepared.block_after or (prepared.multiline
+                                    and answered.result.stop_reason == "budget")
+
+
+def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
+    def ended(text: str) -> bool:
+        # Stop generating as soon as the multi-line rule would cut what follows anyway.
+        complete_lines = text.count("\n")
+        kept = count_block_lines(text, site, max_lines=MAX_LINES)
+        return kept < complete_lines or complete_lines >= MAX_LINES
+
+    return ended
 
 
 def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:

@@ -10,6 +10,7 @@ from lsp_complete.config import Settings
 from lsp_complete.context import (
     CodeContext,
     ContextLimits,
+    block_may_follow,
     build_context,
     choose_anchor,
     cold_limits,
@@ -29,6 +30,8 @@ class Prepared:
     site: CompletionSite
     multiline: bool
     cold_ctx: CodeContext | None = None  # smaller windows, for a file with a cold KV cache
+    # A one-line answer here may begin a block, generated in idle time (Completer.block).
+    block_after: bool = False
 
 
 def prepare(
@@ -69,7 +72,10 @@ def prepare(
         # gets that language's bracket lexer too).
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
     )
-    return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx)
+    block_after = (settings.multiline == "auto" and not multiline
+                   and block_may_follow(doc, cursor))
+    return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
+                    block_after=block_after)
 
 
 def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:

@@ -50,6 +50,11 @@ class EditorClient:
         with contextlib.suppress(Exception):
             self._lsp.window_log_message(types.LogMessageParams(type=kind, message=message))
 
+    def notify(self, method: str, params: Any) -> None:
+        """A notification of ours (clients that do not know it ignore it)."""
+        with contextlib.suppress(Exception):  # not connected (tests, CLI), or gone
+            self._lsp.protocol.notify(method, params)
+
     def forget_told(self) -> None:
         """A new session: every message may be told again."""
         self._told.clear()

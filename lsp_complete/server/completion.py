@@ -18,7 +18,7 @@ from lsprotocol import types
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import Completion, prepare, with_repo
+from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.files import OpenFiles
@@ -226,6 +226,8 @@ class Suggester:
         files.forget_shown(state)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
+            if block_wanted(prepared, completion):
+                files.schedule_block(uri, state, state.shown, before, after, position)
         if state.answered_small(not completion.full_prompt):
             files.schedule_climb(uri, prepared)
         files.schedule_reanchor(uri)

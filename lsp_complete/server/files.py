@@ -39,6 +39,7 @@ from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head,
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.model import ModelHost
+from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.state import DocState, Shown
 from lsp_complete.server.telemetry import Telemetry
@@ -49,6 +50,7 @@ SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger fil
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
 CLIMB_KEY = "\0climb:"  # + URI: building on towards a file's full prompt
+BLOCK_KEY = "\0block"  # URI +: the block after a one-line suggestion (a file's work)
 
 
 class OpenFiles:
@@ -165,7 +167,8 @@ class OpenFiles:
         self._repo.closed(uri)
         self._typeahead.forget(uri)
         self._scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
-        for key in (uri, CLIMB_KEY + uri):  # and its idle work stops (nothing uses it now)
+        # And its idle work stops (nothing uses it now).
+        for key in (uri, CLIMB_KEY + uri, uri + BLOCK_KEY):
             self._scheduler.drop_idle(key)
         completer = self._model.completer
         if completer is not None:
@@ -333,6 +336,43 @@ class OpenFiles:
             return shown.completer.alternatives(shown.prepared, shown.completion, count, cancel)
 
         return run
+
+    def schedule_block(self, uri: str, state: DocState, shown: Shown, before: str,
+                       after: str, position: types.Position) -> None:
+        """A suggestion was shown where a block may follow (`block_wanted`): once the cursor
+        rests there (idle_reanchor_ms with no edit), before other idle work, generate the
+        block it begins (`Completer.block`). It is kept for typing-ahead at that spot: the
+        next request there, or typing on through the line, is answered with it, and our
+        clients are told (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the
+        suggestion stops it, as it stops any idle work."""
+        loop = asyncio.get_running_loop()
+        model, typeahead, client = self._model, self._typeahead, self._client
+        params = {"textDocument": {"uri": uri, "version": shown.version},
+                  "position": {"line": position.line, "character": position.character}}
+
+        def ready() -> None:
+            if self.states.get(uri) is state:
+                self._telemetry.counters["blocks"] += 1
+                client.notify(BLOCK_READY_METHOD, params)
+
+        def run(cancel: CancelToken) -> str | None:
+            if self.states.get(uri) is not state or shown.completer is not model.completer:
+                return None  # closed, or the model was reloaded
+            block = shown.completer.block(shown.prepared, shown.completion, cancel)
+            if block is None or cancel.cancelled or self.states.get(uri) is not state:
+                return None
+            typeahead.remember(uri, before, after, block)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(ready)
+            return block
+
+        doc = self.documents.get(uri)
+
+        def rested() -> None:
+            if doc is not None and self.documents.get(uri) is doc and doc.version == shown.version:
+                self._idle(uri + BLOCK_KEY, run, first=True)
+
+        loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
 
     @staticmethod
     def keep_alternatives(shown: Shown, texts: list[str] | None) -> None:

@@ -26,6 +26,10 @@ STATUS_METHOD = "lsp-complete/status"
 # Client -> server notification {textDocument: {uri}, position}: the cursor moved there (a
 # click, a jump, another editor tab). Idle time then prepares the prompt for that spot.
 CURSOR_METHOD = "lsp-complete/didMoveCursor"
+# Server -> client notification {textDocument: {uri, version}, position}: a block that begins
+# with the one-line suggestion shown there is ready; asking again there (or typing on through
+# the line) is answered with it from typing-ahead.
+BLOCK_READY_METHOD = "lsp-complete/blockReady"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 SECTION = "lspComplete"  # the settings section in workspace/configuration
 

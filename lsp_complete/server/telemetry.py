@@ -57,7 +57,7 @@ class Telemetry:
         self.last_error = ""
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
-            "cursorMoves": 0, "alternativesShown": 0,
+            "cursorMoves": 0, "alternativesShown": 0, "blocks": 0,
         }
         self._suggestions: dict[str, dict[str, Any]] = {}
 

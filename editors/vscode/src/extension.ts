@@ -13,7 +13,10 @@ import {
 import {
   ACCEPT_COMMAND_ID,
   CURSOR_DEBOUNCE_MS,
+  BLOCK_READY_METHOD,
+  BlockReadyParams,
   CURSOR_METHOD,
+  blockStillWanted,
   ConvertedItem,
   INSTALL_HINT,
   InitializationOptions,
@@ -121,6 +124,15 @@ function createClient(): LanguageClient {
   };
   const c = new LanguageClient("lspComplete", "lsp-complete", serverOptions, clientOptions);
   c.registerFeature(new InlineCompletionCapability());
+  c.onNotification(BLOCK_READY_METHOD, (params: BlockReadyParams) => {
+    const editor = vscode.window.activeTextEditor;
+    if (client !== c || !editor) return;
+    const uri = c.code2ProtocolConverter.asUri(editor.document.uri);
+    const cursor = c.code2ProtocolConverter.asPosition(editor.selection.active);
+    if (blockStillWanted(params, uri, cursor)) {
+      void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+    }
+  });
   c.onDidChangeState((e) => {
     if (client !== c) return; // an old client stopping during a restart
     clientState =

@@ -588,6 +588,27 @@ export interface CursorMoveParams {
 
 /** The didMoveCursor params for a caret (a selection's anchor and active end coincide);
  * undefined for a real selection, where nobody is about to type. */
+/** Server -> client: a block beginning with the suggestion shown at `position` is ready. */
+export const BLOCK_READY_METHOD = "lsp-complete/blockReady";
+
+export interface BlockReadyParams {
+  textDocument: { uri: string; version: number };
+  position: LspPosition;
+}
+
+/**
+ * Whether to ask again for the block the server announced: the same document, the cursor
+ * still on the announced line at or after its spot (typing on through the first line is
+ * answered with the block from the server's typing-ahead, so asking costs no model call).
+ */
+export function blockStillWanted(params: BlockReadyParams, uri: string, cursor: LspPosition): boolean {
+  return (
+    params.textDocument.uri === uri &&
+    cursor.line === params.position.line &&
+    cursor.character >= params.position.character
+  );
+}
+
 export function cursorMoveParams(uri: string, anchor: LspPosition, active: LspPosition): CursorMoveParams | undefined {
   if (anchor.line !== active.line || anchor.character !== active.character) return undefined;
   return { textDocument: { uri }, position: { line: active.line, character: active.character } };

@@ -458,6 +458,37 @@ local function on_change(bufnr)
 end
 
 M.CURSOR_METHOD = "lsp-complete/didMoveCursor"
+-- Server -> client: a block beginning with the suggestion shown at `position` is ready; asking
+-- again is answered with it from the server's typing-ahead (no model call).
+M.BLOCK_READY_METHOD = "lsp-complete/blockReady"
+
+--- The server announced a block: ask again if the cursor is still on that line of that buffer,
+--- at or after the announced spot, in insert mode. Neovim's own inline completion (0.12) asks
+--- at its next request.
+---@param params {textDocument: {uri: string}, position: {line: integer, character: integer}}
+function M._block_ready(params)
+  if not params or not params.textDocument or using_builtin() then
+    return
+  end
+  local bufnr = vim.uri_to_bufnr(params.textDocument.uri)
+  local st = states[bufnr]
+  if not st or api.nvim_get_current_buf() ~= bufnr then
+    return
+  end
+  if not vim.startswith(api.nvim_get_mode().mode, "i") then
+    return
+  end
+  local row, col = cursor_of(bufnr)
+  local client = get_client(st.client_id)
+  if not row or not client or row ~= params.position.line then
+    return
+  end
+  local line = api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ""
+  local spot = byte_index(line, params.position.character, client.offset_encoding or "utf-16")
+  if col >= spot then
+    M.request(bufnr, 2)
+  end
+end
 local cursor_timers = {} ---@type table<integer, uv.uv_timer_t>
 
 local function stop_cursor_timer(bufnr)
@@ -965,6 +996,11 @@ function M.attach(bufnr)
     root_dir = root,
     init_options = init_options(),
     capabilities = capabilities(),
+    handlers = {
+      [M.BLOCK_READY_METHOD] = function(_, params)
+        M._block_ready(params)
+      end,
+    },
     on_attach = function(client, b)
       M._on_attach(client, b)
     end,

@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 
 import {
   ACCEPT_COMMAND_ID,
+  BLOCK_READY_METHOD,
   CURSOR_METHOD,
   INIT_OPTION_KEYS,
   INSTALL_HINT,
@@ -14,6 +15,7 @@ import {
   SNOOZE_MINUTES,
   configChangeAction,
   convertItem,
+  blockStillWanted,
   convertResult,
   cursorMoveParams,
   doctorCommand,
@@ -318,6 +320,18 @@ describe("cursorMoveParams", () => {
     });
     assert.equal(cursorMoveParams("file:///a.py", at, { line: 4, character: 7 }), undefined);
     assert.equal(CURSOR_METHOD, "lsp-complete/didMoveCursor");
+  });
+});
+
+describe("blockStillWanted", () => {
+  it("asks again only on the announced line, at or after its spot, in the same file", () => {
+    const params = { textDocument: { uri: "file:///a.py", version: 3 }, position: { line: 4, character: 4 } };
+    assert.equal(BLOCK_READY_METHOD, "lsp-complete/blockReady");
+    assert.ok(blockStillWanted(params, "file:///a.py", { line: 4, character: 4 }));
+    assert.ok(blockStillWanted(params, "file:///a.py", { line: 4, character: 9 })); // typed on
+    assert.ok(!blockStillWanted(params, "file:///a.py", { line: 5, character: 4 }));
+    assert.ok(!blockStillWanted(params, "file:///a.py", { line: 4, character: 2 }));
+    assert.ok(!blockStillWanted(params, "file:///b.py", { line: 4, character: 4 }));
   });
 });
 

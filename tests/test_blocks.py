@@ -1,0 +1,121 @@
+"""Blocks after a one-line answer (issue 31): on an empty line between statements the first
+line is answered as any line is, the block it begins is generated in idle time, kept for
+typing-ahead, and announced with `lsp-complete/blockReady`. The block is cut to the enclosing
+block's scope, to what does not repeat the lines that follow, and to what parses.
+
+End to end through the real server and a scripted llama-server stand-in (the tiny model writes
+gibberish, which no grammar accepts: the real-model test is in test_real_model.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lsp_complete.context.block_shape import block_may_follow, cut_to_parsing
+from lsp_complete.documents import Document
+from lsp_complete.server.protocol import BLOCK_READY_METHOD
+from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
+from tests.lsp_helpers import start_server
+from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
+
+SOURCE = "def total(items):\n    count = 0\n    \n    return count\n"
+LINE, COL = 2, 4  # the empty, indented line between the two statements
+
+
+def test_a_block_may_follow_on_an_empty_line_between_statements_only() -> None:
+    doc = Document("file:///w/a.py", "python", 1, SOURCE)
+    assert block_may_follow(doc, doc.offset_at(LINE, COL))
+    assert not block_may_follow(doc, doc.offset_at(1, 5))  # text on the line
+    inside = Document("file:///w/b.py", "python", 1, "x = f(\n    1,\n    \n)\n")
+    assert not block_may_follow(inside, inside.offset_at(2, 4))  # inside a call's arguments
+    plain = Document("file:///w/c.txt", "plaintext", 1, "a\n\nb\n")
+    assert not block_may_follow(plain, plain.offset_at(1, 0))  # no grammar, no block
+
+
+@pytest.mark.parametrize(("language", "before", "block", "after", "kept"), [
+    ("python", "def f(x):\n    ", "if x:\n        return 2\n    z = (", "\n    return 1\n",
+     "if x:\n        return 2"),
+    ("c", "int f(int a) {\n  ", "a += 1;\n  if (a) {\n    a++;", "\n  return a;\n}\n",
+     "a += 1;"),
+    ("javascript", "function f(a) {\n  ", "a += 1;\n  return a;", "\n}\n",
+     "a += 1;\n  return a;"),
+])
+def test_a_block_is_cut_to_the_lines_that_parse(language, before, block, after, kept) -> None:
+    assert cut_to_parsing(before, block, after, language) == kept
+
+
+def test_a_window_cut_mid_construct_does_not_count_against_the_block() -> None:
+    # The window starts inside a string the grammar cannot close: errors of its own.
+    before = '"""never closed\ndef f(x):\n    '
+    assert cut_to_parsing(before, "y = 1\n    z = 2", "\n    return x\n", "python") == (
+        "y = 1\n    z = 2")
+
+
+async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
+                   "    return count", "\n", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/total.py"
+        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
+        open_doc(client, uri, SOURCE)
+        first, item = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"  # the line, at a line's speed
+        params = await asyncio.wait_for(ready, 60)
+        assert params.textDocument.uri == uri and params.textDocument.version == 1
+        assert (params.position.line, params.position.character) == (LINE, COL)
+        again, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        # Its scope's lines, without the `return count` that already follows.
+        assert again == "for item in items:\n        count += item"
+        asked = len(fake.posts("/v1/completions"))
+        insert(client, uri, 2, LINE, COL, "for")  # typing on through the first line
+        typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 3))
+        assert typed == "for item in items:\n        count += item"
+        assert len(fake.posts("/v1/completions")) == asked  # served by typing-ahead
+        assert (await status(client))["counters"]["blocks"] == 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_no_block_where_one_line_is_all_there_is(fake, tiny_model_path) -> None:  # noqa: F811
+    """The model's own end after the first line: nothing is announced, one line is shown."""
+    fake.pieces = ["count += 1", "\n", "    return count", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/one.py"
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "count += 1"
+        for _ in range(100):  # until the idle block work has run
+            if len(fake.posts("/v1/completions")) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        again, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert again == "count += 1"
+        assert (await status(client))["counters"]["blocks"] == 0
+    finally:
+        await client.shutdown_session()
+
+
+async def test_typing_on_before_the_cursor_rests_generates_no_block(fake, tiny_model_path) -> None:  # noqa: F811
+    """The block waits for the cursor to rest: a typist who goes on costs no block work."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                     debounceMs=0, idleReanchorMs=1500))
+    try:
+        uri = "file:///work/typist.py"
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"
+        insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
+        await inline(client, uri, LINE, COL + 1)
+        await asyncio.sleep(2.5)  # past the rest the first answer would have waited for
+        assert (await status(client))["counters"]["blocks"] == 0
+        assert len(fake.posts("/v1/completions")) == 2  # the two keystrokes, no block
+    finally:
+        await client.shutdown_session()
