@@ -18,6 +18,7 @@ import random
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -138,50 +139,49 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
     masked line, `canonical_solution` that line with its indentation and newline, `suffix` the
     text after it. The document gets the line's indentation, as an editor's auto-indent
     leaves it."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     tasks: list[InfillTask] = []
+    for row in _rows(path):
+        target = row["canonical_solution"].rstrip("\n")
+        indent = target[: len(target) - len(target.lstrip())]
+        # task_id: "SingleLineInfilling/HumanEval/<n>/L<line>"
+        *_, problem, line_part = row["task_id"].split("/")
+        tasks.append(InfillTask(
+            task_id=f"HumanEval/{problem}",
+            line_index=int(line_part.lstrip("L")),
+            prefix=row["prompt"] + indent,
+            suffix="\n" + row["suffix"],
+            target=target,
+            test=row["test"],
+            entry_point=row["entry_point"],
+        ))
+    return tasks
+
+
+def _rows(path: str | Path) -> Iterator[dict]:
+    """The records of an official infilling file (.jsonl, or .jsonl.gz)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            target = row["canonical_solution"].rstrip("\n")
-            indent = target[: len(target) - len(target.lstrip())]
-            # task_id: "SingleLineInfilling/HumanEval/<n>/L<line>"
-            *_, problem, line_part = row["task_id"].split("/")
-            tasks.append(InfillTask(
-                task_id=f"HumanEval/{problem}",
-                line_index=int(line_part.lstrip("L")),
-                prefix=row["prompt"] + indent,
-                suffix="\n" + row["suffix"],
-                target=target,
-                test=row["test"],
-                entry_point=row["entry_point"],
-            ))
-    return tasks
+            if line.strip():
+                yield json.loads(line)
 
 
 def load_multi_line_file(path: str | Path) -> list[BlockTask]:
     """The tasks of the official HumanEval-MultiLineInfilling.jsonl(.gz) (openai/human-eval-
     infilling; not shipped here), asked as an editor asks: the masked lines (`canonical_solution`)
     are one empty line indented like their first, the cursor after that indentation."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     tasks: list[BlockTask] = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            middle = row["canonical_solution"].rstrip("\n")
-            indent = middle[: len(middle) - len(middle.lstrip())]
-            tasks.append(BlockTask(
-                task_id=row["task_id"].removeprefix("MultiLineInfilling/"),
-                prefix=row["prompt"] + indent,
-                target=middle[len(indent):],
-                test=row["test"],
-                entry_point=row["entry_point"],
-                suffix="\n" + row["suffix"],
-            ))
+    for row in _rows(path):
+        middle = row["canonical_solution"].rstrip("\n")
+        indent = middle[: len(middle) - len(middle.lstrip())]
+        tasks.append(BlockTask(
+            task_id=row["task_id"].removeprefix("MultiLineInfilling/"),
+            prefix=row["prompt"] + indent,
+            target=middle[len(indent):],
+            test=row["test"],
+            entry_point=row["entry_point"],
+            suffix="\n" + row["suffix"],
+        ))
     return tasks
 
 
