@@ -39,6 +39,7 @@ from lsp_complete.testing.lsp_client import (
     status,
     wait_for_state,
 )
+from tests import flood
 from tests.lsp_helpers import SOURCE
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the daemon needs Unix sockets")
@@ -739,13 +740,6 @@ def test_forwarder_adds_little_latency(world, tiny_model_path) -> None:
 # --------------------------------------------------------------------------- back-pressure
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def _raw_window(path: Path) -> socket.socket:
     """A session straight on the daemon's socket, past the hello (no forwarder)."""
     from lsp_complete.daemon import hello as wire
@@ -757,37 +751,6 @@ def _raw_window(path: Path) -> socket.socket:
     return sock
 
 
-def _send_while_taken(sock: socket.socket, messages: Iterator[bytes], stuck_s: float) -> int:
-    """Send messages until the daemon stops taking bytes (the socket stays unwritable for
-    `stuck_s`: the end of the flood, not a measure); how many went out whole."""
-    import select
-
-    sock.setblocking(False)
-    sent = 0
-    for data in messages:
-        view = memoryview(data)
-        while view:
-            if not select.select([], [sock], [], stuck_s)[1]:
-                return sent
-            with contextlib.suppress(BlockingIOError):
-                view = view[sock.send(view):]
-        sent += 1
-    return sent
-
-
-def _read_answers(sock: socket.socket, ids: set[int]) -> set[int]:
-    """Read until every id in `ids` is answered (or the daemon hangs up): the ids seen."""
-    sock.setblocking(True)
-    sock.settimeout(120)
-    split, seen = Splitter(1 << 30), set()
-    while not ids <= seen:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            break
-        seen.update(json.loads(body).get("id") for body in split.feed(chunk))
-    return seen
-
-
 async def test_a_window_that_does_not_read_cannot_grow_the_daemon(world, tiny_model_path) -> None:
     """Issue 32: 400 status requests from a window that never read its socket grew the daemon
     by 1.5 GiB. Now the daemon stops reading that window's requests while its unsent answers
@@ -795,35 +758,21 @@ async def test_a_window_that_does_not_read_cannot_grow_the_daemon(world, tiny_mo
     other = await world.start(tiny_model_path)
     pid = (await daemon_of(other))["pid"]
     sock = _raw_window(world.socket())
-    # ~1 MB status answers: 64 open documents whose URIs are 16 KB each.
-    setup = [forwarder.frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "capabilities": {}, "initializationOptions": {"threads": 1, "contextSize": 4096,
-                                                      "model": str(tiny_model_path)}}}),
-             forwarder.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})]
-    setup += [forwarder.frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
-        "textDocument": {"uri": f"file:///{n:03d}/{'d' * 16_000}.py", "languageId": "python",
-                         "version": 1, "text": "x = 1\n"}}}) for n in range(64)]
-    sock.sendall(b"".join(setup))
-    await status(other)  # the daemon has read the setup by the time it answers another window
-    before = _rss_mib(pid)
-    # Requests of 64 KB: when the last is sent, the daemon has read all but the few that
-    # the socket's buffers hold (~400 KB), and answered them (status answers at once).
-    requests = 400
-    flood = (forwarder.frame({"jsonrpc": "2.0", "id": n, "method": "lsp-complete/status",
-                              "params": {"recent": 0, "pad": "p" * 64_000}})
-             for n in range(1, requests + 1))
+    sock.sendall(flood.big_status_setup(tiny_model_path))
+    assert {0, flood.SETUP_DONE} <= flood.read_answers(sock, {0, flood.SETUP_DONE})
+    before = flood.rss_mib(pid)
     try:
-        sent = await asyncio.to_thread(_send_while_taken, sock, flood, 3.0)
-        grown = _rss_mib(pid) - before
+        sent = await asyncio.to_thread(flood.send_while_taken, sock, flood.status_flood())
+        grown = flood.rss_mib(pid) - before
         seen = await daemon_of(other)  # another window is answered meanwhile
-        print(f"{sent} of {requests} requests taken; the daemon grew by {grown:.0f} MiB")
+        print(f"{sent} of {flood.REQUESTS} requests taken; the daemon grew by {grown:.0f} MiB")
         assert grown < 200, f"{sent} requests taken, the daemon grew by {grown:.0f} MiB"
-        assert sent < requests
+        assert sent < flood.REQUESTS
         # The window is held back, not dropped; what it has not read is within the bound.
         assert len(seen["sessions"]) == 2
         assert 0 < max(s["unsentBytes"] for s in seen["sessions"]) < framing.HARD_UNSENT_BYTES
         # Once it reads, it gets every answer, and the rest of its requests are read.
-        answered = await asyncio.to_thread(_read_answers, sock, {0, *range(1, sent + 1)})
-        assert answered >= {0, *range(1, sent + 1)}
+        answered = await asyncio.to_thread(flood.read_answers, sock, set(range(1, sent + 1)))
+        assert answered >= set(range(1, sent + 1))
     finally:
         sock.close()
