@@ -28,6 +28,7 @@ from pytest_lsp.client import LanguageClient, make_test_lsp_client
 from lsp_complete.daemon import forwarder, paths
 from lsp_complete.daemon.forwarder import Splitter, TextMirror
 from lsp_complete.documents import Document
+from lsp_complete.server import framing
 from lsp_complete.testing.lsp_client import (
     client_capabilities,
     initialize_params,
@@ -38,6 +39,7 @@ from lsp_complete.testing.lsp_client import (
     status,
     wait_for_state,
 )
+from tests import flood
 from tests.lsp_helpers import SOURCE
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the daemon needs Unix sockets")
@@ -733,3 +735,44 @@ def test_forwarder_adds_little_latency(world, tiny_model_path) -> None:
     finally:
         stdin.close()
         proc.wait(10)
+
+
+# --------------------------------------------------------------------------- back-pressure
+
+
+def _raw_window(path: Path) -> socket.socket:
+    """A session straight on the daemon's socket, past the hello (no forwarder)."""
+    from lsp_complete.daemon import hello as wire
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    sock.sendall(wire.encode({"kind": "session", "version": wire.version(), "pid": 0}))
+    wire.read_line(sock, 10)
+    return sock
+
+
+async def test_a_window_that_does_not_read_cannot_grow_the_daemon(world, tiny_model_path) -> None:
+    """Issue 32: 400 status requests from a window that never read its socket grew the daemon
+    by 1.5 GiB. Now the daemon stops reading that window's requests while its unsent answers
+    are over a bound; the others are served, and the window gets every answer once it reads."""
+    other = await world.start(tiny_model_path)
+    pid = (await daemon_of(other))["pid"]
+    sock = _raw_window(world.socket())
+    sock.sendall(flood.big_status_setup(tiny_model_path))
+    assert {0, flood.SETUP_DONE} <= flood.read_answers(sock, {0, flood.SETUP_DONE})
+    before = flood.rss_mib(pid)
+    try:
+        sent = await asyncio.to_thread(flood.send_while_taken, sock, flood.status_flood())
+        grown = flood.rss_mib(pid) - before
+        seen = await daemon_of(other)  # another window is answered meanwhile
+        print(f"{sent} of {flood.REQUESTS} requests taken; the daemon grew by {grown:.0f} MiB")
+        assert grown < 200, f"{sent} requests taken, the daemon grew by {grown:.0f} MiB"
+        assert sent < flood.REQUESTS
+        # The window is held back, not dropped; what it has not read is within the bound.
+        assert len(seen["sessions"]) == 2
+        assert 0 < max(s["unsentBytes"] for s in seen["sessions"]) < framing.HARD_UNSENT_BYTES
+        # Once it reads, it gets every answer, and the rest of its requests are read.
+        answered = await asyncio.to_thread(flood.read_answers, sock, set(range(1, sent + 1)))
+        assert answered >= set(range(1, sent + 1))
+    finally:
+        sock.close()

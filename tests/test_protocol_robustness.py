@@ -324,6 +324,43 @@ async def test_reader_skips_garbage_and_reports_bad_json() -> None:
     assert await frames_of(Chunks(frame(b'{"t": "\xff"}'))) == [{"t": "\ufffd"}]
 
 
+async def test_bounded_stream_holds_back_past_the_soft_bound_and_drops_past_the_hard() -> None:
+    """Issue 32: what a client has not read is bounded. Past the soft bound `room()` waits
+    (the server reads no more of its requests) until the client reads; past the hard bound
+    the connection is dropped, its unsent bytes thrown away."""
+    import socket
+
+    from lsp_complete.server.framing import BoundedStream
+
+    ours, theirs = socket.socketpair()
+    _, writer = await asyncio.open_connection(sock=ours)
+    out = BoundedStream(writer, "test", soft=1 << 20, hard=8 << 20)
+    out.write(b"x" * (2 << 20))
+    assert out.unsent() > 1 << 20  # the kernel's buffer holds far less than 2 MiB
+    room = asyncio.ensure_future(out.room())
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not room.done()  # the client reads nothing: no room
+
+    def read(size: int) -> int:
+        got = 0
+        while got < size:
+            got += len(theirs.recv(1 << 20))
+        return got
+
+    assert await asyncio.to_thread(read, 2 << 20) == 2 << 20
+    await asyncio.wait_for(room, 30)  # read: room again
+    for _ in range(9):
+        out.write(b"y" * (1 << 20))
+    assert out.dropped and writer.is_closing()
+    with pytest.raises(ConnectionError):
+        await out.room()
+    out.write(b"z")  # after the drop: nothing more is queued
+    assert out.unsent() == 0
+    theirs.close()
+    writer.close()
+
+
 def test_guess_id_reads_only_the_top_level() -> None:
     from lsp_complete.server.framing import guess_id
 

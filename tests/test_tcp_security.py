@@ -39,6 +39,7 @@ from lsp_complete.testing.lsp_client import (
     suggestion_of,
     wait_for_state,
 )
+from tests import flood
 from tests.lsp_helpers import SOURCE, start_server
 
 LINE, COL = 11, len("    for line in read_li")
@@ -342,6 +343,25 @@ async def test_shutdown_then_hang_up_ends_the_server(tcp_server) -> None:
     await client.shutdown_async(None)
     await hang_up(client)
     assert tcp_server.wait_exit() == 0
+
+
+async def test_a_client_that_does_not_read_cannot_grow_the_server(tcp_server) -> None:
+    """Issue 32, over TCP: a client that asks and never reads is not read either while its
+    unsent answers are over a bound; it gets every answer once it reads."""
+    sock = socket.create_connection(("127.0.0.1", tcp_server.port))
+    try:
+        sock.sendall(flood.big_status_setup(None, {"token": tcp_server.token}))
+        assert {0, flood.SETUP_DONE} <= flood.read_answers(sock, {0, flood.SETUP_DONE})
+        before = flood.rss_mib(tcp_server.proc.pid)
+        sent = await asyncio.to_thread(flood.send_while_taken, sock, flood.status_flood())
+        grown = flood.rss_mib(tcp_server.proc.pid) - before
+        print(f"{sent} of {flood.REQUESTS} requests taken; the server grew by {grown:.0f} MiB")
+        assert grown < 200, f"{sent} requests taken, the server grew by {grown:.0f} MiB"
+        assert sent < flood.REQUESTS
+        answered = await asyncio.to_thread(flood.read_answers, sock, set(range(1, sent + 1)))
+        assert answered >= set(range(1, sent + 1))
+    finally:
+        sock.close()
 
 
 # --------------------------------------------------------------------------- where the token is

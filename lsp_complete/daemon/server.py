@@ -260,10 +260,12 @@ def _camel(values: dict[str, Any]) -> dict[str, Any]:
 
 
 class SocketWriter:
-    """A session's protocol writes here: to its socket, always from the event loop."""
+    """A session's protocol writes here: to its socket, always from the event loop, within
+    the bound on what the window has not read (`framing.BoundedStream`)."""
 
-    def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop) -> None:
-        self._writer = writer
+    def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop,
+                 name: str) -> None:
+        self.output = framing.BoundedStream(writer, name)
         self._loop = loop
         self._thread = threading.get_ident()
 
@@ -275,8 +277,7 @@ class SocketWriter:
                 self._loop.call_soon_threadsafe(self._send, data)
 
     def _send(self, data: bytes) -> None:
-        if not self._writer.is_closing():
-            self._writer.write(data)
+        self.output.write(data)
 
     def close(self) -> None:
         """The daemon closes the connection when the session ends."""
@@ -288,6 +289,7 @@ class Session:
     frontend_pid: int | None
     server: CompletionServer
     writer: asyncio.StreamWriter
+    output: framing.BoundedStream
     connected: float  # time.time()
 
     def describe(self, private: bool = False) -> dict[str, Any]:
@@ -299,6 +301,7 @@ class Session:
             "frontendPid": self.frontend_pid,
             "connectedSeconds": round(time.time() - self.connected, 1),
             "documents": len(server.files.documents),
+            "unsentBytes": self.output.unsent(),  # answers the window has not read yet
             "model": server.settings.model,
             "modelState": server.model.state,
         }
@@ -470,9 +473,11 @@ class Daemon:
 
         server.model.persist_caches = queue_persist  # type: ignore[method-assign]
         server.daemon_status = functools.partial(self.status, sid)
-        server.protocol.set_writer(SocketWriter(writer, asyncio.get_running_loop()))
+        socket_writer = SocketWriter(writer, asyncio.get_running_loop(), f"session {sid}")
+        server.protocol.set_writer(socket_writer)
         pid = message.get("pid")
-        session = Session(sid, pid if isinstance(pid, int) else None, server, writer, time.time())
+        session = Session(sid, pid if isinstance(pid, int) else None, server, writer,
+                          socket_writer.output, time.time())
         self.sessions[sid] = session
         if self._idle is not None:
             self._idle.cancel()
@@ -480,7 +485,9 @@ class Daemon:
         log.info("session %d (frontend pid %s) started: %d session(s)", sid, pid,
                  len(self.sessions))
         try:
-            await framing.serve(server.protocol, reader, _message_limit(message))
+            # A window that does not read its answers is not read either (`room`).
+            await framing.serve(server.protocol, reader, _message_limit(message),
+                                socket_writer.output.room)
         except ConnectionError as exc:
             log.info("session %d: %s", sid, exc)
         finally:

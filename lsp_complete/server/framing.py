@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as TypingProtocol
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+# Answers a socket's client has not read yet: past the soft bound its requests wait (the
+# kernel's socket buffer holds them, bounded); past the hard one it is dropped (one huge
+# answer, or what the server sends unasked while it reads nothing).
+SOFT_UNSENT_BYTES = 4 * 1024 * 1024
+HARD_UNSENT_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
 MAX_HEADER_LINE = 8 * 1024  # longer without a line break: not a header
 STALL_S = 1.0  # no byte for this long inside a body: see whether it is complete already
@@ -310,11 +316,16 @@ def _skip_space(text: str, index: int) -> int:
 
 
 async def serve(protocol: Protocol, source: ByteSource,
-                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                room: Callable[[], Awaitable[None]] | None = None) -> None:
     """Read messages from `source` and hand them to `protocol` until the stream ends or the
-    client sends `exit`. The protocol's writer must be set (answers go there)."""
+    client sends `exit`. The protocol's writer must be set (answers go there). `room`, when
+    given, is awaited before each message: the client has read enough of its answers
+    (`BoundedStream.room`)."""
     reader = FrameReader(source, max_message_bytes)
     while protocol.exit_code is None:
+        if room is not None:
+            await room()
         frame = await reader.next_frame()
         if frame is None:
             break
@@ -329,6 +340,39 @@ async def serve(protocol: Protocol, source: ByteSource,
                                 f"{max_message_bytes} bytes")
         # Let the tasks that handlers started run between messages, as pygls' reader did.
         await asyncio.sleep(0)
+
+
+class BoundedStream:
+    """Writes to a socket's asyncio stream, with a bound on what its client has not read yet.
+    Past `soft` bytes unsent, `room()` waits until at most a quarter of that is left: the
+    server reads none of its requests meanwhile (`serve`), so a client that does not read
+    cannot grow the server. Past `hard` the connection is dropped: what is unsent is
+    thrown away, and reading ends."""
+
+    def __init__(self, writer: asyncio.StreamWriter, name: str,
+                 soft: int = SOFT_UNSENT_BYTES, hard: int = HARD_UNSENT_BYTES) -> None:
+        self._writer = writer
+        self._name = name  # who it is, in the log
+        self._hard = hard
+        writer.transport.set_write_buffer_limits(high=soft)  # low: a quarter of it
+        self.dropped = False
+
+    def unsent(self) -> int:
+        return self._writer.transport.get_write_buffer_size()
+
+    def write(self, data: bytes) -> None:
+        if self._writer.is_closing():
+            return
+        self._writer.write(data)
+        if self.unsent() > self._hard:
+            log.warning("%s: %d bytes of answers not read, over the limit of %d: dropping "
+                        "the connection", self._name, self.unsent(), self._hard)
+            self.dropped = True
+            self._writer.transport.abort()
+
+    async def room(self) -> None:
+        """Wait while the client has over the soft bound to read (ConnectionError: gone)."""
+        await self._writer.drain()
 
 
 class PipeSource:

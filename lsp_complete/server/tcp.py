@@ -169,16 +169,18 @@ _CONNECTION: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
 
 
 class Connection:
-    """One client's socket, written to while it is open."""
+    """One client's socket, written to while it is open, within the bound on what the client
+    has not read (`framing.BoundedStream`)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
         self.peer = writer.get_extra_info("peername")
+        self.output = framing.BoundedStream(writer, f"client {self.peer}")
         self.open = True
 
     def write(self, data: bytes) -> None:
-        if self.open and not self._writer.is_closing():
-            self._writer.write(data)
+        if self.open:
+            self.output.write(data)
 
     def send_error(self, msg_id: Any, code: int, message: str, data: Any = None) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
@@ -316,7 +318,8 @@ class TcpSessions:
         log.info("client %s connected", conn.peer)
         try:
             protocol.handle_payload(initialize)
-            await framing.serve(protocol, reader, self._max_message_bytes)
+            # A client that does not read its answers is not read either (`room`).
+            await framing.serve(protocol, reader, self._max_message_bytes, conn.output.room)
         except ConnectionError as exc:
             log.info("client %s: %s", conn.peer, exc)
         finally:
