@@ -167,6 +167,8 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
     for key, value in options.items():
         if key in CLIENT_ONLY_KEYS:
             continue
+        if value is None:  # VS Code sends null for a setting the user left unset
+            continue
         name = _snake(key)
         spec = _FIELDS.get(name)
         if spec is None:

@@ -88,11 +88,22 @@ def test_out_of_range_numbers_are_refused_and_the_previous_value_kept() -> None:
     assert any("'maxTokens'" in p for p in problems)
 
 
-@pytest.mark.parametrize("value", ["lots", 1.5, True, None])
+@pytest.mark.parametrize("value", ["lots", 1.5, True])
 def test_wrong_types_are_refused(value: object) -> None:
     new, problems = parse_settings({"maxTokens": value})
     assert new.max_tokens == Settings().max_tokens
     assert len(problems) == 1 and "maxTokens" in problems[0]
+
+
+def test_null_means_unset_and_keeps_the_previous_value() -> None:
+    # VS Code's workspace/configuration answers null for a nullable setting left unset (our
+    # extension declares maxTokens, gpuLayers, debounceMs so): no warning, nothing changes.
+    base, _ = parse_settings({"maxTokens": 32})
+    new, problems = parse_settings({"maxTokens": None, "gpuLayers": None, "debounceMs": None},
+                                   base)
+    assert problems == []
+    assert (new.max_tokens, new.gpu_layers, new.debounce_ms) == (32, base.gpu_layers,
+                                                                 base.debounce_ms)
 
 
 def test_settings_are_read_flat_and_cannot_change_in_place() -> None:
