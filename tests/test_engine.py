@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -401,3 +402,27 @@ def test_warming_in_slices_builds_the_same_prompt_aside_and_swaps_it_in_once_com
     result = engine.complete(moved, CancelToken())
     assert result.encoded_tokens <= 1, result
     assert result.text == uncached(fresh, moved).text
+
+
+def test_an_aside_leaves_the_files_cache_as_the_plain_request_left_it(
+    tiny_model_path: Path,
+) -> None:
+    # A block is generated aside (GenerationRequest.aside): the next keystroke must find the
+    # file's sequences exactly as the suggestion shown left them, and get the same answer.
+    eng = make_engine(tiny_model_path, slots=3)
+    fresh = make_engine(tiny_model_path, slots=3)
+    try:
+        shown = fim_request(eng, "a.py", "def add(a, b):\n    ", "ret", "\n", max_tokens=8)
+        eng.complete(shown, CancelToken())
+        before = [list(s.tokens) for s in eng._table.held("a.py")]
+        block = eng.complete(dataclasses.replace(shown, aside=True, single_line=False,
+                                                 max_tokens=40), CancelToken())
+        assert block.stop_reason not in ("cancelled", "error", "empty")
+        assert block.text == uncached(fresh, dataclasses.replace(
+            shown, single_line=False, max_tokens=40, speculation="off")).text
+        assert [list(s.tokens) for s in eng._table.held("a.py")] == before
+        typed = fim_request(eng, "a.py", "def add(a, b):\n    ", "return", "\n", max_tokens=8)
+        assert eng.complete(typed, CancelToken()).text == uncached(fresh, typed).text
+    finally:
+        eng.close()
+        fresh.close()

@@ -121,6 +121,9 @@ class GenerationRequest:
     speculation: str = "auto"
     # More tokens prompt lookup may draft from (e.g. the larger prompt for the same spot).
     draft_context: list[list[int]] = field(default_factory=list)
+    # Idle work beside a suggestion (a block): generate on a scratch copy of the file's cache,
+    # so the next keystroke finds exactly what the plain request left. Remote engines ignore it.
+    aside: bool = False
 
     @property
     def tokens(self) -> list[int]:

@@ -461,6 +461,8 @@ class LlamaEngine:
         if not prompt:
             result.stop_reason = "empty"
             return result
+        if request.aside:
+            return self._complete_aside(request, cancel, result)
         with self._lock:
             self.counters.calls += 1
             t0 = time.perf_counter()
@@ -480,6 +482,38 @@ class LlamaEngine:
             self._generate(seq, request, cancel, result)
             result.generate_ms = (time.perf_counter() - t1) * 1000
             return result
+
+    def _complete_aside(self, request: GenerationRequest, cancel: CancelToken,
+                        result: GenerationResult) -> GenerationResult:
+        """`complete` on a scratch copy of the file's best sequence (as `alternatives` does):
+        the file's sequences, and what the next keystroke reuses, are left as they were."""
+        prompt = request.tokens
+        with self._lock:
+            self.counters.calls += 1
+            t0 = time.perf_counter()
+            self._table.acquire(request.key)  # (restored from disk, if need be)
+            scratch = self._table.scratch(request.key)
+            source = max(self._table.held(request.key),
+                         key=lambda s: common_prefix_length(s.tokens, prompt))
+            shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
+            try:
+                self._table.copy_prefix(source, scratch, prompt[:shared])
+                if not self._table.has_room(len(prompt) - shared + request.max_tokens):
+                    result.stop_reason = "error"  # no room without evicting a file's cache
+                    return result
+                if not self._decode(scratch, prompt[shared:], True, cancel, abortable=True):
+                    result.stop_reason = "cancelled"
+                    return result
+                result.reused_tokens, result.encoded_tokens = shared, len(prompt) - shared
+                self.counters.tokens_reused += shared
+                self.counters.tokens_encoded += len(prompt) - shared
+                result.prefill_ms = (time.perf_counter() - t0) * 1000
+                t1 = time.perf_counter()
+                self._generate(scratch, replace(request, speculation="off"), cancel, result)
+                result.generate_ms = (time.perf_counter() - t1) * 1000
+                return result
+            finally:
+                self._table.release(scratch)
 
     def _generate(self, seq: KVSequence, request: GenerationRequest, cancel: CancelToken,
                   result: GenerationResult, first: int | None = None) -> None:

@@ -196,7 +196,7 @@ class Completer:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         request = dataclasses.replace(
-            request, single_line=False, line_check=_block_ended(site), on_text=None,
+            request, aside=True, single_line=False, line_check=_block_ended(site), on_text=None,
             max_tokens=max(request.max_tokens, BLOCK_MAX_TOKENS),
             deadline=time.monotonic() + BLOCK_TIME_BUDGET_S,
             abandon=lambda produced: copying_next_line(produced, site),
