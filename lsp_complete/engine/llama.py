@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import contextlib
 import ctypes
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -485,35 +486,50 @@ class LlamaEngine:
 
     def _complete_aside(self, request: GenerationRequest, cancel: CancelToken,
                         result: GenerationResult) -> GenerationResult:
-        """`complete` on a scratch copy of the file's best sequence (as `alternatives` does):
+        """`complete` on a scratch copy of the file's best sequence (`_prefilled_scratch`):
         the file's sequences, and what the next keystroke reuses, are left as they were."""
-        prompt = request.tokens
         with self._lock:
             self.counters.calls += 1
             t0 = time.perf_counter()
-            self._table.acquire(request.key)  # (restored from disk, if need be)
-            scratch = self._table.scratch(request.key)
-            source = max(self._table.held(request.key),
-                         key=lambda s: common_prefix_length(s.tokens, prompt))
-            shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
-            try:
-                self._table.copy_prefix(source, scratch, prompt[:shared])
-                if not self._table.has_room(len(prompt) - shared + request.max_tokens):
-                    result.stop_reason = "error"  # no room without evicting a file's cache
+            with self._prefilled_scratch(request, cancel) as prefilled:
+                if prefilled is None:  # cancelled, or no room without evicting a file's cache
+                    result.stop_reason = "cancelled" if cancel.cancelled else "error"
                     return result
-                if not self._decode(scratch, prompt[shared:], True, cancel, abortable=True):
-                    result.stop_reason = "cancelled"
-                    return result
-                result.reused_tokens, result.encoded_tokens = shared, len(prompt) - shared
-                self.counters.tokens_reused += shared
-                self.counters.tokens_encoded += len(prompt) - shared
+                scratch, shared = prefilled
+                result.reused_tokens = shared
+                result.encoded_tokens = len(request.tokens) - shared
                 result.prefill_ms = (time.perf_counter() - t0) * 1000
                 t1 = time.perf_counter()
                 self._generate(scratch, replace(request, speculation="off"), cancel, result)
                 result.generate_ms = (time.perf_counter() - t1) * 1000
                 return result
-            finally:
-                self._table.release(scratch)
+
+    @contextlib.contextmanager
+    def _prefilled_scratch(self, request: GenerationRequest,
+                           cancel: CancelToken) -> Iterator[tuple[KVSequence, int] | None]:
+        """Under the lock: a scratch sequence holding the request's prompt, with the last
+        prompt token's logits, and how many tokens it shares with the file's cache; None when
+        cancelled or there is no room for the prompt and max_tokens without evicting a file's
+        cache. It starts as a copy of the best held prefix (`llama_memory_seq_cp` shares the
+        cells, nothing is recomputed) and is removed on exit."""
+        prompt = request.tokens
+        self._table.acquire(request.key)  # (restored from disk, if need be)
+        scratch = self._table.scratch(request.key)  # (may drop an aside: look at them after)
+        try:
+            source = max(self._table.held(request.key),
+                         key=lambda s: common_prefix_length(s.tokens, prompt))
+            # The last prompt token is decoded again: its logits choose the first token.
+            shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
+            self._table.copy_prefix(source, scratch, prompt[:shared])
+            if (not self._table.has_room(len(prompt) - shared + request.max_tokens)
+                    or not self._decode(scratch, prompt[shared:], True, cancel, abortable=True)):
+                yield None
+                return
+            self.counters.tokens_encoded += len(prompt) - shared
+            self.counters.tokens_reused += shared
+            yield scratch, shared
+        finally:
+            self._table.release(scratch)
 
     def _generate(self, seq: KVSequence, request: GenerationRequest, cancel: CancelToken,
                   result: GenerationResult, first: int | None = None) -> None:
@@ -640,21 +656,10 @@ class LlamaEngine:
         results: list[GenerationResult] = []
         with self._lock:
             self.counters.alternative_calls += 1
-            self._table.acquire(request.key)  # (restored from disk, if need be)
-            scratch = self._table.scratch(request.key)  # (may drop an aside: look at them after)
-            source = max(self._table.held(request.key),
-                         key=lambda s: common_prefix_length(s.tokens, prompt))
-            # The last prompt token is decoded again: its logits choose the first tokens.
-            shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
-            try:
-                self._table.copy_prefix(source, scratch, prompt[:shared])
-                needed = len(prompt) - shared + request.max_tokens
-                if not self._table.has_room(needed):
-                    return []  # no room without evicting a file's cache: not worth it
-                if not self._decode(scratch, prompt[shared:], True, cancel, abortable=True):
-                    return []
-                self.counters.tokens_encoded += len(prompt) - shared
-                self.counters.tokens_reused += shared
+            with self._prefilled_scratch(request, cancel) as prefilled:
+                if prefilled is None:
+                    return []  # cancelled, or no room: not worth evicting a file's cache
+                scratch, shared = prefilled
                 firsts = self._first_tokens(request.heal.encode("utf-8"), request.heal_code,
                                             count)
                 budget = (None if request.deadline is None
@@ -680,8 +685,6 @@ class LlamaEngine:
                     if produced.strip() and result.text not in texts:
                         texts.add(result.text)
                         results.append(result)
-            finally:
-                self._table.release(scratch)
         return results
 
     def _pick(self, row: int, heal: bytes, heal_code: bool,
