@@ -215,6 +215,23 @@ class Document:
             self.syntax = True
             self._parse_if_small()
 
+    def drop_tree(self) -> None:
+        """Free the syntax tree of a file not in use, still wanting one: `needs_parse` is true
+        until `reparse` (or `parse_step`, for a large file) builds it again. A parse under way
+        is kept."""
+        if self.syntax and self._parse is None:
+            self.tree = self.structure_tree = None
+
+    def reparse(self) -> None:
+        """Build a dropped tree again now, if the source is within the sync limit."""
+        if self.needs_parse and self._parse is None:
+            self._parse_if_small()
+
+    @property
+    def has_tree(self) -> bool:
+        """A tree is held, or being built."""
+        return self.tree is not None or self._parse is not None
+
     def parse_step(self, budget_s: float) -> bool:
         """Advance the parse of a large file by about `budget_s` seconds; True once the tree is
         there (or none is wanted). Edits made meanwhile are applied to the new tree."""

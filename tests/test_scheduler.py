@@ -203,3 +203,21 @@ def test_cancel_all_stops_the_files_work_under_a_prefix_and_spares_the_servers_o
     assert other.future.result(timeout=5) == "other"
     own.future.result(timeout=5)
     assert ran == ["other", "unload"] and log == ["running stopped"]
+
+
+def test_cancel_all_stops_a_files_idle_work_of_every_kind(scheduler) -> None:
+    """A file's climb and block jobs are its own work: shutdown cancels them (the climb's key
+    began with NUL, so a climb in flight went on and shutdown waited for it)."""
+    from lsp_complete.server.files import block_key, climb_key
+
+    started, log = threading.Event(), []
+    climb = scheduler.submit_background(
+        climb_key("file:///a.py"), blocking_job(started, log, "climb"))
+    assert started.wait(5)
+    block = scheduler.submit_background(block_key("file:///a.py"), lambda c: "block")
+    assert scheduler.cancel_all() == 2
+    assert climb.future.result(timeout=5) is None and climb.cancel.hard
+    assert block.future.result(timeout=1) is None
+    done = scheduler.submit("file:///b.py", lambda c: "next")  # runs once the climb stopped
+    assert done.future.result(timeout=5) == "next"
+    assert log == ["climb stopped"]

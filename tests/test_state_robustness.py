@@ -21,12 +21,14 @@ from lsp_complete.testing.lsp_client import (
     close_doc,
     inline,
     inline_params,
+    insert,
     open_doc,
     poll_status,
     replace_all,
     status,
     suggestion_from_answer,
     suggestion_of,
+    wait_idle,
 )
 from tests.lsp_helpers import SOURCE, start_server
 
@@ -225,6 +227,54 @@ async def test_a_large_allowed_file_is_parsed_without_blocking_the_server(
         assert {d["uri"]: d["disabled"] for d in st["documents"]}[uri] == ""
     finally:
         await c.shutdown_session()
+
+
+async def test_only_recently_used_files_keep_a_tree_and_the_others_still_complete(
+    tiny_model_path: Path, reference
+) -> None:
+    """Trees cost 40-130x their source: 40 open files of 128 KiB held ~200 MiB of them. Now
+    the oldest drop theirs, and one used again is answered as a freshly opened file is."""
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        pid = _pid(c)
+        await status(c)
+        rss = _rss_mib(pid)
+        pad = _python_source(128 << 10)
+        pad = pad[: pad.index("\n", 128 << 10) + 1]
+        text = SOURCE + "\n" + pad
+        uris = [f"file:///work/many/m{i}.py" for i in range(40)]
+        for uri in uris:
+            open_doc(c, uri, text)
+        st = await wait_idle(c, 120)
+        grown = _rss_mib(pid) - rss
+        trees = {d["uri"]: d["syntaxTree"] for d in st["documents"]}
+        assert sum(trees.values()) <= 10 and trees[uris[-1]] and not trees[uris[0]], trees
+        assert grown < 120, grown  # 5 MiB of text; the trees of all 40 took over 200 MiB
+        # The oldest file, asked again, builds its tree again and answers as a fresh file.
+        answer = await inline(c, uris[0], LINE, COL)
+        assert suggestion_from_answer(answer, "    for line in read_li") == reference(
+            text, LINE, COL)
+        # A keystroke in a file without a tree: the edit is not lost.
+        insert(c, uris[1], 2, 0, 0, "# edited\n")
+        answer = await inline(c, uris[1], LINE + 1, COL)
+        assert suggestion_from_answer(answer, "    for line in read_li") == reference(
+            "# edited\n" + text, LINE + 1, COL)
+        trees = {d["uri"]: d["syntaxTree"] for d in (await status(c))["documents"]}
+        assert trees[uris[0]] and trees[uris[1]]
+    finally:
+        await c.shutdown_session()
+
+
+def test_a_dropped_tree_is_built_again_as_a_fresh_parse_would() -> None:
+    doc = Document("file:///t.py", "python", 1, SOURCE)
+    doc.set_syntax(True, sync_limit=1 << 20)
+    doc.drop_tree()
+    assert doc.needs_parse and not doc.has_tree
+    doc.apply_change("# edited\n", (0, 0, 0, 0), "utf-16")  # an edit while it has none
+    doc.reparse()
+    fresh = Document("file:///t.py", "python", 1, doc.text)
+    assert doc.tree is not None and str(doc.tree.root_node) == str(fresh.tree.root_node)
+    assert doc.structure_tree is doc.tree
 
 
 def test_a_parse_in_slices_takes_the_edits_made_meanwhile() -> None:

@@ -145,6 +145,7 @@ class Suggester:
             return (files.documents.get(uri) is doc and files.states.get(uri) is state
                     and doc.version == version)
 
+        files.in_use(uri)
         if (parsing := files.parsing(uri)) is not None:
             await asyncio.shield(parsing)  # a large file: its prompt needs the tree
             if not current():
@@ -260,6 +261,7 @@ class Suggester:
                                   cursor: int) -> list[str]:
         """A suggestion and its alternatives computed now at `cursor`, all as alternatives."""
         completer = self._model.completer
+        self._files.in_use(uri)
         if completer is None or doc.needs_parse:
             return []
         settings = self._settings()

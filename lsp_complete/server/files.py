@@ -16,12 +16,17 @@ A file's size is checked before it is parsed: one over the limit is tracked as t
 syntax tree, no suggestions) until edits bring it back under. A large file under the limit is
 parsed on the event loop in short slices between other messages (tree-sitter keeps the GIL, so
 a thread would not free the loop); its suggestions wait for the tree.
+
+Syntax trees cost 40-130 times their source (docs/ARCHITECTURE.md). Only the files used most
+recently keep one, within TREE_BUDGET_BYTES of source, and always the file in use; another
+file's tree is dropped and built again when that file is used (edited, asked, cursor moved).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -49,8 +54,19 @@ IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
-CLIMB_KEY = "\0climb:"  # + URI: building on towards a file's full prompt
-BLOCK_KEY = "\0block"  # URI +: the block after a one-line suggestion (a file's work)
+TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose trees are kept
+
+
+def climb_key(uri: str) -> str:
+    """The scheduler key of building on towards a file's full prompt. Keys of a file's own
+    work begin with its URI (shutdown cancels them); those that begin with NUL are the
+    server's own, which go on."""
+    return uri + "\0climb"
+
+
+def block_key(uri: str) -> str:
+    """The scheduler key of the block after a file's one-line suggestion."""
+    return uri + "\0block"
 
 
 class OpenFiles:
@@ -70,6 +86,7 @@ class OpenFiles:
         self._typeahead = typeahead
         self._telemetry = telemetry
         self._on_idle_error = on_idle_error
+        self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
 
     # ------------------------------------------------------------------ text sync
 
@@ -86,6 +103,7 @@ class OpenFiles:
             )
             return
         self._sync_syntax(item.uri, doc, state, warm=True)
+        self.in_use(item.uri)
 
     def _refusal(self, doc: Document, scan: bool = True) -> str:
         """Why the file gets no suggestions ("" when it does). The size is known without a
@@ -117,6 +135,28 @@ class OpenFiles:
             await asyncio.sleep(PARSE_PAUSE_S)
         if warm and self.documents.get(uri) is doc:
             self.schedule_warmup(uri)
+
+    def in_use(self, uri: str) -> None:
+        """`uri` is the file being worked in: it keeps its tree (built again now if it was
+        dropped, or in slices if large), and the files used longest ago drop theirs while
+        the kept trees' sources exceed the budget."""
+        doc, state = self.documents.get(uri), self.states.get(uri)
+        if doc is None or state is None or not doc.syntax:
+            return
+        self._with_tree[uri] = None
+        self._with_tree.move_to_end(uri)
+        if doc.needs_parse:
+            doc.reparse()
+            self._sync_syntax(uri, doc, state)
+        kept = {u: d for u in self._with_tree if (d := self.documents.get(u)) is not None}
+        total = sum(d.byte_size for d in kept.values() if d.has_tree)
+        for old in list(self._with_tree):
+            if total <= TREE_BUDGET_BYTES or old == uri:
+                break
+            del self._with_tree[old]
+            if (other := kept.get(old)) is not None and other.has_tree:
+                total -= other.byte_size
+                other.drop_tree()
 
     def parsing(self, uri: str) -> asyncio.Task[None] | None:
         """The parse a file's suggestions must wait for, if one is under way."""
@@ -155,12 +195,14 @@ class OpenFiles:
         # The size is checked on every change (it costs nothing): a file that grows over the
         # limit drops its tree, one cut back under it is parsed again.
         state.disabled_reason = self._refusal(doc, scan=recheck)
+        self.in_use(doc.uri)
         if state.disabled_reason != was_disabled or doc.needs_parse:
             self._sync_syntax(doc.uri, doc, state)
         self._repo.edited(params)
 
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
+        self._with_tree.pop(uri, None)
         state = self.states.pop(uri, None)
         if state is not None:
             self.forget_shown(state)
@@ -168,7 +210,7 @@ class OpenFiles:
         self._typeahead.forget(uri)
         self._scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
         # And its idle work stops (nothing uses it now).
-        for key in (uri, CLIMB_KEY + uri, uri + BLOCK_KEY):
+        for key in (uri, climb_key(uri), block_key(uri)):
             self._scheduler.drop_idle(key)
         completer = self._model.completer
         if completer is not None:
@@ -279,7 +321,7 @@ class OpenFiles:
             if uri in self.documents:
                 completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
 
-        self._idle(CLIMB_KEY + uri, climb, first=True)
+        self._idle(climb_key(uri), climb, first=True)
 
     def _current(self, uri: str, state: DocState, generation: int) -> bool:
         """Idle work is still wanted: the same edit state of the same open document (not a
@@ -370,7 +412,7 @@ class OpenFiles:
 
         def rested() -> None:
             if doc is not None and self.documents.get(uri) is doc and doc.version == shown.version:
-                self._idle(uri + BLOCK_KEY, run, first=True)
+                self._idle(block_key(uri), run, first=True)
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
 
@@ -398,6 +440,7 @@ class OpenFiles:
             return
         if not (0 <= line < doc.line_count and character >= 0):
             return
+        self.in_use(uri)
         cursor = doc.offset_at(line, character, self._client.encoding)
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left

@@ -58,6 +58,8 @@ def server_status(
                 "language": doc.language_id,
                 "cachedTokens": len(engine.cached_tokens(uri)) if engine else 0,
                 "disabled": files.states[uri].disabled_reason,
+                # Whether its syntax tree is held (only the recently used files keep one).
+                "syntaxTree": doc.has_tree,
                 # The repository context its prompts use: sources, files, tokens (or None).
                 "repoContext": repo.describe(uri),
             }
