@@ -668,3 +668,70 @@ def test_commonjs_exports_are_definitions(tmp_path: Path) -> None:
     names = [entry.names for entry in outline.entries]
     assert names == [("PSEUDO",), ("ROOT",), ("verify",), ("MAX",),
                      ("verify", "parse", "check")]
+
+
+class _ClosedDuringCheck(dict):
+    """The open documents, where a close lands (on another thread, as the event loop's would)
+    at the moment the worker's apply looks the file up."""
+
+    def __init__(self, close: Any) -> None:
+        super().__init__()
+        self.close = close
+
+    def _closing(self, key: Any) -> None:
+        if self.close is not None:
+            close, self.close = self.close, None
+            import threading
+
+            t = threading.Thread(target=close, args=(key,))
+            t.start()
+            t.join(0.2)  # done at once unless apply holds the host's lock
+            self.thread = t
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = super().get(key, default)
+        self._closing(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        found = super().__contains__(key)
+        self._closing(key)
+        return found
+
+
+def test_a_close_during_apply_leaves_no_block_for_the_closed_file() -> None:
+    """Issue 29: `apply` (worker) checked the file was open, then wrote its block; a close
+    (event loop) between the two left a repository block for a closed file."""
+    from lsp_complete.config import Settings
+    from lsp_complete.pipeline import Switch
+    from lsp_complete.server.repo import RepoHost
+
+    uri = "file:///w/a.py"
+
+    def close(key: str) -> None:
+        docs.pop(key, None)
+        host.closed(key)
+
+    docs = _ClosedDuringCheck(close)
+    doc = docs[uri] = Document(uri, "python", 1, "import os\n")
+    host = RepoHost(lambda: Settings(), None, docs)  # type: ignore[arg-type]
+    block = RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    host.apply(uri, Switch(block, 12), doc)
+    docs.thread.join(5)
+    assert uri not in docs and uri not in host.active and uri not in host.tokens
+
+
+def test_a_block_chosen_for_a_file_closed_and_opened_again_is_not_applied() -> None:
+    from lsp_complete.config import Settings
+    from lsp_complete.pipeline import Switch
+    from lsp_complete.server.repo import RepoHost
+
+    uri = "file:///w/a.py"
+    old = Document(uri, "python", 1, "import os\n")
+    docs = {uri: Document(uri, "python", 1, "import sys\n")}  # opened again meanwhile
+    host = RepoHost(lambda: Settings(), None, docs)  # type: ignore[arg-type]
+    block = RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    host.apply(uri, Switch(block, 12), old)
+    assert uri not in host.active
+    host.apply(uri, Switch(block, 12), docs[uri])
+    assert host.active[uri] is block and host.tokens[uri] == 12

@@ -359,7 +359,7 @@ class OpenFiles:
                 return
             switch = completer.warm_spot(prepared, repo.active_for(uri),
                                          lambda: candidate(cancel), cancel)
-            repo.apply(uri, switch)
+            repo.apply(uri, switch, doc)
 
         self._idle(uri, warm)
 

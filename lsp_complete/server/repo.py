@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -57,6 +58,9 @@ class RepoHost:
         self.tokens: dict[str, int] = {}  # prompt tokens of each active block
         self._recent: deque[tuple[str, int]] = deque(maxlen=RECENT_EDITS)
         self._real: dict[str, Path | None] = {}
+        # `active` and `tokens` are written by the worker (apply) and the loop (closed, a
+        # new root): one at a time, so a close never lands between apply's check and write.
+        self._lock = threading.Lock()
 
     @property
     def budget(self) -> int:
@@ -73,8 +77,9 @@ class RepoHost:
         if not roots and params.root_path:
             roots = [Path(params.root_path)]
         self.workspace.set_roots(roots)
-        self.active.clear()
-        self.tokens.clear()
+        with self._lock:
+            self.active.clear()
+            self.tokens.clear()
 
     def folders_changed(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
         """The roots changed: the open files' blocks may too (prepare them again)."""
@@ -125,8 +130,10 @@ class RepoHost:
                 self._recent.appendleft((params.text_document.uri, change.range.start.line))
 
     def closed(self, uri: str) -> None:
-        self.active.pop(uri, None)
-        self.tokens.pop(uri, None)
+        """Call after the document has left `documents`."""
+        with self._lock:
+            self.active.pop(uri, None)
+            self.tokens.pop(uri, None)
         self._real.pop(uri, None)
 
     def _buffer(self, path: Path) -> tuple[int, str] | None:
@@ -177,17 +184,20 @@ class RepoHost:
             log.debug("repository context for %s failed: %s", key, exc)
             return self.active.get(key)
 
-    def apply(self, key: str, switch: Switch | None) -> None:
-        """Make a block active, as the prompt-cache policy decided (not for a file closed
-        meanwhile)."""
-        if switch is None or key not in self._documents:
+    def apply(self, key: str, switch: Switch | None, doc: Document) -> None:
+        """Make a block active for `doc`, as the prompt-cache policy decided (not when it was
+        closed meanwhile, or closed and opened again: the block was chosen for its old text)."""
+        if switch is None:
             return
-        if switch.repo is None:
-            self.active.pop(key, None)
-            self.tokens.pop(key, None)
-        else:
-            self.active[key] = switch.repo
-            self.tokens[key] = switch.tokens
+        with self._lock:
+            if self._documents.get(key) is not doc:
+                return
+            if switch.repo is None:
+                self.active.pop(key, None)
+                self.tokens.pop(key, None)
+            else:
+                self.active[key] = switch.repo
+                self.tokens[key] = switch.tokens
 
     # ------------------------------------------------------------------ status
 
