@@ -49,10 +49,6 @@ class Prompt:
         return 1 + self.repo_segments
 
     @property
-    def head_tokens(self) -> list[int]:
-        return [t for segment in self.segments[: self.head_segments] for t in segment]
-
-    @property
     def tokens(self) -> list[int]:
         return [t for segment in self.segments for t in segment]
 

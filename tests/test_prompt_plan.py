@@ -38,6 +38,12 @@ class FakeEngine:
         self.prefill_rate = prefill_rate
         self.can_tell = can_tell
 
+    def warm(self, key: str, segments: list[list[int]], cancel: object,
+             extend_only: bool = False) -> int:
+        self.warmed = segments
+        self.held[key] = [t for segment in segments for t in segment]
+        return len(self.held[key])
+
     def cached_prefix(self, key: str, tokens: Sequence[int]) -> int | None:
         if not self.can_tell:
             return None
@@ -51,9 +57,13 @@ class FakeEngine:
 
 
 def build(ctx: CodeContext) -> Prompt:
-    """One token per character, the typed middle last (as the real layout: typing appends)."""
-    text = ctx.head + ctx.before + "\x01" + ctx.suffix + "\x02" + ctx.middle
-    return Prompt(segments=[[ord(c) for c in text]], heal="")
+    """One token per character, in segments as the real layout: the repository block, the
+    head, then the rest with the typed middle last (typing appends)."""
+    rest = ctx.before + "\x01" + ctx.suffix + "\x02" + ctx.middle
+    repo = [f.text for f in ctx.repo.files] if ctx.repo is not None else []
+    parts = [*repo, ctx.head, rest]
+    return Prompt(segments=[[ord(c) for c in part] for part in parts], heal="",
+                  repo_segments=len(repo), repo_tokens=sum(map(len, repo)))
 
 
 def policy(engine: FakeEngine) -> PromptCache:
@@ -142,3 +152,32 @@ def test_a_files_cold_budget_is_fixed_once_chosen() -> None:
     (None, COLD_MAX_TOKENS), (1.0, COLD_MIN_TOKENS), (400.0, 200), (1e6, COLD_MAX_TOKENS)])
 def test_the_cold_budget_is_what_prefills_in_half_a_second_within_bounds(rate, budget) -> None:
     assert cold_budget(rate) == budget
+
+
+@pytest.mark.parametrize("with_block", [False, True])
+def test_a_newly_opened_file_encodes_its_head_after_its_repository_block(with_block) -> None:
+    """With a block, the first segment is the block alone: the head came after it and was
+    not encoded (`segments[:1]`)."""
+    from lsp_complete.context.limits import RepoContext, RepoFile
+    from lsp_complete.engine.base import CancelToken
+
+    engine = FakeEngine()
+    prepared = at_spot()
+    block = RepoContext("w", "m.py", (RepoFile("b.py", "def helper():\n    pass\n",
+                                               "definitions"),))
+    active = block if with_block else None
+    policy(engine).warm_head(KEY, prepared.ctx, active, CancelToken())
+    expected = build(dataclasses.replace(prepared.ctx, repo=active))
+    assert engine.warmed == expected.segments[: expected.head_segments]
+    assert [ord(c) for c in prepared.ctx.head] == engine.warmed[-1]
+
+
+def test_a_repository_block_goes_into_the_full_context_only() -> None:
+    from lsp_complete.context.limits import RepoContext, RepoFile
+    from lsp_complete.pipeline.prompt_cache import with_repo
+
+    prepared = at_spot()
+    block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    given = with_repo(prepared, block)
+    assert given.ctx.repo is block
+    assert given.cold_ctx is not None and given.cold_ctx.repo is None

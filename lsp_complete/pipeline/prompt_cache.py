@@ -53,9 +53,10 @@ def cold_budget(prefill_rate: float | None) -> int:
 
 
 def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
-    """The same suggestion with another repository block. The small prompt for a file with a
-    cold cache goes without it: the first suggestion in a newly opened file must not wait for
-    hundreds of tokens of other files; the full prompt, built aside in idle time, has them."""
+    """The same suggestion with another repository block, in its full context only: the
+    smaller windows (`cold_ctx`, which `prepare` builds without a block) keep none, so the
+    first suggestion in a newly opened file does not wait for hundreds of tokens of other
+    files; the full prompt, built aside in idle time, has them."""
     if prepared.ctx.repo is repo:
         return prepared
     return dataclasses.replace(prepared, ctx=dataclasses.replace(prepared.ctx, repo=repo))
@@ -202,13 +203,14 @@ class PromptCache:
 
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
                   cancel: CancelToken) -> int:
-        """A newly opened file: encode the stable first segment of its prompt (with its
-        `active` repository block, if it has one) when that extends the file's cache (its
+        """A newly opened file: encode the stable head of its prompt (after its `active`
+        repository block, if it has one) when that extends the file's cache (its
         sequence may just have been restored from disk). Its repository block is not built
         here: many files are opened only to be read, and a block costs its prompt again; the
         first idle moment after a keystroke (or a cursor that rests) builds it."""
-        usual = dataclasses.replace(ctx, repo=active)
-        return self.engine.warm(key, self._build(usual).segments[:1], cancel, extend_only=True)
+        prompt = self._build(dataclasses.replace(ctx, repo=active))
+        return self.engine.warm(key, prompt.segments[: prompt.head_segments], cancel,
+                                extend_only=True)
 
     def _switch(self, key: str, new: RepoContext | None, tokens: int, old_prompt: list[int],
                 new_prompt: list[int]) -> Switch | None:
