@@ -776,3 +776,27 @@ async def test_a_window_that_does_not_read_cannot_grow_the_daemon(world, tiny_mo
         assert answered >= set(range(1, sent + 1))
     finally:
         sock.close()
+
+
+async def test_a_window_that_does_not_read_does_not_hold_up_the_daemons_stop(
+        world, tiny_model_path) -> None:
+    """Issue 32: a closed connection stays open while its answers are unread, so a window held
+    back for not reading kept the stopping daemon waiting for the whole grace (5 s). Its
+    answers are now dropped after a short drain; the other window is closed as before."""
+    other = await world.start(tiny_model_path)
+    pid = (await daemon_of(other))["pid"]
+    sock = _raw_window(world.socket())
+    try:
+        sock.sendall(flood.big_status_setup(tiny_model_path))
+        assert {0, flood.SETUP_DONE} <= flood.read_answers(sock, {0, flood.SETUP_DONE})
+        await asyncio.to_thread(flood.send_while_taken, sock, flood.status_flood())
+        held = await daemon_of(other)
+        assert max(s["unsentBytes"] for s in held["sessions"]) > 0
+        stopped = await asyncio.to_thread(world.cli, "daemon", "stop")
+        assert stopped.returncode == 0 and not _alive(pid)
+        log = paths.log_path(world.socket()).read_text()
+        assert "answers not read at stop: dropped" in log
+        assert log.count("answers not read at stop") == 1  # the reading window was not
+        assert "Traceback" not in log  # the held window's handler ended cleanly
+    finally:
+        sock.close()

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_MINUTES = 10.0
 HELLO_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0  # sessions' own clean-up when the daemon stops
+STOP_DRAIN_S = 0.5  # for windows to read their last answers; one that does not is dropped
 PERSIST_TIMEOUT_S = 30.0
 _MIN_MESSAGE_BYTES = 64 * 1024
 
@@ -362,6 +363,15 @@ class Daemon:
         self._free_name()
         for session in list(self.sessions.values()):
             session.writer.close()  # its frontend restarts a daemon if it still needs one
+        # A closed connection stays open until its unsent answers are read: a window that
+        # does not read would hold the stop for the whole grace.
+        deadline = time.monotonic() + STOP_DRAIN_S
+        while self._unread() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for session in self._unread():
+            log.warning("session %d: %d bytes of answers not read at stop: dropped",
+                     session.id, session.output.unsent())
+            session.writer.transport.abort()
         deadline = time.monotonic() + STOP_GRACE_S
         while self.sessions and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -375,6 +385,9 @@ class Daemon:
             log.warning("could not save the KV caches: %s", exc)
         assert self._done is not None
         self._done.set()
+
+    def _unread(self) -> list[Session]:
+        return [s for s in list(self.sessions.values()) if s.output.unsent() > 0]
 
     def retire(self) -> None:
         """Another version's frontend takes over the name: serve our sessions to their end."""
