@@ -282,3 +282,42 @@ def test_without_ghost_text_the_suggestion_is_a_completion_candidate(
     assert _values(out, "MODE") == ["off"], out[-3000:]
     assert re.search(r"^lsp-complete: .* \(ready\)", out, re.M), out[-3000:]
     assert "ITEM detail=lsp-complete (AI) command=lsp-complete.accepted" in out, out[-3000:]
+
+
+def test_block_ready_asks_again_only_where_the_block_was_announced(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """lsp-complete/blockReady (issue 31): the handler asks again, with triggerKind
+    Automatic, when point is still on the announced line at or after its position, in the
+    announced buffer; not after a move to another line, nor before the position, nor for
+    another file. Delivered through Eglot's own notification dispatch."""
+    source = tmp_path / "sample.py"
+    source.write_text("import os\n\n\ndef main():\n    x = 1\n    print(x)\n")
+    script = _script(f"""
+        {_serve(tiny_model_path)}
+        (lsp-complete-eglot-setup)
+        (find-file {json.dumps(str(source))})
+        (python-mode)
+        (test-connect)
+        (defvar test-asked nil)
+        (advice-add 'lsp-complete-request :before
+                    (lambda (&optional kind) (push (or kind 0) test-asked)))
+        (defun test-announce (uri line character)
+          (setq test-asked nil)
+          (eglot-handle-notification (eglot-current-server) 'lsp-complete/blockReady
+                                     :textDocument (list :uri uri)
+                                     :position (list :line line :character character))
+          (test-print "ASKED" (or test-asked [])))
+        (let ((uri (funcall (if (fboundp 'eglot-path-to-uri) 'eglot-path-to-uri
+                                 'eglot--path-to-uri)
+                             (buffer-file-name))))
+          (goto-char (point-min)) (forward-line 4) (forward-char 6)  ; "    x |= 1"
+          (test-announce uri 4 3)   ; on the line, after the position: asked
+          (test-announce uri 4 6)   ; at the position: asked
+          (test-announce uri 4 8)   ; before the position: not
+          (test-announce uri 3 3)   ; another line: not
+          (test-announce "file:///elsewhere/other.py" 4 3))  ; another file: not
+        (eglot-shutdown (eglot-current-server))""")
+    out = _run_emacs(script, tmp_path)
+    assert not _values(out, "TIMEOUT"), out[-3000:]
+    assert _values(out, "ASKED") == [[2], [2], [], [], []], out[-3000:]
