@@ -500,14 +500,15 @@ def install_packages(requirements: Sequence[str], progress: bool) -> None:
     log.info("installing %s with pip", " ".join(requirements))
     try:
         if progress:  # stdout to our stderr: the path `models pull` prints stays alone
-            done = subprocess.run(command, stdout=_stderr_fd(), check=False)
-            last = f"pip exited with status {done.returncode} (its output is above)"
+            status = subprocess.run(command, stdout=_stderr_fd(), check=False).returncode
+            last = f"pip exited with status {status} (its output is above)"
         else:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
+            status = done.returncode
             last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
     except OSError as err:
         raise ModelError(f"cannot run pip: {err.strerror}") from None
-    if done.returncode != 0:
+    if status != 0:
         raise ModelError(last)
 
 

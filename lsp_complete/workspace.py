@@ -391,8 +391,8 @@ class Workspace:
             if read.data is None or read.stamp is None:
                 return None
             key = ("text", real, *read.stamp)
-            text = _decode(read.data, cap.max_bytes)
-            cached = self._put(key, text if text is not None else False)
+            decoded = _decode(read.data, cap.max_bytes)
+            cached = self._put(key, decoded if decoded is not None else False)
         if cached is False:
             return None
         return SourceText(real, root, cached, language, ("disk", *key[2:]))

@@ -15,8 +15,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    Tokens = Sequence[int] | np.ndarray  # llama_cpp.Llama keeps its input ids in an ndarray
 
 LINES_BEFORE = 60
 LINES_AFTER = 20
@@ -46,7 +52,7 @@ def psm_windows(
     return prefix, suffix
 
 
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix_len(a: Tokens, b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -55,7 +61,7 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def generate_reuse(cached: Sequence[int], tokens: Sequence[int], requires_eval: bool) -> int:
+def generate_reuse(cached: Tokens, tokens: Sequence[int], requires_eval: bool) -> int:
     """Tokens `Llama.generate(reset=True)` (0.3.36) keeps from its cached sequence.
 
     Mirrors its rule: a full-prompt hit with live logits samples at once; otherwise it keeps the

@@ -564,8 +564,8 @@ def _resolve_java(refs: tuple[ImportRef, ...], current: Path, workspace: Workspa
             continue
         if ref.level:  # `import static a.B.m`: the class is B
             segments = segments[:-1]
-        file = _first_file(workspace, [source_root.joinpath(*segments).with_suffix(".java")])
-        targets.add(file, (segments[-1],) if segments else ())
+        found = _first_file(workspace, [source_root.joinpath(*segments).with_suffix(".java")])
+        targets.add(found, (segments[-1],) if segments else ())
 
 
 _RESOLVERS: dict[str, Callable[[tuple[ImportRef, ...], Path, Workspace, _Targets], None]] = {

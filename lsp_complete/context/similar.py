@@ -104,8 +104,8 @@ def similar_code(query: frozenset[str], others: Sequence[OpenText], current: Pat
     picks = picks[:SIMILAR_TOP]
     # Keep the previous picks while they still qualify and nothing clearly better came: a new
     # pick changes the first prompt segment, and the whole prompt is encoded again.
-    current = {(p.relative, p.start, p.text): p for p in picks}
-    kept = [p for p in previous if (p.relative, p.start, p.text) in current]
+    chosen = {(p.relative, p.start, p.text) for p in picks}
+    kept = [p for p in previous if (p.relative, p.start, p.text) in chosen]
     if previous and len(kept) == len(previous):
         floor = min(p.score for p in previous)
         if all(p.score < floor + SIMILAR_MARGIN for p in picks if p not in kept):

@@ -480,11 +480,11 @@ class Daemon:
         # `shutdown` saves the caches by waiting for the worker: in the daemon that would keep
         # the window waiting behind other sessions' work. Queue it instead.
 
-        async def queue_persist() -> None:
+        async def queue_persist(_timeout_s: float = 0.0) -> None:
             self.scheduler.submit_background(f"{sid}\0shutdown-persist",
                                              lambda _c: self.engine.persist())
 
-        server.model.persist_caches = queue_persist  # type: ignore[method-assign]
+        server.model.persist_caches = queue_persist  # type: ignore[method-assign,assignment]
         server.daemon_status = functools.partial(self.status, sid)
         socket_writer = SocketWriter(writer, asyncio.get_running_loop(), f"session {sid}")
         server.protocol.set_writer(socket_writer)

@@ -115,8 +115,8 @@ def open_session(message: dict[str, Any], log_level: str = "WARNING") -> Connect
     ensure_runtime_dir()
     model = message.get("model")
     message = {**message, "identity": identity(model if isinstance(model, str) else None)}
-    own = model_socket_path(model if isinstance(model, str) else None)
-    if len(os.fsencode(own)) > MAX_SOCKET_PATH:
+    own: Path | None = model_socket_path(model if isinstance(model, str) else None)
+    if own is not None and len(os.fsencode(own)) > MAX_SOCKET_PATH:
         own = None  # the runtime folder's path is too long for a second name
     running = exchange(own, message) if own is not None else None
     if running is not None and running.reply.get("ok"):

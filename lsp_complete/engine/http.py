@@ -339,10 +339,10 @@ class HttpClient:
             # Readable while idle: the server has hung up (llama-server does after a stream).
             _close_socket(reused)
             reused = None
-        for sock in ([reused] if reused is not None else []) + [None]:
-            fresh = sock is None
-            if fresh:
-                sock = self._connect(cancel, deadline)
+        candidates: list[socket.socket | None] = [reused] if reused is not None else []
+        for candidate in [*candidates, None]:
+            fresh = candidate is None
+            sock = self._connect(cancel, deadline) if candidate is None else candidate
             response = HttpResponse(self, sock, cancel, deadline, max_body, max_line)
             try:
                 sock.settimeout(max(0.1, self.connect_timeout_s))

@@ -348,8 +348,8 @@ def decode_entry(blob: bytes, model_id: str, file_key: str) -> tuple[list[int], 
         return None
     if header.get("model") != model_id or header.get("uri") != file_key:
         return None  # another model's or another file's entry under this key
-    count, state_len = header.get("tokens"), header.get("state")
-    if not _count(count) or not _count(state_len) or state_len == 0:
+    count, state_len = _count(header.get("tokens")), _count(header.get("state"))
+    if count is None or not state_len:
         return None
     payload = body[header_len:]
     if len(payload) != count * 4 + state_len:
@@ -358,8 +358,11 @@ def decode_entry(blob: bytes, model_id: str, file_key: str) -> tuple[list[int], 
     return tokens, bytes(payload[count * 4 :])
 
 
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _count(value: object) -> int | None:
+    """`value` if it is a count (an int, not a bool, not negative), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 # --------------------------------------------------------------------------- folder and database

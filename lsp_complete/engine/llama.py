@@ -840,8 +840,8 @@ class LlamaEngine:
             if getattr(self, "_model", None):
                 llama_cpp.llama_model_free(self._model)
                 self._model = None
-            if getattr(self, "kv_store", None) is not None:
-                self.kv_store.close()  # its SQLite handle: a settings reload makes a new store
+            if (kv_store := getattr(self, "kv_store", None)) is not None:
+                kv_store.close()  # its SQLite handle: a settings reload makes a new store
             if getattr(self, "_model_fd", None) is not None:
                 self._close_model_file()
 

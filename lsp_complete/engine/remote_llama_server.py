@@ -162,7 +162,8 @@ class LlamaServerEngine(RemoteEngine):
             return 0
         self._remember(key, prompt)
         data = data if isinstance(data, dict) else {}
-        timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
+        timings = data.get("timings")
+        timings = timings if isinstance(timings, dict) else {}
         encoded = _int(timings.get("prompt_n"))
         reused = _int(timings.get("cache_n")) or _int(data.get("tokens_cached")) or 0
         encoded = len(prompt) - reused if encoded is None else encoded

@@ -77,7 +77,7 @@ class EditorClient:
             encoding = self._lsp.workspace.position_encoding
         except RuntimeError:  # before initialize
             return "utf-16"
-        return _ENCODINGS.get(getattr(encoding, "value", encoding), "utf-16")
+        return _ENCODINGS.get(str(getattr(encoding, "value", encoding)), "utf-16")
 
     # ------------------------------------------------------------------ what we ask of it
 

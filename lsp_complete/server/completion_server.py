@@ -39,6 +39,8 @@ _CONFIGURATION_TIMEOUT_S = 5  # a client that does not answer must not block loa
 
 
 class CompletionServer(LanguageServer):
+    protocol: Protocol  # made from protocol_cls
+
     def __init__(self, model: str | None = None, api_key_env: str | None = None,
                  scheduler: Scheduler | None = None) -> None:
         super().__init__(

@@ -203,7 +203,7 @@ class Protocol(LanguageServerProtocol):
             yield handler, args, None
 
     @lsp_method(types.EXIT)
-    def lsp_exit(self, *args: Any) -> None:
+    def lsp_exit(self, *args: Any) -> None:  # type: ignore[override]
         """The spec's exit codes: 0 after `shutdown`, else 1. pygls raises SystemExit here,
         which its server loop swallows (the process always exited 0)."""
         self._notify_feature(types.EXIT, *args)

@@ -104,7 +104,8 @@ async def run_lsp_config(session: Any, tasks: list[CrossFileTask], variant: str,
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
         sample = _sample(variant, task, c)
-        doc = next((d for d in status.get("documents") or [] if d.get("uri") == uri), {})
+        doc: dict[str, Any] = next(
+            (d for d in status.get("documents") or [] if d.get("uri") == uri), {})
         repo = doc.get("repoContext") or {}
         sample.extra["repo_tokens"] = repo.get("tokens", 0)
         sample.extra["repo_files"] = [f.get("path") for f in repo.get("files") or []]
