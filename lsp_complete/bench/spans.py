@@ -22,7 +22,7 @@ from lsprotocol import types
 
 from lsp_complete.bench import lsp_driver
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.workload import Episode, elsewhere_offset, line_exact
+from lsp_complete.bench.workload import Episode, elsewhere_offset, first_line, line_exact
 from lsp_complete.testing.lsp_client import position_at
 
 
@@ -143,6 +143,68 @@ async def type_keys(
             pending.append(asyncio.create_task(request))
         on_key()
     return answered + list(await asyncio.gather(*pending))
+
+
+@dataclass(frozen=True)
+class TypistStep:
+    """One step of the typist who presses Tab: a key typed, or Tab, then the request."""
+
+    answer: KeyAnswer  # the request made after the step
+    accepted: int  # characters the step inserted with Tab (0: it typed one key)
+    rest: str  # the rest of the line after the step, as the file has it
+    shown: bool  # the answer arrived before the next step: the typist saw it
+
+    @property
+    def wrong(self) -> bool:
+        """Shown, not empty, and its first line is not how the line goes on: it would have
+        put in what the user did not want (one that only stops short is not wrong)."""
+        shown = first_line(self.answer.suggestion)
+        return self.shown and bool(shown) and not self.rest.startswith(shown)
+
+
+def line_rest(ep: Episode, k: int) -> str:
+    """What is left of the line once the first `k` characters of the span are in, up to its
+    line break (whole, past a keystroke cap: Tab puts in the line as the file has it)."""
+    return ep.typed[k:].split("\n", 1)[0]
+
+
+async def type_with_tab(
+    session: lsp_driver.ServerSession,
+    ep: Episode,
+    version: int,
+    timing: SpanTiming,
+) -> list[TypistStep]:
+    """Open the span's file and type it on `timing`'s schedule without waiting for answers,
+    pressing Tab instead of the next key whenever the newest answer has arrived, for the text
+    as it is, and its first line is exactly the rest of the line: that rest goes in as one
+    edit, and typing goes on at the line break. It stops after the span's keystrokes (a Tab
+    may take it past a keystroke cap, to its line's end). The document stays open."""
+    assert timing.delays_ms is not None
+    uri = span_uri(ep)
+    session.open(uri, ep.language_id, ep.initial_text, version)
+    loop = asyncio.get_running_loop()
+    made: list[tuple[asyncio.Task[KeyAnswer], int, int]] = []  # request, accepted, k after
+    k, due = 0, loop.time()
+    while k < len(ep.keystrokes):
+        due += timing.delays_ms[len(made)] / 1000
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        newest = made[-1][0] if made else None
+        rest = line_rest(ep, k)
+        where = position_at(ep.text_after(k), ep.start_offset + k)
+        version += 1
+        if (rest and newest is not None and newest.done()
+                and first_line(newest.result().suggestion) == rest):
+            session.insert(uri, version, where, rest)
+            accepted, k = len(rest), k + len(rest)
+        else:
+            session.insert(uri, version, where, ep.keystrokes[k].char)
+            accepted, k = 0, k + 1
+        request = _ask(session, uri, ep.text_after(k), ep.start_offset + k, version)
+        made.append((asyncio.create_task(request), accepted, k))
+    answers = list(await asyncio.gather(*(task for task, _, _ in made)))
+    return [TypistStep(answer, accepted, line_rest(ep, after),
+                       shown=i == len(answers) - 1 or answer.done_at <= answers[i + 1].sent_at)
+            for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 
 async def _ask(session: lsp_driver.ServerSession, uri: str, text: str, offset: int,

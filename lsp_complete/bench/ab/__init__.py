@@ -256,7 +256,12 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "burst: each key once the previous answer arrived; rest2s: 2 s after opening, "
             f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
             f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
-            "priority) beside the server while each span is typed.",
+            "priority) beside the server while each span is typed; saved: think, by a typist "
+            "who presses Tab instead of the next key when the newest answer has arrived and "
+            "its first line is exactly the rest of the line (one edit; typing goes on at the "
+            "line break): the characters put in by Tab over the span's, and the wrong "
+            "suggestions shown (arrived in time, not empty, not how the line goes on) per "
+            "key pressed.",
             "moved: the span's whole file opened and a suggestion asked half the file away, "
             "then the span's lines deleted in one change and typed again as in burst; "
             f"moved-pause: {scenario_specs.MOVED_PAUSE_S:g} s at the first spot before the "

@@ -37,11 +37,13 @@ from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
 from lsp_complete.bench.spans import (
+    SpanTiming,
     key_samples,
     span_uri,
     span_version,
     type_moved_span,
     type_span,
+    type_with_tab,
 )
 from lsp_complete.bench.workload import Episode, first_line
 
@@ -263,6 +265,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         ep = episodes[index]
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
+        if scenario.saves:
+            return await _typist_samples(session, scenario, ep, index, timing, side.key)
         first = None
         with cpu_bound_process(scenario.busy):
             if scenario.moved:
@@ -287,6 +291,31 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         return samples
 
     return drive
+
+
+async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario, ep: Episode,
+                          index: int, timing: SpanTiming, side: str) -> list[Sample]:
+    """The span typed by the typist who presses Tab: one sample per request (a key or a Tab
+    before it), with what Tab put in (`tab_chars`), whether a wrong suggestion was shown, and
+    the span's characters on the first."""
+    steps = await type_with_tab(session, ep, span_version(index), timing)
+    status = await session.status(recent=len(steps) + 16)
+    session.close(span_uri(ep))
+    records = lsp_driver.stats_by_version(status, span_uri(ep))
+    samples = []
+    for k, step in enumerate(steps):
+        a = step.answer
+        c = lsp_driver.completion_with_stats(a.suggestion, a.latency_ms,
+                                             records.get(a.version), a.error)
+        fresh = step.shown and c.source not in ("superseded", "error")
+        extra: dict[str, Any] = {"tab_chars": step.accepted, "wrong": step.wrong and fresh,
+                                 "language": ep.language_id}
+        if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
+            extra["span_chars"] = sum(s.accepted or 1 for s in steps)
+        samples.append(Sample.of("d", scenario.name, ep.name, k, c, side=side, fresh=fresh,
+                                 line_exact=bool(step.rest) and first_line(c.text) == step.rest,
+                                 extra=extra))
+    return samples
 
 
 def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:

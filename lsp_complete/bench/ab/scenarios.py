@@ -11,6 +11,10 @@ Timings of a typed span:
   paced   one key every 200 ms (--pace-ms), answers not awaited, after a 1 s rest.
   busy    think, with one CPU-bound process beside the server while the span is typed (the
           user compiles while typing: bench/ab/load.py).
+  saved   think, by a typist who presses Tab when the newest answer has arrived and its first
+          line is exactly the rest of the line (the rest goes in as one edit, typing goes on
+          at the line break): the share of the span's characters put in by Tab is the
+          headline, with the wrong suggestions shown per key beside it.
 A new spot in a file already open (burst typing; the first key is where a server that follows
 the user, not the cursor, meets the move):
   moved        the whole file opened and a first suggestion asked half the file away, then
@@ -34,13 +38,13 @@ from dataclasses import dataclass
 from lsp_complete.bench.spans import SpanTiming
 from lsp_complete.bench.workload import Episode
 
-TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause")
+TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
 OPEN_SCENARIOS = ("open", "he-open", "he-pause")
-DEFAULT = ("burst", "rest2s", "think", "paced", "ours:rest2s", "moved", "moved-pause", "open",
-           "he-open", "he-pause")
+DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
+           "open", "he-open", "he-pause")
 REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
-           "moved": 0.0, "moved-pause": 0.0}
+           "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
 AWAITED = ("burst", "rest2s", "moved", "moved-pause")
 HE_PAUSE_S = 1.0
 MOVED_PAUSE_S = 3.0
@@ -73,6 +77,11 @@ class Scenario:
     def moved(self) -> bool:
         """The span is typed in a file already open, after a suggestion elsewhere in it."""
         return self.timing in ("moved", "moved-pause")
+
+    @property
+    def saves(self) -> bool:
+        """The typist presses Tab on a suggestion that is exactly the rest of the line."""
+        return self.timing == "saved"
 
     @property
     def busy(self) -> bool:
@@ -128,7 +137,7 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
     cursor = scenario.client == "ours"
     rest = REST_MS[scenario.timing]
     n = len(ep.keystrokes)
-    if scenario.timing in ("think", "busy"):  # the same intervals: busy pairs with think
+    if scenario.timing in ("think", "busy", "saved"):  # the same intervals as think
         rng = random.Random(f"think:{seed}:{ep.name}")
         return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]))
     if scenario.timing == "paced":

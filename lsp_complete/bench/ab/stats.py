@@ -32,6 +32,7 @@ RSS_TOLERANCE = 0.05
 # Fewer paired units than this give an interval but no verdict: a bootstrap over two or three
 # spans only reshuffles them.
 MIN_UNITS = 5
+TAB_SHARE = "characters put in by Tab"  # saved: the headline
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def _max(values: np.ndarray) -> float | None:
 
 
 def _per_request(rows: np.ndarray) -> float | None:
-    """Rows of (CPU seconds, requests): seconds per request."""
+    """Rows of (amount, count), e.g. CPU seconds and requests: the amount per count, over
+    all the drawn rows together."""
     if not rows.size or rows[:, 1].sum() == 0:
         return None
     return float(rows[:, 0].sum() / rows[:, 1].sum())
@@ -133,6 +135,19 @@ def _passed(run: UnitRun) -> np.ndarray:
     return np.array([bool(s.passed) for s in run.samples], dtype=float)
 
 
+def _tab_chars(run: UnitRun) -> np.ndarray:
+    """(characters put in by Tab, the span's characters): one row a span."""
+    span = next((s.extra["span_chars"] for s in run.samples if "span_chars" in s.extra), 0)
+    return np.array([[sum(s.extra.get("tab_chars", 0) for s in run.samples), span]],
+                    dtype=float)
+
+
+def _wrong_shown(run: UnitRun) -> np.ndarray:
+    """(wrong suggestions shown, keys pressed, Tab included): one row a span."""
+    return np.array([[sum(bool(s.extra.get("wrong")) for s in run.samples), len(run.samples)]],
+                    dtype=float)
+
+
 def _cpu(run: UnitRun) -> np.ndarray:
     if run.cpu_s is None:
         return np.empty((0, 2))
@@ -141,6 +156,16 @@ def _cpu(run: UnitRun) -> np.ndarray:
 
 def measures_for(scenario: Scenario) -> list[Measure]:
     """What is reported for a scenario, in report order."""
+    if scenario.kind == "typing" and scenario.saves:
+        return [
+            Measure(TAB_SHARE, False, _tab_chars, _per_request, "share"),
+            Measure("wrong suggestions shown / key", True, _wrong_shown, _per_request, "share"),
+            Measure("fresh answers", False, _fresh, _mean, "share"),
+            Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
+            Measure("keystroke p95 after a span's first key", True, _later_latencies,
+                    _percentile(95), "ms"),
+            Measure("CPU s / keystroke", True, _cpu, _per_request, "s"),
+        ]
     if scenario.kind == "typing":
         later_p50 = Measure("keystroke p50 after a span's first key", True, _later_latencies,
                             _percentile(50), "ms")
@@ -272,7 +297,7 @@ def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
     if len(languages) < 2:
         return []
     wanted = {"line-exact", "line-exact (fresh answers)", "characters accepted / key",
-              "keystroke p95 after a span's first key"}
+              "keystroke p95 after a span's first key", TAB_SHARE}
     measures = [m for m in measures_for(scenario) if m.name in wanted]
     rows = []
     for language in languages:
