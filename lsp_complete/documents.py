@@ -215,12 +215,14 @@ class Document:
             self.syntax = True
             self._parse_if_small()
 
-    def drop_tree(self) -> None:
+    def drop_tree(self) -> bool:
         """Free the syntax tree of a file not in use, still wanting one: `needs_parse` is true
         until `reparse` (or `parse_step`, for a large file) builds it again. A parse under way
-        is kept."""
-        if self.syntax and self._parse is None:
-            self.tree = self.structure_tree = None
+        is kept (False)."""
+        if not self.syntax or self._parse is not None:
+            return False
+        self.tree = self.structure_tree = None
+        return True
 
     def reparse(self) -> None:
         """Build a dropped tree again now, if the source is within the sync limit."""

@@ -277,6 +277,18 @@ def test_a_dropped_tree_is_built_again_as_a_fresh_parse_would() -> None:
     assert doc.structure_tree is doc.tree
 
 
+def test_a_tree_being_built_in_slices_is_not_dropped() -> None:
+    """A large file's parse under way stays (its owner keeps it in the budget until it can
+    drop it): dropping it would leave a tree that no budget counts."""
+    doc = Document("file:///big.py", "python", 1, _python_source(3 << 20), parse=False)
+    doc.set_syntax(True, sync_limit=1 << 20)
+    assert not doc.parse_step(0.001)  # under way
+    assert not doc.drop_tree() and doc.has_tree
+    while not doc.parse_step(0.05):
+        pass
+    assert doc.drop_tree() and not doc.has_tree and doc.needs_parse
+
+
 def test_a_parse_in_slices_takes_the_edits_made_meanwhile() -> None:
     text = _python_source(3 << 20)
     doc = Document("file:///big.py", "python", 1, text, parse=False)

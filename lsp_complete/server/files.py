@@ -141,7 +141,7 @@ class OpenFiles:
         dropped, or in slices if large), and the files used longest ago drop theirs while
         the kept trees' sources exceed the budget."""
         doc, state = self.documents.get(uri), self.states.get(uri)
-        if doc is None or state is None or not doc.syntax:
+        if doc is None or state is None or state.disabled_reason or not doc.syntax:
             return
         self._with_tree[uri] = None
         self._with_tree.move_to_end(uri)
@@ -153,10 +153,12 @@ class OpenFiles:
         for old in list(self._with_tree):
             if total <= TREE_BUDGET_BYTES or old == uri:
                 break
-            del self._with_tree[old]
-            if (other := kept.get(old)) is not None and other.has_tree:
+            other = kept.get(old)
+            if other is None or not other.has_tree:
+                del self._with_tree[old]
+            elif other.drop_tree():  # (not while its parse is under way: later)
+                del self._with_tree[old]
                 total -= other.byte_size
-                other.drop_tree()
 
     def parsing(self, uri: str) -> asyncio.Task[None] | None:
         """The parse a file's suggestions must wait for, if one is under way."""
@@ -195,9 +197,9 @@ class OpenFiles:
         # The size is checked on every change (it costs nothing): a file that grows over the
         # limit drops its tree, one cut back under it is parsed again.
         state.disabled_reason = self._refusal(doc, scan=recheck)
-        self.in_use(doc.uri)
-        if state.disabled_reason != was_disabled or doc.needs_parse:
+        if state.disabled_reason != was_disabled:
             self._sync_syntax(doc.uri, doc, state)
+        self.in_use(doc.uri)  # (and a tree it lacks is built: now, or in slices if large)
         self._repo.edited(params)
 
     def close(self, uri: str) -> None:
