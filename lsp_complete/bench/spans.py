@@ -1,5 +1,6 @@
 """Typing one span of a file over LSP, as an editor sends it: the replay, the paced replay and
-the A/B scenarios (bench/ab/) all type through `type_span`.
+the A/B scenarios (bench/ab/) all type through `type_span`, but for the typist who presses
+Tab (`type_with_tab`, the saved scenario), whose keys depend on the answers.
 
 A span opens its file (or, moved: opens the whole file, is asked elsewhere in it first, then
 deletes the span's lines), optionally says where the cursor rests (lsp-complete/didMoveCursor,

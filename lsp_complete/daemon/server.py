@@ -370,7 +370,7 @@ class Daemon:
             await asyncio.sleep(0.05)
         for session in self._unread():
             log.warning("session %d: %d bytes of answers not read at stop: dropped",
-                     session.id, session.output.unsent())
+                        session.id, session.output.unsent())
             session.writer.transport.abort()
         deadline = time.monotonic() + STOP_GRACE_S
         while self.sessions and time.monotonic() < deadline:
