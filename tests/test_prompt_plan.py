@@ -13,6 +13,7 @@ import pytest
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
 from lsp_complete.documents import Document
+from lsp_complete.engine.base import common_prefix_length
 from lsp_complete.pipeline import prepare
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.pipeline.prompt_cache import (
@@ -47,13 +48,7 @@ class FakeEngine:
     def cached_prefix(self, key: str, tokens: Sequence[int]) -> int | None:
         if not self.can_tell:
             return None
-        held = self.held.get(key, [])
-        n = 0
-        for a, b in zip(held, tokens, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return common_prefix_length(self.held.get(key, []), list(tokens))
 
 
 def build(ctx: CodeContext) -> Prompt:
