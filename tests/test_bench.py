@@ -465,3 +465,27 @@ def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Pat
     assert "| tiny-copy/lookup |" in (out / "report.md").read_text()
     assert rows["tiny/off"]["coldfile"]["files"] == 1  # --quick: one never-seen file
     assert rows["tiny/off"]["keystrokes"]["n"] == 4
+
+
+def test_java_sources_come_out_of_a_jdks_src_zip(tmp_path: Path, monkeypatch) -> None:
+    """The bench's eighth language: a JDK ships its library's sources only as lib/src.zip;
+    the files of a few packages are unpacked once into the cache folder."""
+    import zipfile
+
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path / "cache"))
+    archive = tmp_path / "jvm" / "jdk-x" / "lib" / "src.zip"
+    archive.parent.mkdir(parents=True)
+    body = "\n".join(f"    int field{i} = {i};" for i in range(150))
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("java.base/java/util/Stack2.java", f"class Stack2 {{\n{body}\n}}\n")
+        zipped.writestr("java.base/java/util/concurrent/Deep.java", "class Deep {}\n")
+        zipped.writestr("java.base/java/util/README", "not a source\n")
+    found = workload._jdk_sources(str(tmp_path / "jvm" / "*" / "lib" / "src.zip"))
+    assert [Path(p).name for p in found] == ["Stack2.java"]
+    assert Path(found[0]).read_text().startswith("class Stack2")
+    assert Path(found[0]).is_relative_to(tmp_path / "cache")
+    assert workload._jdk_sources(str(tmp_path / "jvm" / "*" / "lib" / "src.zip")) == found
+    assert workload._jdk_sources(str(tmp_path / "nowhere" / "src.zip")) == []
+    assert set(workload.DEFAULT_LANGUAGES) >= {"python", "javascript", "typescript", "c", "cpp",
+                                                "go", "rust", "java"}
+    assert workload.DEFAULT_LANGUAGES[:3] == ("python", "javascript", "c")  # the default run's

@@ -8,13 +8,16 @@ typed too.  After the last keystroke the document equals the original file exact
 
 from __future__ import annotations
 
+import glob
 import os
 import random
 import sysconfig
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from lsp_complete.languages import language_of_path
+from lsp_complete.locations import cache_root
 
 # The file kinds the replay picks from the machine; languages.py names their languages.
 REPLAY_EXTENSIONS = (".py", ".js", ".mjs", ".cjs", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp",
@@ -38,8 +41,10 @@ PY_STDLIB_FILES = (
 # Candidates for the ~2,000-line file of the open-latency measurement.
 PY_LARGE_FILES = ("difflib.py", "subprocess.py", "argparse.py", "ast.py", "tarfile.py")
 
-# Where other languages' sources sit on a typical machine (node's global modules, docs with
-# examples, site-packages C extensions, rust toolchain docs, Go module cache).
+# Where other languages' sources sit on a typical machine (Debian's golang-*-src and rust-src
+# packages, node's global modules, docs with examples, site-packages C extensions, rust
+# toolchain docs, Go module cache); shell patterns allowed. Java's come out of a JDK's
+# src.zip (`_jdk_sources`).
 SEARCH_ROOTS = (
     "/usr/lib/node_modules",
     "/usr/local/lib/node_modules",
@@ -49,9 +54,16 @@ SEARCH_ROOTS = (
     "~/go/pkg/mod",
     "/usr/local/go/src",
     "/usr/lib/go/src",
+    "/usr/share/go-*/src",
+    "/usr/lib/go-*/src",
+    "/usr/src/rustc-*/library",
 )
-DEFAULT_LANGUAGES = ("python", "javascript", "c", "go", "rust", "typescript")
+# The first three are what a default run replays (--num-files 3); `--num-files 8` takes all.
+DEFAULT_LANGUAGES = ("python", "javascript", "c", "go", "rust", "typescript", "java", "cpp")
+JDK_SOURCE_ZIPS = "/usr/lib/jvm/*/lib/src.zip"
+JDK_PACKAGES = ("java.base/java/util/", "java.base/java/io/", "java.base/java/text/")
 _MAX_SCAN_FILES = 200_000
+_NOT_TYPED = (".min.", "_test.go", ".d.ts")
 
 
 @dataclass(frozen=True)
@@ -129,18 +141,41 @@ def _scan_roots(roots: tuple[str, ...], exts: set[str]) -> dict[str, list[str]]:
     """Files under the roots by language, sorted (os.walk order is not deterministic)."""
     found: dict[str, list[str]] = {}
     seen = 0
-    for root in roots:
-        base = os.path.expanduser(root)
+    bases = [base for root in roots for base in sorted(glob.glob(os.path.expanduser(root)))]
+    for base in bases:
         for folder, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d not in ("test", "tests", "__tests__", ".git"))
             for name in files:
                 seen += 1
                 ext = os.path.splitext(name)[1].lower()
-                if ext in exts and ".min." not in name:
+                # Not minified, Go tests (test folders are skipped above) or TypeScript
+                # declarations (mostly generated).
+                if ext in exts and not any(mark in name for mark in _NOT_TYPED):
                     found.setdefault(LANGUAGE_BY_EXT[ext], []).append(os.path.join(folder, name))
             if seen > _MAX_SCAN_FILES:
                 break
     return {lang: sorted(set(paths)) for lang, paths in found.items()}
+
+
+def _jdk_sources(pattern: str = JDK_SOURCE_ZIPS, limit: int = 400) -> list[str]:
+    """Java sources of the first JDK whose src.zip is here (a JDK's own library, written by
+    people), unpacked once into the cache folder: the files of JDK_PACKAGES, not deeper."""
+    for archive in sorted(glob.glob(pattern)):
+        try:
+            real = Path(archive).resolve(strict=True)
+            stat = real.stat()
+            target = cache_root() / "bench-corpus" / f"jdk-{stat.st_size}-{stat.st_mtime_ns}"
+            with zipfile.ZipFile(real) as zipped:
+                names = [n for n in zipped.namelist() if n.endswith(".java")
+                         and any(n.startswith(p) and "/" not in n[len(p):]
+                                 for p in JDK_PACKAGES)][:limit]
+                for name in names:
+                    if not (target / name).is_file():
+                        zipped.extract(name, target)
+            return sorted(str(target / name) for name in names)
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return []
 
 
 def _site_packages_c_files() -> list[str]:
@@ -175,6 +210,8 @@ def default_files(n_files: int, seed: int) -> list[str]:
         for lang, paths in _scan_roots(SEARCH_ROOTS, exts).items():
             candidates.setdefault(lang, []).extend(paths)
         candidates.setdefault("c", []).extend(_site_packages_c_files())
+        if n_files > DEFAULT_LANGUAGES.index("java"):  # unpacked only when asked for
+            candidates.setdefault("java", []).extend(_jdk_sources())
     chosen: list[str] = []
     for lang in DEFAULT_LANGUAGES:
         if len(chosen) >= n_files:
