@@ -61,6 +61,21 @@ def _serve(model: Path) -> str:
     return f"(setq lsp-complete-command '({' '.join(json.dumps(c) for c in command)}))"
 
 
+def _in_eglot(model: Path, source: Path, body: str, options: str = "") -> str:
+    """An Emacs program that visits `source` in python-mode with Eglot on the real server
+    (`model`; `options`: elisp run before the setup call) and the model ready, runs `body`,
+    then shuts Eglot down."""
+    return _script(f"""
+        {_serve(model)}
+        {options}
+        (lsp-complete-eglot-setup)
+        (find-file {json.dumps(str(source))})
+        (python-mode)
+        (test-connect)
+        {body}
+        (eglot-shutdown (eglot-current-server))""")
+
+
 def _run_emacs(script: str, tmp_path: Path, timeout: int = 240) -> str:
     done = subprocess.run(
         ["emacs", "--batch", "-q", "--eval", script],
@@ -117,12 +132,7 @@ def test_ghost_text_overlay_over_eglot(tmp_path: Path, tiny_model_path: Path) ->
 
     source = tmp_path / "colors.py"
     shutil.copyfile(inspect.getsourcefile(colorsys), source)
-    script = _script(f"""
-        {_serve(tiny_model_path)}
-        (lsp-complete-eglot-setup)
-        (find-file {json.dumps(str(source))})
-        (python-mode)
-        (test-connect)
+    script = _in_eglot(tiny_model_path, source, f"""
         (test-print "MODE" (if lsp-complete-mode "on" "off"))
         (test-print "CAPABILITY" (plist-get (plist-get (eglot-client-capabilities
                                                         (eglot-current-server))
@@ -159,8 +169,7 @@ def test_ghost_text_overlay_over_eglot(tmp_path: Path, tiny_model_path: Path) ->
         (test-wait "accepted counter"
                    (lambda () (>= (plist-get (plist-get (test-status) :counters) :accepted) 1))
                    10)
-        (test-print "COUNTERS" (plist-get (test-status) :counters))
-        (eglot-shutdown (eglot-current-server))""")
+        (test-print "COUNTERS" (plist-get (test-status) :counters))""")
     out = _run_emacs(script, tmp_path)
     assert not _values(out, "TIMEOUT"), out[-4000:]
     assert _values(out, "MODE") == ["on"], out[-3000:]
@@ -256,14 +265,9 @@ def test_without_ghost_text_the_suggestion_is_a_completion_candidate(
     suggestion is a completion-at-point candidate; lsp-complete-status shows the model."""
     source = tmp_path / "sample.py"
     source.write_text("import os\n\n\ndef main():\n    x = 1\n    print(x)\n")
-    script = _script(f"""
-        {_serve(tiny_model_path)}
-        (setq lsp-complete-initialization-options '(:maxTokens 16 :multiline "never"))
-        (setq lsp-complete-ghost-text nil)
-        (lsp-complete-eglot-setup)
-        (find-file {json.dumps(str(source))})
-        (python-mode)
-        (test-connect)
+    options = """(setq lsp-complete-initialization-options '(:maxTokens 16 :multiline "never"))
+                 (setq lsp-complete-ghost-text nil)"""
+    script = _in_eglot(tiny_model_path, source, """
         (test-print "MODE" (if lsp-complete-mode "on" "off"))
         (lsp-complete-status)
         (goto-char (point-min)) (forward-line 4) (end-of-line)
@@ -275,8 +279,8 @@ def test_without_ghost_text_the_suggestion_is_a_completion_candidate(
             (let ((item (get-text-property 0 'eglot--lsp-item c)))
               (princ (format "ITEM detail=%s command=%s\\n"
                              (plist-get item :detail)
-                             (plist-get (plist-get item :command) :command))))))
-        (eglot-shutdown (eglot-current-server))""")
+                             (plist-get (plist-get item :command) :command))))))""",
+                       options)
     out = _run_emacs(script, tmp_path)
     assert not _values(out, "TIMEOUT"), out[-3000:]
     assert _values(out, "MODE") == ["off"], out[-3000:]
@@ -293,12 +297,7 @@ def test_block_ready_asks_again_only_where_the_block_was_announced(
     another file. Delivered through Eglot's own notification dispatch."""
     source = tmp_path / "sample.py"
     source.write_text("import os\n\n\ndef main():\n    x = 1\n    print(x)\n")
-    script = _script(f"""
-        {_serve(tiny_model_path)}
-        (lsp-complete-eglot-setup)
-        (find-file {json.dumps(str(source))})
-        (python-mode)
-        (test-connect)
+    script = _in_eglot(tiny_model_path, source, """
         (defvar test-asked nil)
         (advice-add 'lsp-complete-request :before
                     (lambda (&optional kind) (push (or kind 0) test-asked)))
@@ -316,8 +315,7 @@ def test_block_ready_asks_again_only_where_the_block_was_announced(
           (test-announce uri 4 6)   ; at the position: asked
           (test-announce uri 4 8)   ; before the position: not
           (test-announce uri 3 3)   ; another line: not
-          (test-announce "file:///elsewhere/other.py" 4 3))  ; another file: not
-        (eglot-shutdown (eglot-current-server))""")
+          (test-announce "file:///elsewhere/other.py" 4 3))  ; another file: not""")
     out = _run_emacs(script, tmp_path)
     assert not _values(out, "TIMEOUT"), out[-3000:]
     assert _values(out, "ASKED") == [[2], [2], [], [], []], out[-3000:]

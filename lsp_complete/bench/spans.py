@@ -22,7 +22,7 @@ from typing import Any
 from lsprotocol import types
 
 from lsp_complete.bench import lsp_driver
-from lsp_complete.bench.records import Sample
+from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.workload import Episode, elsewhere_offset, first_line, line_exact
 from lsp_complete.testing.lsp_client import position_at
 
@@ -203,8 +203,7 @@ async def type_with_tab(
         request = _ask(session, uri, ep.text_after(k), ep.start_offset + k, version)
         made.append((asyncio.create_task(request), accepted, k))
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))
-    return [TypistStep(answer, accepted, line_rest(ep, after),
-                       shown=i == len(answers) - 1 or answer.done_at <= answers[i + 1].sent_at)
+    return [TypistStep(answer, accepted, line_rest(ep, after), shown=is_newest(answers, i))
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 
@@ -220,6 +219,12 @@ def is_newest(answers: Sequence[KeyAnswer], k: int) -> bool:
     """Answer k arrived before the next keystroke went out (or is the span's last): the
     suggestion was still for the text on screen."""
     return k == len(answers) - 1 or answers[k].done_at <= answers[k + 1].sent_at
+
+
+def fresh(newest: bool, c: Completion) -> bool:
+    """The answer was shown: the newest when it arrived (`is_newest`), neither superseded nor
+    failed."""
+    return newest and c.source not in ("superseded", "error")
 
 
 def key_samples(
@@ -241,7 +246,7 @@ def key_samples(
                                              records.get(answer.version), answer.error)
         fields: dict[str, Any] = {"line_exact": line_exact(ks.typed_prefix, c.text, ks.full_line)}
         if with_fresh:
-            fields["fresh"] = is_newest(answers, k) and c.source not in ("superseded", "error")
+            fields["fresh"] = fresh(is_newest(answers, k), c)
         if answer.error:
             fields["extra"] = {"error": answer.error}
         samples.append(Sample.of(engine, workload, ep.name, k, c, side=side, **fields))

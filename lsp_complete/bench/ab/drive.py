@@ -38,6 +38,7 @@ from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
 from lsp_complete.bench.spans import (
     SpanTiming,
+    fresh,
     key_samples,
     span_uri,
     span_version,
@@ -307,12 +308,12 @@ async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario,
         a = step.answer
         c = lsp_driver.completion_with_stats(a.suggestion, a.latency_ms,
                                              records.get(a.version), a.error)
-        fresh = step.shown and c.source not in ("superseded", "error")
-        extra: dict[str, Any] = {"tab_chars": step.accepted, "wrong": step.wrong and fresh,
+        shown = fresh(step.shown, c)
+        extra: dict[str, Any] = {"tab_chars": step.accepted, "wrong": step.wrong and shown,
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of("d", scenario.name, ep.name, k, c, side=side, fresh=fresh,
+        samples.append(Sample.of("d", scenario.name, ep.name, k, c, side=side, fresh=shown,
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
