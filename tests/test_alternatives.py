@@ -50,12 +50,12 @@ def forced(fresh: LlamaEngine, request, first: int) -> str:
 
 def assert_kv_in_sync(engine: LlamaEngine) -> None:
     for seq in [*engine._table.files.values(), *engine._table.asides.values()]:
-        held = llama_cpp.llama_memory_seq_pos_max(engine._mem, seq.seq_id) + 1
+        held = llama_cpp.llama_memory_seq_pos_max(engine.decoder.memory, seq.seq_id) + 1
         assert held == len(seq.tokens), (seq.key, held, len(seq.tokens))
     used = {s.seq_id for s in [*engine._table.files.values(), *engine._table.asides.values()]}
     assert sorted([*used, *engine._table.free_ids]) == list(range(2 * engine.slots))  # none leaked
     for seq_id in engine._table.free_ids:
-        assert llama_cpp.llama_memory_seq_pos_max(engine._mem, seq_id) == -1  # nothing left
+        assert llama_cpp.llama_memory_seq_pos_max(engine.decoder.memory, seq_id) == -1  # none left
 
 
 # ------------------------------------------------------------------ the engine
@@ -120,20 +120,20 @@ def test_junk_is_left_out(engine) -> None:
     for alt in engine.alternatives(request, 8, CancelToken()):
         assert alt.text[len(request.heal):].strip(), alt
     seen = []
-    original = engine._first_tokens
+    original = engine.vocabulary.first_tokens
 
-    def spy(heal: bytes, code: bool, count: int) -> list[int]:
-        picks = original(heal, code, count)
+    def spy(logits, heal: bytes, code: bool, count: int) -> list[int]:
+        picks = original(logits, heal, code, count)
         seen.append(picks)
         return picks
 
-    engine._first_tokens = spy
+    engine.vocabulary.first_tokens = spy
     try:
         request = fim_request(engine, "file:///junk.py", BEFORE, "    y = ", SUFFIX_TEXT)
         assert engine.alternatives(request, 8, CancelToken()) == []  # a confident model
         assert seen == [[]]
     finally:
-        del engine._first_tokens
+        del engine.vocabulary.first_tokens
     assert 0 < MIN_ALTERNATIVE_PROBABILITY <= 0.05
 
 

@@ -105,3 +105,56 @@ def test_only_the_pipeline_and_the_daemon_reach_the_engine_from_the_server_side(
 
 def test_config_imports_nothing_of_the_package() -> None:
     assert _graph()["lsp_complete.config"] == set()
+
+
+# What may be imported from outside engine/: the protocol, the factory that names the
+# backends, and the model-free drafting module (its modes and constants).
+ENGINE_FACADE = {"lsp_complete.engine.base", "lsp_complete.engine.factory",
+                 "lsp_complete.engine.speculation"}
+# Engine parts that must not load llama.cpp: testable without it (test_vocabulary).
+MODEL_FREE = ("lsp_complete.engine.base", "lsp_complete.engine.vocabulary",
+              "lsp_complete.engine.model_file", "lsp_complete.engine.speculation")
+
+
+def _external_imports(name: str) -> set[str]:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_engine_imports_nothing_of_the_layers_above_it() -> None:
+    above = ("lsp_complete.pipeline", "lsp_complete.server", "lsp_complete.daemon",
+             "lsp_complete.scheduler", "lsp_complete.context", "lsp_complete.bench")
+    for name, imports in _graph().items():
+        if name.startswith("lsp_complete.engine"):
+            bad = {m for m in imports if m.startswith(above)}
+            assert not bad, f"{name} imports {bad}"
+
+
+def test_nothing_outside_the_engine_names_a_concrete_engine_or_its_parts() -> None:
+    for name, imports in _graph().items():
+        if not name.startswith("lsp_complete.engine"):
+            engine = {m for m in imports if m.startswith("lsp_complete.engine.")}
+            assert engine <= ENGINE_FACADE, f"{name} imports {engine - ENGINE_FACADE}"
+
+
+def test_the_model_free_engine_parts_never_load_llama_cpp() -> None:
+    graph = _graph()
+    for name in MODEL_FREE:
+        for module in _reachable(graph, name):
+            assert "llama_cpp" not in _external_imports(module), f"{name} loads it via {module}"

@@ -135,7 +135,7 @@ def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, f
                                                         tmp_path: Path) -> None:
     store = KVStore(tmp_path / "kv")
     eng = make_engine(tiny_model_path, kv_store=store, model_id="tiny")
-    model = eng._kv_model  # entries are bound to the engine's full identity, not just "tiny"
+    model = eng.persistence.model  # entries are bound to the engine's full identity
     store.save(model, "file:///c.py", [1, 2, 3], b"not a llama.cpp state")
     store._cache.set(entry_key(model, "file:///d.py"), b"garbage")  # bytes, not an entry
     try:
@@ -175,9 +175,9 @@ def test_after_indentation_the_healed_space_is_followed_by_code(engine) -> None:
         if result.generated_tokens:
             assert result.text[1:2].strip(), (indent, result.text)
     assert all(engine.piece(int(t)).startswith(b" ") and engine.piece(int(t)).strip()
-               for t in engine._heal_candidates(b" ", code=True))
+               for t in engine.vocabulary.heal_candidates(b" ", code=True))
     # Without `code` (indentation still being typed) more spaces stay allowed.
-    assert any(not engine.piece(int(t)).strip() for t in engine._heal_candidates(b" "))
+    assert any(not engine.piece(int(t)).strip() for t in engine.vocabulary.heal_candidates(b" "))
 
 
 def test_output_never_contains_special_tokens(engine) -> None:
@@ -206,7 +206,7 @@ def test_cancel_during_prefill_stops_within_a_batch(tiny_model_path: Path, fresh
     try:
         cancel = CancelToken()
         seen = []
-        original = eng._decode_chunk
+        original = eng.decoder.decode_chunk
 
         def spy(seq, chunk, want_logits, token, abortable):
             status = original(seq, chunk, want_logits, token, abortable)
@@ -216,13 +216,13 @@ def test_cancel_during_prefill_stops_within_a_batch(tiny_model_path: Path, fresh
                 threading.Event().wait(0.05)
             return status
 
-        eng._decode_chunk = spy
+        eng.decoder.decode_chunk = spy
         request = fim_request(eng, "file:///big.py", BEFORE * 10, TYPED, SUFFIX_TEXT)
         result = eng.complete(request, cancel)
         assert result.stop_reason == "cancelled"
         assert len(seen) <= 3  # the batch in flight when cancelled may finish, no more
         assert cancel.work_after_cancel <= 16
-        eng._decode_chunk = original
+        eng.decoder.decode_chunk = original
         again = fim_request(eng, "file:///big.py", BEFORE * 10, TYPED, SUFFIX_TEXT, max_tokens=8)
         assert eng.complete(again, CancelToken()).text == uncached(fresh, again).text
     finally:

@@ -202,7 +202,7 @@ def assert_same(off, on, what: object = "") -> None:
 
 def assert_kv_in_sync(engine: LlamaEngine) -> None:
     for seq in engine._table.files.values():
-        held = llama_cpp.llama_memory_seq_pos_max(engine._mem, seq.seq_id) + 1
+        held = llama_cpp.llama_memory_seq_pos_max(engine.decoder.memory, seq.seq_id) + 1
         assert held == len(seq.tokens), (seq.key, held, len(seq.tokens))
 
 
@@ -341,14 +341,14 @@ def test_accepts_exactly_the_agreeing_prefix(plain, spec, wrong_at: int) -> None
     spec.draft_model = lambda _request: oracle
     spec.near_tie = 0.0  # judge every row from the batch: the exact accept/reject rule
     verified: list[tuple[int, list[int]]] = []  # (tokens generated before, draft) per step
-    decode = spec._decode
+    decode = spec.decoder.decode
 
     def spy(seq, tokens, logit_rows, cancel, abortable):
         if logit_rows is not True and logit_rows > 1:
             verified.append((len(seq.tokens) - len(request.tokens) + 1, list(tokens[1:])))
         return decode(seq, tokens, logit_rows, cancel, abortable)
 
-    spec._decode = spy
+    spec.decoder.decode = spy
     on = spec.complete(dataclasses.replace(request, speculation="draft"), CancelToken())
     assert_same(off, on)
     assert_kv_in_sync(spec)

@@ -1,64 +1,61 @@
-"""In-process llama.cpp: one context, one KV sequence per open file, prefix reuse, token healing,
-and lossless speculative decoding (drafts from `speculation`, verified in one batched decode).
+"""In-process llama.cpp behind the `Engine` protocol: one context, one KV sequence per open
+file, prefix reuse (a prompt's cached prefix kept, another file's shared opening borrowed), idle
+work built aside, token healing, alternatives and lossless speculative decoding.
+
+A thin façade over its parts: `llama_backend` loads the model and makes the context,
+`model_file` watches the file loaded, `sequences` says which sequence holds what,
+`persistence` saves and restores sequences through the disk store, `decoder` runs the decodes,
+`vocabulary` chooses tokens from logits, a `generation.Generation` per request holds the
+decoding loop and its draft bookkeeping, and `speculation` supplies the drafts. What is left
+here is which sequence a request uses and what of its prompt is decoded.
 
 Everything here runs on the scheduler's single worker thread; nothing else touches the context.
 """
 
 from __future__ import annotations
 
-import bisect
-import codecs
 import contextlib
-import ctypes
-import logging
-import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
-import numpy as np
 
 from lsp_complete.config import default_threads
 from lsp_complete.engine.base import (
-    MIN_ALTERNATIVE_PROBABILITY,
     CancelToken,
     EngineCounters,
     EngineError,
     GenerationRequest,
     GenerationResult,
-    ModelFileChanged,
-    PersistenceError,
     common_prefix_length,
-    file_stamp,
-    path_stamp,
 )
+from lsp_complete.engine.decoder import Decoder
+from lsp_complete.engine.generation import Generation
 from lsp_complete.engine.kvstore import KVStore, model_identity
 from lsp_complete.engine.llama_backend import (
     extra_buffer_types_safe,
     init_backend,
+    load_model,
+    new_context,
     token_piece,
+    vocab_pieces,
     vocab_tokenize,
 )
+from lsp_complete.engine.model_file import ModelFile, fits_in_memory
+from lsp_complete.engine.persistence import SequencePersistence
 from lsp_complete.engine.sequences import KVSequence, SequenceTable
 from lsp_complete.engine.speculation import (
     NEAR_TIE,
-    PREVIOUS_TAIL,
-    Draft,
     Drafter,
     DraftPolicy,
-    PromptLookup,
-    TokenHistory,
-    resolve_mode,
+    PreviousSuggestions,
+    drafter_for,
 )
-from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.engine.threads import ThreadPolicy
-
-log = logging.getLogger(__name__)
-
+from lsp_complete.engine.vocabulary import Vocabulary
 
 # Copying another file's cells must save at least this many tokens of prefill (~130 ms on 2
 # cores with the 0.5B model); below it, the scan and the copy are not worth it.
@@ -88,85 +85,66 @@ class LlamaEngine:
     ) -> None:
         init_backend()
         self.model_path = Path(model_path)
-        # Held open: its size and mtime say whether the very file loaded was rewritten.
-        self._model_fd: int | None = os.open(self.model_path, os.O_RDONLY)
-        self._loaded_stamp = file_stamp(os.fstat(self._model_fd))
-        self._stale: str | None = None
+        self.model_file = ModelFile(self.model_path)
         # Weights memory-mapped from a file that is then truncated or rewritten in place (`cp
         # new.gguf model.gguf`) crash the process with SIGBUS at the next decode: read them
         # into memory when they fit (None: decide by size), and guard the mapping otherwise.
-        self.mapped = not _fits_in_memory(self._loaded_stamp[2]) if mmap is None else mmap
+        self.mapped = not fits_in_memory(self.model_file.size) if mmap is None else mmap
         self.n_threads = n_threads or default_threads()
         # On a GPU the CPU threads matter little and llama.cpp's own choice stands.
         self.threads = ThreadPolicy(self.n_threads, thread_policy if not n_gpu_layers else "fixed")
-        self._threads_set = (self.n_threads, self.n_threads)
         self.n_gpu_layers = n_gpu_layers
         self.n_batch = n_batch
         self.slots = max(1, slots)
-        self.kv_store = kv_store
         self.model_id = model_id or f"{self.model_path.name}:{self.model_path.stat().st_size}"
-        # Disk entries are bound to this exact file and to what shapes a sequence's state: an
-        # entry saved under other settings, another llama.cpp or another model is a miss.
-        self._kv_model = model_identity(
-            self.model_path, self.model_id, n_ctx=n_ctx, n_seq=2 * self.slots,
-            llama_cpp=getattr(llama_cpp, "__version__", "?"),
-        )
         self.counters = EngineCounters()
-        # Tests of scheduling make the tiny model as slow as a real one on a laptop, so that
-        # requests really overlap; the model still runs for real. Never set in normal use.
-        self.simulated_delay = float(os.environ.get("LSP_COMPLETE_SIMULATE_DECODE_MS", 0)) / 1000
-        self._active_cancel: CancelToken | None = None
         self._lock = threading.RLock()
         # Speculation: how long drafts are (learned from acceptance, across requests), the last
         # suggestion per file (prompt tail + output: a re-request drafts from it), and the hook
         # for a draft model (mode "draft": a Drafter per request; none is built in yet).
         self.draft_policy = DraftPolicy()
         self.near_tie = NEAR_TIE
-        self._previous: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._previous = PreviousSuggestions(limit=4 * self.slots)
         self.draft_model: Callable[[GenerationRequest], Drafter] | None = None
 
-        mparams = llama_cpp.llama_model_default_params()
-        mparams.n_gpu_layers = n_gpu_layers
         self.extra_buffer_types = extra_buffer_types_safe()
-        mparams.use_extra_bufts = self.extra_buffer_types
-        _set_load_mode(mparams, self.mapped)
-        self._model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), mparams)
-        if not self._model:
-            self._close_model_file()
+        self._model = load_model(self.model_path, n_gpu_layers, self.mapped,
+                                 self.extra_buffer_types)
+        if self._model is None:
+            self.model_file.close()
             raise EngineError(
                 f"llama.cpp could not load {self.model_path}: the file is not a usable GGUF model "
                 "(truncated, corrupt, or an architecture this llama.cpp does not know). "
                 "Re-run `lsp-complete models pull NAME` or pick another model."
             )
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self._llama_vocab = vocab
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
-
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_batch
-        cparams.n_ubatch = min(n_ubatch, n_batch)
         # Each file may hold a second, "aside" sequence while idle work builds a new prompt.
-        cparams.n_seq_max = 2 * self.slots
-        cparams.kv_unified = True  # one pool of cells shared by all files' sequences
-        cparams.n_threads = self.n_threads
-        cparams.n_threads_batch = self.n_threads
-        cparams.no_perf = True
-        self._abort_callback = llama_cpp.ggml_abort_callback(self._should_abort)
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
-        if not self._ctx:
+        ctx = new_context(self._model, n_ctx, n_batch, n_ubatch, 2 * self.slots, self.n_threads)
+        if ctx is None:
             llama_cpp.llama_model_free(self._model)
-            self._close_model_file()
+            self._model = None
+            self.model_file.close()
             raise EngineError(
                 f"llama.cpp could not create a context of {n_ctx} tokens for {self.model_path} "
                 "(out of memory?). Lower contextSize."
             )
-        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        self._table = SequenceTable(self._mem, self.slots, self.n_ctx, self.counters,
-                                    self._save, self._restore)
-        self._load_vocab_pieces()
+        self.n_ctx = llama_cpp.llama_n_ctx(ctx)
+        # Disk entries are bound to this exact file and to what shapes a sequence's state: an
+        # entry saved under other settings, another llama.cpp or another model is a miss.
+        self.persistence = SequencePersistence(kv_store, model_identity(
+            self.model_path, self.model_id, n_ctx=n_ctx, n_seq=2 * self.slots,
+            llama_cpp=getattr(llama_cpp, "__version__", "?"),
+        ), ctx, self.n_vocab, self.counters)
+        self._table = SequenceTable(llama_cpp.llama_get_memory(ctx), self.slots, self.n_ctx,
+                                    self.counters, self.persistence.save,
+                                    lambda seq: self.persistence.restore(seq, self._table))
+        self.decoder = Decoder(ctx, self._table, n_batch, self.n_vocab, self.threads,
+                               self.n_threads, self.counters,
+                               self.model_file.check_mapping if self.mapped else None)
+        self.vocabulary = Vocabulary(*vocab_pieces(vocab))
         self.prefill_rate = self._measure_prefill()
 
     def _measure_prefill(self) -> float | None:
@@ -176,7 +154,7 @@ class LlamaEngine:
         scratch = self._table.scratch("")
         try:
             started = time.perf_counter()
-            if not self._decode(scratch, tokens, 0, CancelToken(), abortable=False):
+            if not self.decoder.decode(scratch, tokens, 0, CancelToken(), abortable=False):
                 return None
             return len(tokens) / max(time.perf_counter() - started, 1e-6)
         except EngineError:
@@ -186,199 +164,20 @@ class LlamaEngine:
 
     # ------------------------------------------------------------------ vocabulary
 
-    def _load_vocab_pieces(self) -> None:
-        buf = ctypes.create_string_buffer(256)
-        pieces: list[bytes] = []
-        stop_mask = np.zeros(self.n_vocab, dtype=bool)
-        for token in range(self.n_vocab):
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, False)
-            pieces.append(buf.raw[: max(n, 0)])
-            if (
-                llama_cpp.llama_vocab_is_eog(self._vocab, token)
-                or llama_cpp.llama_vocab_is_control(self._vocab, token)
-                or n <= 0
-            ):
-                stop_mask[token] = True
-        self._pieces = pieces
-        # Any end-of-generation, control (FIM markers, file separators) or empty token ends the
-        # suggestion: they must never reach the editor.
-        self._stop_mask = stop_mask
-        order = sorted((p, t) for t, p in enumerate(pieces) if p and not stop_mask[t])
-        self._sorted_pieces = [p for p, _ in order]
-        self._sorted_ids = np.array([t for _, t in order], dtype=np.int64)
-        self._piece_ids: dict[bytes, list[int]] = {}
-        for p, t in order:
-            self._piece_ids.setdefault(p, []).append(t)
-        self._heal_cache: dict[tuple[bytes, bool], np.ndarray] = {}
-
     def piece(self, token: int) -> bytes:
-        return self._pieces[token]
-
-    def _heal_candidates(self, remaining: bytes, code: bool = False) -> np.ndarray:
-        """Tokens that keep the output consistent with the healed text still to be produced.
-
-        With `code`, healed spaces must end in a token that carries code (" depth"): one that
-        ends them with more spaces is never the suggestion once the indentation is complete,
-        and a model that writes one writes more.
-        """
-        cached = self._heal_cache.get((remaining, code))
-        if cached is not None:
-            return cached
-        lo = bisect.bisect_left(self._sorted_pieces, remaining)
-        hi = bisect.bisect_left(self._sorted_pieces, remaining + b"\xff" * 32, lo)
-        ids = [self._sorted_ids[lo:hi]]
-        if code and not remaining.strip(b" "):
-            pieces = self._sorted_pieces[lo:hi]
-            ids = [ids[0][np.array([bool(p.strip()) for p in pieces], dtype=bool)]]
-        for k in range(1, len(remaining)):
-            ids.append(np.array(self._piece_ids.get(remaining[:k], []), dtype=np.int64))
-        result = np.concatenate(ids)
-        if len(self._heal_cache) > 4096:
-            self._heal_cache.clear()
-        self._heal_cache[(remaining, code)] = result
-        return result
+        return self.vocabulary.piece(token)
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
-        return vocab_tokenize(self._vocab, text, special)
+        return vocab_tokenize(self._llama_vocab, text, special)
 
     def detokenize(self, tokens: list[int]) -> str:
-        return b"".join(self._pieces[t] for t in tokens).decode("utf-8", errors="replace")
+        return self.vocabulary.detokenize(tokens)
 
     def token_text(self, token: int) -> str:
         """Text of a token including special ones (for templates and diagnostics)."""
-        return token_piece(self._vocab, token, True).decode("utf-8", errors="replace")
+        return token_piece(self._llama_vocab, token, True).decode("utf-8", errors="replace")
 
-    # ------------------------------------------------------------------ sequences
-
-    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
-        cancel = self._active_cancel
-        return bool(cancel is not None and cancel.hard)
-
-    def _restore(self, seq: KVSequence) -> None:
-        if self.kv_store is None:
-            return
-        entry = self.kv_store.load(self._kv_model, seq.key)
-        if entry is None:
-            return
-        tokens, data = entry
-        if tokens and not 0 <= min(tokens) <= max(tokens) < self.n_vocab:
-            self.kv_store.discard(self._kv_model, seq.key)  # intact, but not this vocabulary's
-            return
-        self._table.make_room(seq, len(tokens))
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        read = llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(data), seq.seq_id)
-        pos_max = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id)
-        if read == 0 or pos_max != len(tokens) - 1:
-            # Never trust a cache entry that does not restore exactly what it claims.
-            log.warning("discarding unusable KV cache entry for %s", seq.key)
-            llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
-            self.kv_store.discard(self._kv_model, seq.key)
-            return
-        seq.tokens = list(tokens)
-        self.counters.restored_from_disk += 1
-
-    def _save(self, seq: KVSequence) -> bool:
-        if self.kv_store is None or not seq.tokens:
-            return False
-        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq.seq_id)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.seq_id)
-        if written == 0:
-            return False
-        self.kv_store.save(self._kv_model, seq.key, seq.tokens, bytes(buf)[:written])
-        seq.dirty = False
-        return True
-
-    # ------------------------------------------------------------------ decoding
-
-    def _decode(self, seq: KVSequence, tokens: list[int], logit_rows: int, cancel: CancelToken,
-                abortable: bool) -> bool:
-        """Append tokens to a sequence in batches, with logits for the last `logit_rows` of
-        them (True: the last one; a draft's verify step: each). Returns False when cancelled
-        part-way."""
-        start = 0
-        while start < len(tokens):
-            if cancel.cancelled:
-                return False
-            chunk = tokens[start : start + self.n_batch]
-            last_chunk = start + len(chunk) >= len(tokens)
-            rows = logit_rows if last_chunk else 0
-            status = self._decode_chunk(seq, chunk, rows, cancel, abortable)
-            if status == 1 and self._table.evict_lru(exclude=seq.key):
-                continue  # no free KV cells: retry after dropping another file's cache
-            if status != 0:
-                self._resync(seq, chunk)
-                if status == 2:
-                    self.counters.aborted_decodes += 1
-                    return False
-                raise EngineError(f"llama_decode failed with status {status}")
-            if cancel.cancelled:
-                self.counters.tokens_after_cancel += len(chunk)
-                cancel.work_after_cancel += len(chunk)
-                self.counters.max_tokens_after_cancel = max(
-                    self.counters.max_tokens_after_cancel, cancel.work_after_cancel
-                )
-            start += len(chunk)
-        return True
-
-    def _use_threads(self, count: int) -> None:
-        # llama.cpp takes n_threads for one-token batches and n_threads_batch for the rest.
-        if self._threads_set != (count, count):
-            llama_cpp.llama_set_n_threads(self._ctx, count, count)
-            self._threads_set = (count, count)
-
-    def _resync(self, seq: KVSequence, chunk: list[int]) -> None:
-        """After an aborted or failed decode, make our token list match llama.cpp's cells.
-
-        The micro-batches a decode finished before an abort stay in memory and are valid
-        (keep them: that prefill work is not lost); anything past them is removed.
-        """
-        held = llama_cpp.llama_memory_seq_pos_max(self._mem, seq.seq_id) + 1
-        base = len(seq.tokens)
-        if held > base:
-            seq.tokens.extend(chunk[: held - base])
-            seq.dirty = True
-        elif held < base:
-            del seq.tokens[max(held, 0) :]
-        llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, len(seq.tokens), -1)
-
-    def _decode_chunk(self, seq: KVSequence, chunk: list[int], logit_rows: int,
-                      cancel: CancelToken, abortable: bool) -> int:
-        if self.mapped:
-            self._check_mapping()  # one fstat: microseconds, against a decode's milliseconds
-        batch = self._batch
-        base = len(seq.tokens)
-        first_logits = len(chunk) - int(logit_rows)
-        for i, token in enumerate(chunk):
-            batch.token[i] = token
-            batch.pos[i] = base + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = seq.seq_id
-            batch.logits[i] = int(i >= first_logits)
-        batch.n_tokens = len(chunk)
-        if abortable:
-            # The abort callback costs a Python call per graph node: only worth it for prefill
-            # batches; single-token generation steps are checked between tokens instead.
-            self._active_cancel = cancel
-            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_callback, None)
-        self._use_threads(self.threads.threads_for(len(chunk)))
-        started = time.perf_counter()
-        try:
-            if self.simulated_delay:
-                time.sleep(self.simulated_delay)
-            status = llama_cpp.llama_decode(self._ctx, batch)
-            if status == 0:
-                self.threads.measured(len(chunk), time.perf_counter() - started)
-        finally:
-            if abortable:
-                llama_cpp.llama_set_abort_callback(
-                    self._ctx, llama_cpp.ggml_abort_callback(), None
-                )
-                self._active_cancel = None
-        if status == 0:
-            seq.tokens.extend(chunk)
-            seq.dirty = True
-        return status
+    # ------------------------------------------------------------------ prompts
 
     def _borrow_prefix(self, seq: KVSequence, prompt: list[int]) -> None:
         """Give `seq` the longest prefix of `prompt` that another file's sequence holds, when
@@ -410,7 +209,7 @@ class LlamaEngine:
         todo = prompt[reused:]
         self._table.make_room(seq, len(todo))
         started = time.perf_counter()
-        if not self._decode(seq, todo, want_logits, cancel, abortable=True):
+        if not self.decoder.decode(seq, todo, want_logits, cancel, abortable=True):
             return None
         if len(todo) >= PREFILL_SAMPLE_TOKENS:  # keep the measured speed current
             rate = len(todo) / max(time.perf_counter() - started, 1e-6)
@@ -522,7 +321,8 @@ class LlamaEngine:
             shared = min(common_prefix_length(source.tokens, prompt), len(prompt) - 1)
             self._table.copy_prefix(source, scratch, prompt[:shared])
             if (not self._table.has_room(len(prompt) - shared + request.max_tokens)
-                    or not self._decode(scratch, prompt[shared:], True, cancel, abortable=True)):
+                    or not self.decoder.decode(scratch, prompt[shared:], True, cancel,
+                                               abortable=True)):
                 yield None
                 return
             self.counters.tokens_encoded += len(prompt) - shared
@@ -533,111 +333,14 @@ class LlamaEngine:
 
     def _generate(self, seq: KVSequence, request: GenerationRequest, cancel: CancelToken,
                   result: GenerationResult, first: int | None = None) -> None:
-        """Greedy decoding, token by token as far as every rule is concerned; with `first`,
-        that token is the first one instead of the greedy choice (an alternative).
-
-        With speculation, a step that needs the next logits decodes the chosen token together
-        with a draft of what may follow, with logits for each; while the draft agrees with the
-        tokens greedy decoding picks from those logits, the next logits are already there.
-        At the first disagreement the rest of the draft leaves the KV cache: output, stop
-        rules, healing, max_tokens and cancellation are exactly those of a plain step each.
-        """
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        heal = request.heal.encode("utf-8")
-        rules = TextRules(request)
-        drafter = self._drafter(request)
-        history = TokenHistory(seq.tokens, request.max_tokens) if drafter is not None else None
-        pending: list[int] = []  # the last decode's tokens: the chosen token, then its draft
-        kind = ""  # where that draft came from
-        base = 0  # where `pending` starts in the sequence
-        row = -1  # the logits row of the last decode that predicts the next token
-        for step in range(request.max_tokens):
-            if cancel.cancelled:
-                result.stop_reason = "cancelled"
-                break
-            if step == 0 and first is not None:
-                token, lead = first, np.inf
-            else:
-                token, lead = self._pick(row, heal, request.heal_code, gap=row >= 0)
-            if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
-                self._verified(result, kind, len(pending) - 1, row, judged_all=False)
-                self._table.truncate(seq, base + row)
-                pending, base, row = pending[row : row + 1], base + row, -1
-                if not self._decode(seq, pending, True, cancel, abortable=False):
-                    result.stop_reason = "cancelled"
-                    break
-                self.counters.generation_decodes += 1
-                self.counters.near_ties += 1
-                token, _ = self._pick(row, heal, request.heal_code)
-            if self._stop_mask[token]:
-                result.stop_reason = "eog"
-                break
-            piece = self._pieces[token]
-            heal = heal[len(piece):] if heal.startswith(piece) else b""
-            if step == 0:
-                result.first_token = token
-            result.generated_tokens += 1
-            self.counters.tokens_generated += 1
-            if history is not None:
-                history.append(token)
-            reason = rules.feed(decoder.decode(piece))
-            if reason is not None:
-                result.stop_reason = reason
-                break
-            if step == request.max_tokens - 1:
-                result.stop_reason = "max_tokens"
-                break
-            if 0 <= row < len(pending) - 1 and pending[row + 1] == token:
-                row += 1  # the draft guessed this token: its logits are computed already
-                continue
-            if row >= 0:  # the draft ends here: accepted up to `row`, the rest leaves the KV
-                self._verified(result, kind, len(pending) - 1, row, judged_all=True)
-                self._table.truncate(seq, base + row + 1)
-            draft = self._draft(drafter, history, request.max_tokens - step - 2)
-            pending, kind, base = [token, *draft.tokens], draft.kind, len(seq.tokens)
-            started = time.perf_counter()
-            if not self._decode(seq, pending, len(pending) if draft.tokens else True, cancel,
-                                abortable=False):
-                result.stop_reason = "cancelled"
-                row = -1
-                break
-            if drafter is not None:  # what each size of decode costs here sizes the drafts
-                self.draft_policy.costs.observe(len(pending), time.perf_counter() - started)
-            self.counters.generation_decodes += 1
-            row = 0 if draft.tokens else -1
-        if row >= 0:  # stopped inside a draft: its unjudged rest leaves the KV
-            self._verified(result, kind, len(pending) - 1, row, judged_all=False)
-            self._table.truncate(seq, base + row + 1)
-        if history is not None:
-            self._remember(request.key, history)
-        result.text = rules.text
-
-    def _first_tokens(self, heal: bytes, heal_code: bool, count: int) -> list[int]:
-        """From the last decode's logits: the `count` most likely first tokens after the greedy
-        one, among those that keep the healed text (as `_pick` chooses) and are at least
-        MIN_ALTERNATIVE_PROBABILITY likely among them; never an end or control token."""
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1),
-                                       shape=(self.n_vocab,))
-        allowed = self._heal_candidates(heal, heal_code) if heal else None
-        if allowed is not None and allowed.size == 0:
-            allowed = None  # as `_pick` does
-        ids = allowed if allowed is not None else np.arange(self.n_vocab)
-        values = logits[ids]
-        greedy = int(np.argmax(values))  # the same choice `_pick` makes
-        probabilities = np.exp(values.astype(np.float64) - float(values[greedy]))
-        probabilities /= probabilities.sum()
-        # The best few in order (a few stop tokens may come first), without sorting them all.
-        best = min(len(values), count + 64)
-        top = np.argpartition(-values, best - 1)[:best]
-        order = top[np.argsort(-values[top], kind="stable")]
-        picks: list[int] = []
-        for index in order:
-            if len(picks) == count or probabilities[index] < MIN_ALTERNATIVE_PROBABILITY:
-                break
-            token = int(ids[index])
-            if index != greedy and not self._stop_mask[token]:
-                picks.append(token)
-        return picks
+        """Greedy decoding into `result` from the prompt's last logits (see `Generation`);
+        with `first`, that token is the first one instead of the greedy choice."""
+        generation = Generation(self.decoder, self.vocabulary, self.counters, self.draft_policy,
+                                self.near_tie, seq, request, cancel, result,
+                                drafter_for(request, self._previous, self.draft_model))
+        generation.run(first)
+        if generation.history is not None:
+            self._previous.remember(request.key, generation.history)
 
     def alternatives(self, request: GenerationRequest, count: int,
                      cancel: CancelToken) -> list[GenerationResult]:
@@ -660,8 +363,9 @@ class LlamaEngine:
                 if prefilled is None:
                     return []  # cancelled, or no room: not worth evicting a file's cache
                 scratch, shared = prefilled
-                firsts = self._first_tokens(request.heal.encode("utf-8"), request.heal_code,
-                                            count)
+                firsts = self.vocabulary.first_tokens(
+                    self.decoder.logits(-1), request.heal.encode("utf-8"), request.heal_code,
+                    count)
                 budget = (None if request.deadline is None
                           else request.deadline - time.monotonic())
                 texts: set[str] = set()
@@ -687,82 +391,17 @@ class LlamaEngine:
                         results.append(result)
         return results
 
-    def _pick(self, row: int, heal: bytes, heal_code: bool,
-              gap: bool = False) -> tuple[int, float]:
-        """The greedy token from a logits row (among those that keep the healed text, while
-        any remains), and with `gap` how far it leads the runner-up (else infinity)."""
-        logits_ptr = llama_cpp.llama_get_logits_ith(self._ctx, row)
-        logits = np.ctypeslib.as_array(logits_ptr, shape=(self.n_vocab,))
-        allowed = self._heal_candidates(heal, heal_code) if heal else None
-        if allowed is not None and allowed.size == 0:
-            allowed = None  # cannot happen with a byte-level vocabulary; then heal nothing
-        if allowed is not None:
-            logits = logits[allowed]
-        best = int(np.argmax(logits))
-        lead = _runner_up_gap(logits, best) if gap else np.inf
-        return (int(allowed[best]) if allowed is not None else best), lead
-
-    # ------------------------------------------------------------------ speculation
-
-    def _drafter(self, request: GenerationRequest) -> Drafter | None:
-        mode = resolve_mode(request.speculation, self.draft_model is not None)
-        if mode == "off":
-            return None
-        if mode == "draft" and self.draft_model is not None:
-            return self.draft_model(request)
-        extra = [np.asarray(c, dtype=np.int32) for c in request.draft_context if c]
-        return PromptLookup(previous=self._previous.get(request.key), extra=extra)
-
-    def _draft(self, drafter: Drafter | None, history: TokenHistory | None, room: int) -> Draft:
-        """The draft to verify with the next decode (none: a plain step). `room` is how many
-        more tokens max_tokens lets the verify step yield beyond the model's own next one."""
-        limit = min(room, self.draft_policy.max_draft, self.n_batch - 1)
-        if drafter is None or history is None or limit <= 0:
-            return Draft([], "")
-        draft = drafter.propose(history, limit)
-        if draft is None or not draft.tokens:
-            return Draft([], "")
-        length = self.draft_policy.length(draft.kind, len(draft.tokens))
-        return Draft(draft.tokens[:length], draft.kind)
-
-    def _verified(self, result: GenerationResult, kind: str, proposed: int, accepted: int,
-                  judged_all: bool) -> None:
-        """Count a verified draft: `accepted` of its `proposed` tokens, in a row."""
-        result.verify_steps += 1
-        result.draft_tokens += proposed
-        result.accepted_tokens += accepted
-        self.counters.drafts_verified += 1
-        self.counters.draft_tokens += proposed
-        self.counters.draft_accepted += accepted
-        self.draft_policy.record(kind, proposed, accepted, judged_all)
-
-    def _remember(self, key: str, history: TokenHistory) -> None:
-        """Keep this suggestion (with the prompt tokens just before it) to draft from when the
-        same spot is asked again, or the prompt has grown by part of it."""
-        if history.size == history.prompt_size:
-            return
-        start = max(0, history.prompt_size - PREVIOUS_TAIL)
-        self._previous[key] = history.tokens[start : history.size].copy()
-        self._previous.move_to_end(key)
-        while len(self._previous) > 4 * self.slots:
-            self._previous.popitem(last=False)
+    # ------------------------------------------------------------------ files
 
     def forget(self, key: str) -> None:
         with self._lock:
-            self._previous.pop(key, None)
+            self._previous.forget(key)
             self._table.forget(key)
 
     def persist(self, key: str | None = None) -> int:
         """Write dirty sequences (or one) to the disk store; returns how many were saved."""
         with self._lock:
-            saved = 0
-            for seq in list(self._table.files.values()):
-                if (key is None or seq.key == key) and seq.dirty and self._save(seq):
-                    saved += 1
-            notice = self.kv_store.take_notice() if self.kv_store is not None else None
-            if notice is not None:
-                raise PersistenceError(notice)
-            return saved
+            return self.persistence.save_dirty(self._table, key)
 
     def cached_prefix(self, key: str, tokens: list[int]) -> int:
         """How many leading tokens of a prompt this file's KV sequences already hold, a
@@ -779,33 +418,7 @@ class LlamaEngine:
     # ------------------------------------------------------------------ the model file
 
     def model_changed(self) -> str | None:
-        if self._stale is not None:
-            return self._stale
-        fd = self._model_fd
-        if fd is None:
-            return None
-        if file_stamp(os.fstat(fd)) != self._loaded_stamp:
-            return f"the model file {self.model_path} was rewritten on disk while in use"
-        named = path_stamp(self.model_path)
-        if named is not None and named != self._loaded_stamp:
-            return f"the model file {self.model_path} was replaced on disk"
-        return None  # unchanged, or removed (what is loaded still works; nothing to reload)
-
-    def _check_mapping(self) -> None:
-        """Raise ModelFileChanged, now and from then on, once the mapped file was rewritten:
-        its pages may be gone, and touching them is a SIGBUS."""
-        if self._stale is None and self._model_fd is not None and (
-                file_stamp(os.fstat(self._model_fd)) != self._loaded_stamp):
-            self._stale = (f"the model file {self.model_path} was rewritten on disk while in "
-                           "use; its weights are no longer used until it is loaded again")
-            log.warning("%s", self._stale)
-        if self._stale is not None:
-            raise ModelFileChanged(self._stale)
-
-    def _close_model_file(self) -> None:
-        if self._model_fd is not None:
-            os.close(self._model_fd)
-            self._model_fd = None
+        return self.model_file.changed()
 
     def describe(self) -> dict[str, object]:
         asides = self._table.asides
@@ -833,53 +446,21 @@ class LlamaEngine:
 
     def close(self) -> None:
         with self._lock:
-            if getattr(self, "_ctx", None):
-                llama_cpp.llama_batch_free(self._batch)
-                llama_cpp.llama_free(self._ctx)
-                self._ctx = None
+            if (decoder := getattr(self, "decoder", None)) is not None:
+                decoder.close()
             if getattr(self, "_model", None):
                 llama_cpp.llama_model_free(self._model)
                 self._model = None
-            if (kv_store := getattr(self, "kv_store", None)) is not None:
-                kv_store.close()  # its SQLite handle: a settings reload makes a new store
-            if getattr(self, "_model_fd", None) is not None:
-                self._close_model_file()
+            if (persistence := getattr(self, "persistence", None)) is not None:
+                persistence.close()
+            if (model_file := getattr(self, "model_file", None)) is not None:
+                model_file.close()
 
 
 def _further(a: KVSequence, b: KVSequence, prompt: list[int]) -> bool:
     """`a` holds more of `prompt` than `b` does."""
     return common_prefix_length(a.tokens, prompt) > common_prefix_length(b.tokens, prompt)
 
-
-def _fits_in_memory(size: int) -> bool:
-    """Whether the weights may be read into the process's memory rather than mapped: at most
-    half the memory available now (a large model on a small machine stays mapped)."""
-    available = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError):
-        pass
-    if available is None:
-        try:  # no /proc (macOS): a quarter of the physical memory
-            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-        except (OSError, ValueError, AttributeError):
-            return False
-    return size <= available // 2
-
-
-def _set_load_mode(mparams: llama_cpp.llama_model_params, mapped: bool) -> None:
-    """Map the weights, or read them into memory (llama.cpp's load_mode; use_mmap before)."""
-    if hasattr(mparams, "load_mode"):
-        mparams.load_mode = (llama_cpp.LLAMA_LOAD_MODE_MMAP if mapped
-                             else llama_cpp.LLAMA_LOAD_MODE_NONE)
-        if not mapped and hasattr(mparams, "lazy_mode"):
-            mparams.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF  # lazy reads need the mapping
-    elif hasattr(mparams, "use_mmap"):
-        mparams.use_mmap = mapped
 
 
 def _device(n_gpu_layers: int) -> str:
@@ -888,7 +469,3 @@ def _device(n_gpu_layers: int) -> str:
     return "gpu (all layers)" if n_gpu_layers < 0 else f"gpu ({n_gpu_layers} layers)"
 
 
-def _runner_up_gap(values: np.ndarray, best: int) -> float:
-    """How far the best value is ahead of the next best (infinite when it is alone)."""
-    others = max(values[:best].max(initial=-np.inf), values[best + 1 :].max(initial=-np.inf))
-    return float(values[best] - others)

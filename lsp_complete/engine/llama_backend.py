@@ -1,6 +1,7 @@
 """The llama.cpp library as the in-process engine and the GGUF tokenizer share it: starting the
-backend once (with its log routed to Python logging), tokenizing with a vocabulary, reading a
-token's text, and `GgufTokenizer` (a model's vocabulary without its weights).
+backend once (with its log routed to Python logging), loading a model (mapped or read into
+memory) and making its context, tokenizing with a vocabulary, reading a token's text and a
+vocabulary's pieces, and `GgufTokenizer` (a model's vocabulary without its weights).
 
 Importing this module loads the native library: only the modules that run llama.cpp do.
 """
@@ -13,6 +14,7 @@ import threading
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
 from lsp_complete.engine.base import EngineError
 from lsp_complete.utf8 import utf8
@@ -57,6 +59,61 @@ def extra_buffer_types_safe() -> bool:
     whether it has them; without extra buffer types the plain CPU kernels run, correctly."""
     info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
     return "AMX_INT8 = 1" not in info
+
+
+def load_model(path: Path, n_gpu_layers: int, mapped: bool,
+               extra_buffer_types: bool) -> llama_cpp.llama_model_p | None:
+    """The model's weights, mapped or read into memory; None when llama.cpp cannot load it."""
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.n_gpu_layers = n_gpu_layers
+    mparams.use_extra_bufts = extra_buffer_types
+    _set_load_mode(mparams, mapped)
+    model: llama_cpp.llama_model_p | None = llama_cpp.llama_model_load_from_file(
+        str(path).encode(), mparams)
+    return model or None
+
+
+def _set_load_mode(mparams: llama_cpp.llama_model_params, mapped: bool) -> None:
+    """Map the weights, or read them into memory (llama.cpp's load_mode; use_mmap before)."""
+    if hasattr(mparams, "load_mode"):
+        mparams.load_mode = (llama_cpp.LLAMA_LOAD_MODE_MMAP if mapped
+                             else llama_cpp.LLAMA_LOAD_MODE_NONE)
+        if not mapped and hasattr(mparams, "lazy_mode"):
+            mparams.lazy_mode = llama_cpp.LLAMA_LAZY_MODE_OFF  # lazy reads need the mapping
+    elif hasattr(mparams, "use_mmap"):
+        mparams.use_mmap = mapped
+
+
+def new_context(model: llama_cpp.llama_model_p, n_ctx: int, n_batch: int, n_ubatch: int,
+                n_seq: int, n_threads: int) -> llama_cpp.llama_context_p | None:
+    """A context whose `n_seq` sequences share one pool of cells; None when it cannot be
+    made (out of memory)."""
+    cparams = llama_cpp.llama_context_default_params()
+    cparams.n_ctx = n_ctx
+    cparams.n_batch = n_batch
+    cparams.n_ubatch = min(n_ubatch, n_batch)
+    cparams.n_seq_max = n_seq
+    cparams.kv_unified = True  # one pool of cells shared by all files' sequences
+    cparams.n_threads = n_threads
+    cparams.n_threads_batch = n_threads
+    cparams.no_perf = True
+    ctx: llama_cpp.llama_context_p | None = llama_cpp.llama_init_from_model(model, cparams)
+    return ctx or None
+
+
+def vocab_pieces(vocab: llama_cpp.llama_vocab_p) -> tuple[list[bytes], np.ndarray]:
+    """Every token's bytes (control tokens: none) and which tokens end generation or are
+    control tokens: what `Vocabulary` is built from."""
+    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+    buf = ctypes.create_string_buffer(256)
+    pieces: list[bytes] = []
+    stop = np.zeros(n_vocab, dtype=bool)
+    for token in range(n_vocab):
+        n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, False)
+        pieces.append(buf.raw[: max(n, 0)])
+        stop[token] = (llama_cpp.llama_vocab_is_eog(vocab, token)
+                       or llama_cpp.llama_vocab_is_control(vocab, token))
+    return pieces, stop
 
 
 def vocab_tokenize(vocab: llama_cpp.llama_vocab_p, text: str, special: bool) -> list[int]:

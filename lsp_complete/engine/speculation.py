@@ -4,22 +4,24 @@ The local engine verifies a draft in one batched decode and keeps only the token
 decoding picks from that decode's logits, so drafts change speed, not output (up to a near-tie
 that a batched decode's slightly different arithmetic could tip: see NEAR_TIE). This module owns
 what needs no model: the token history of a request, the draft sources (prompt lookup over the
-history, the previous suggestion at the same spot and any extra token corpora the caller
-passes), the `Drafter` hook a draft model would implement, and `DraftPolicy`, which sizes each
+history, the previous suggestion at the same spot, kept per file in `PreviousSuggestions`, and
+any extra token corpora the caller passes), which drafter a request gets (`drafter_for`), the
+`Drafter` hook a draft model would implement, and `DraftPolicy`, which sizes each
 draft from recent acceptance and the relative cost of a batched decode. Pure Python and numpy:
 no llama.cpp here.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from lsp_complete.config import SPECULATION_MODES
+from lsp_complete.engine.base import GenerationRequest
 
 # The `speculation` setting. "auto": the fastest lossless choice for the engine in use.
 # The longest n-gram looked up: a longer match predicts the continuation better (acceptance is
@@ -147,6 +149,43 @@ class PromptLookup:
         corpora.append(("lookup", history))
         corpora.extend(("context", c) for c in self.extra)
         return corpora
+
+
+class PreviousSuggestions:
+    """The last suggestion per file, with the prompt tokens just before it (a re-request at
+    the same spot, or a prompt grown by part of it, drafts from it); at most `limit` files,
+    the least recently used dropped first."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_key: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def get(self, key: str) -> np.ndarray | None:
+        return self._by_key.get(key)
+
+    def remember(self, key: str, history: TokenHistory) -> None:
+        if history.size == history.prompt_size:
+            return
+        start = max(0, history.prompt_size - PREVIOUS_TAIL)
+        self._by_key[key] = history.tokens[start : history.size].copy()
+        self._by_key.move_to_end(key)
+        while len(self._by_key) > self.limit:
+            self._by_key.popitem(last=False)
+
+    def forget(self, key: str) -> None:
+        self._by_key.pop(key, None)
+
+
+def drafter_for(request: GenerationRequest, previous: PreviousSuggestions,
+                draft_model: Callable[[GenerationRequest], Drafter] | None) -> Drafter | None:
+    """Where a request's drafts come from (None: no speculation)."""
+    mode = resolve_mode(request.speculation, draft_model is not None)
+    if mode == "off":
+        return None
+    if mode == "draft" and draft_model is not None:
+        return draft_model(request)
+    extra = [np.asarray(c, dtype=np.int32) for c in request.draft_context if c]
+    return PromptLookup(previous=previous.get(request.key), extra=extra)
 
 
 def _length_class(n: int) -> int:

@@ -1,0 +1,77 @@
+"""The engine's vocabulary rules without a model: built from a plain list of pieces, as
+`llama_backend.vocab_pieces` reads them from a loaded one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lsp_complete.engine.base import MIN_ALTERNATIVE_PROBABILITY
+from lsp_complete.engine.vocabulary import Vocabulary, runner_up_gap
+
+PIECES = [b"", b"r", b"re", b"ret", b"return", b" ", b"  ", b" x", b"x", b"<eot>", b"rex"]
+EOT = PIECES.index(b"<eot>")
+
+
+def vocab() -> Vocabulary:
+    stop = [False] * len(PIECES)
+    stop[EOT] = True  # an end-of-generation token, as llama.cpp flags it
+    return Vocabulary(PIECES, stop)
+
+
+def ids(*pieces: bytes) -> set[int]:
+    return {PIECES.index(p) for p in pieces}
+
+
+def logits(values: dict[bytes, float]) -> np.ndarray:
+    """A logits row: -10 everywhere but the pieces given."""
+    row = np.full(len(PIECES), -10.0, dtype=np.float32)
+    for piece, value in values.items():
+        row[PIECES.index(piece)] = value
+    return row
+
+
+def test_stop_tokens_are_the_flagged_ones_and_the_empty_ones() -> None:
+    v = vocab()
+    assert [t for t in range(v.size) if v.is_stop(t)] == [0, EOT]
+    assert v.detokenize([4, 7, 0]) == "return x"  # an empty piece gives no text
+
+
+def test_healing_allows_the_pieces_that_keep_the_healed_text() -> None:
+    v = vocab()
+    # Pieces that start with the healed text, and pieces that are a prefix of it.
+    assert set(v.heal_candidates(b"re").tolist()) == ids(b"re", b"ret", b"return", b"rex", b"r")
+    assert set(v.heal_candidates(b"ret").tolist()) == ids(b"ret", b"return", b"r", b"re")
+    assert EOT not in v.heal_candidates(b"<")  # a stop token never heals
+
+
+def test_healed_spaces_in_code_must_end_in_a_token_that_carries_code() -> None:
+    v = vocab()
+    assert set(v.heal_candidates(b" ").tolist()) == ids(b" ", b"  ", b" x")
+    assert set(v.heal_candidates(b" ", code=True).tolist()) == ids(b" x")
+
+
+def test_pick_is_greedy_among_the_tokens_healing_allows() -> None:
+    v = vocab()
+    row = logits({b"x": 5.0, b"ret": 3.0, b"return": 1.0})
+    assert v.pick(row, b"", False) == (PIECES.index(b"x"), np.inf)
+    token, lead = v.pick(row, b"re", False, gap=True)
+    assert token == PIECES.index(b"ret") and lead == 2.0
+    # No piece keeps b"q": nothing is healed, the plain greedy choice stands.
+    assert v.pick(row, b"q", False)[0] == PIECES.index(b"x")
+
+
+def test_alternative_first_tokens_skip_the_greedy_one_stops_and_unlikely_ones() -> None:
+    v = vocab()
+    row = logits({b"x": 5.0, b"<eot>": 4.8, b"ret": 4.5, b"re": 4.0, b"return": -1.0})
+    firsts = v.first_tokens(row, b"", False, 3)
+    assert firsts == [PIECES.index(b"ret"), PIECES.index(b"re")]  # "return": below the floor
+    probability = np.exp(-1.0 - 5.0) / np.exp(row - 5.0).sum()
+    assert probability < MIN_ALTERNATIVE_PROBABILITY
+    assert v.first_tokens(row, b"", False, 1) == [PIECES.index(b"ret")]
+    # Healing restricts them as it restricts `pick`: b"x" and b"<eot>" are not candidates.
+    assert v.first_tokens(row, b"re", False, 3) == [PIECES.index(b"re")]
+
+
+def test_runner_up_gap() -> None:
+    assert runner_up_gap(np.array([1.0, 4.0, 2.5]), 1) == 1.5
+    assert runner_up_gap(np.array([3.0]), 0) == np.inf
