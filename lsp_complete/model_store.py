@@ -31,9 +31,9 @@ from typing import IO
 
 from tqdm import tqdm
 
+from lsp_complete.gguf_header import has_gguf_magic, read_gguf_info
 from lsp_complete.locations import CACHE_ENV, cache_root
 from lsp_complete.models import (
-    GGUF_MAGIC,
     HubSource,
     ModelError,
     ModelSpec,
@@ -42,7 +42,6 @@ from lsp_complete.models import (
     Source,
     default_model_name,
     load_registry,
-    read_gguf_info,
     spec_from_gguf,
 )
 
@@ -199,11 +198,10 @@ def verify_model_file(
 
 def _check_magic(path: Path, fix: str) -> None:
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        magic = has_gguf_magic(path)
     except OSError as err:
         raise ModelError(f"cannot read model file {path}: {err.strerror}; {fix}") from None
-    if magic != GGUF_MAGIC:
+    if not magic:
         raise ModelError(
             f"{path} is not a GGUF model file (it does not start with the bytes 'GGUF'); {fix}"
         )

@@ -158,3 +158,11 @@ def test_the_model_free_engine_parts_never_load_llama_cpp() -> None:
     for name in MODEL_FREE:
         for module in _reachable(graph, name):
             assert "llama_cpp" not in _external_imports(module), f"{name} loads it via {module}"
+
+
+def test_gguf_headers_are_read_in_one_module() -> None:
+    """gguf_header is the one reader (the test model's writer aside), a leaf like config."""
+    graph = _graph()
+    readers = {name for name in graph if "gguf" in _external_imports(name)}
+    assert readers <= {"lsp_complete.gguf_header", "lsp_complete.testing.tiny_gguf"}, readers
+    assert graph["lsp_complete.gguf_header"] == set()

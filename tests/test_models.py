@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from lsp_complete import model_store
+from lsp_complete.gguf_header import read_gguf_info
 from lsp_complete.models import (
     FimTemplate,
     HubSource,
@@ -34,7 +35,6 @@ from lsp_complete.models import (
     default_model_name,
     infer_fim_from_vocab,
     load_registry,
-    read_gguf_info,
     spec_from_gguf,
 )
 
