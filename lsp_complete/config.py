@@ -15,14 +15,15 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 MULTILINE_MODES = ("auto", "always", "never")
 ENGINES = ("local", "llama-server", "openai")
 # Token healing on a remote engine: as a grammar, as a regex, or none (auto: what it supports).
 HEALING_MODES = ("auto", "grammar", "regex", "off")
 # Speculative decoding in the local engine (engine/speculation.py says what each does).
-SPECULATION_MODES = ("auto", "off", "lookup", "draft")
+SpeculationMode = Literal["auto", "off", "lookup", "draft"]
+SPECULATION_MODES: tuple[SpeculationMode, ...] = get_args(SpeculationMode)
 # Threads per decode (engine/threads.py): the cheapest measured of a few counts up to
 # `threads` (auto: load on the machine makes fewer threads faster), or always `threads`.
 THREAD_POLICIES = ("auto", "fixed")
@@ -81,7 +82,7 @@ class CompletionSettings:
     # Speculative decoding in the local engine, lossless (the same output, sooner): off |
     # lookup (draft from the prompt and the previous suggestion) | draft (a draft model; lookup
     # until one is loaded) | auto (the fastest of these for the model in use).
-    speculation: str = _choice("auto", SPECULATION_MODES)
+    speculation: SpeculationMode = _choice("auto", SPECULATION_MODES)
     # Repository context: definitions the file imports from the workspace and similar code
     # from other open files, the prompt's first segment, at most this many tokens (0: off).
     repo_context_tokens: int = _int(512, 0, 16_384)

@@ -13,14 +13,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
+
+from lsp_complete.config import SpeculationMode
 
 # Token healing on a remote server: how the healed characters are forced (`remoteHealing`).
 # An alternative suggestion's first token must be at least this likely (softmax over the
 # tokens healing allows there): below it the model is writing noise, not another idea.
 MIN_ALTERNATIVE_PROBABILITY = 0.02
+
+# Why generation ended ("" until it has): the model's end-of-generation (or a control) token, a
+# stop string or a `line_check`, the line's end (single-line), `max_tokens`, the time budget,
+# `abandon`, a cancel, a failure, or no prompt at all.
+StopReason = Literal["", "eog", "stop", "newline", "max_tokens", "budget", "abandoned",
+                     "cancelled", "error", "empty"]
 
 
 class EngineError(Exception):
@@ -118,7 +126,7 @@ class GenerationRequest:
     abandon: Callable[[str], bool] | None = None
     # Speculative decoding (`speculation` setting): off | lookup | draft | auto. Lossless: the
     # output is what plain greedy decoding gives; remote engines ignore it.
-    speculation: str = "auto"
+    speculation: SpeculationMode = "auto"
     # More tokens prompt lookup may draft from (e.g. the larger prompt for the same spot).
     draft_context: list[list[int]] = field(default_factory=list)
     # Idle work beside a suggestion (a block): generate on a scratch copy of the file's cache,
@@ -137,8 +145,7 @@ class GenerationResult:
     reused_tokens: int = 0
     encoded_tokens: int = 0
     generated_tokens: int = 0
-    # eog | stop | newline | max_tokens | budget | abandoned | cancelled | error
-    stop_reason: str = ""
+    stop_reason: StopReason = ""
     prefill_ms: float = 0.0
     generate_ms: float = 0.0
     # Speculation: decodes that verified a draft, draft tokens verified, and accepted.

@@ -26,6 +26,7 @@ from lsp_complete.engine.base import (
     GenerationRequest,
     GenerationResult,
     RemoteEngineError,
+    StopReason,
 )
 from lsp_complete.engine.http import (
     Cancelled,
@@ -104,7 +105,7 @@ class StreamChunk:
 
     text: str = ""
     tokens: int = 0  # generated tokens in this event
-    finish: str = ""  # the server ended generation: eog | stop | max_tokens
+    finish: StopReason = ""  # the server ended generation: eog | stop | max_tokens
     prompt_n: int | None = None  # prompt tokens the server computed
     cache_n: int | None = None  # prompt tokens it took from its cache
     generated: int | None = None  # the server's own total of generated tokens (final event)

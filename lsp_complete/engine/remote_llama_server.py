@@ -12,7 +12,12 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from lsp_complete.engine.base import CancelToken, GenerationRequest, common_prefix_length
+from lsp_complete.engine.base import (
+    CancelToken,
+    GenerationRequest,
+    StopReason,
+    common_prefix_length,
+)
 from lsp_complete.engine.healing import gbnf_prefix_grammar, server_stops
 from lsp_complete.engine.http import Cancelled, ProtocolError
 from lsp_complete.engine.remote import (
@@ -24,7 +29,7 @@ from lsp_complete.engine.remote import (
 )
 from lsp_complete.engine.tokenizer import ServerTokenizer, Tokenizer
 
-_FINISH = {"eos": "eog", "limit": "max_tokens", "word": "stop"}
+_FINISH: dict[str, StopReason] = {"eos": "eog", "limit": "max_tokens", "word": "stop"}
 MAX_SLOTS = 4096  # what a server may claim to have (slots are looked up by number)
 
 

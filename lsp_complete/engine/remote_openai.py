@@ -21,7 +21,12 @@ import logging
 import re
 from typing import Any
 
-from lsp_complete.engine.base import CancelToken, GenerationRequest, GenerationResult
+from lsp_complete.engine.base import (
+    CancelToken,
+    GenerationRequest,
+    GenerationResult,
+    StopReason,
+)
 from lsp_complete.engine.healing import gbnf_prefix_grammar, regex_prefix, server_stops
 from lsp_complete.engine.http import ProtocolError
 from lsp_complete.engine.remote import RemoteEngine, RemoteOptions, StreamChunk, event_text
@@ -32,7 +37,7 @@ log = logging.getLogger(__name__)
 # `owned_by` in /v1/models -> which server this is.
 _FLAVORS = {"me": "llama-cpp-python", "llamacpp": "llama-server", "vllm": "vllm"}
 _AUTO_HEALING = {"llama-cpp-python": "grammar", "llama-server": "grammar", "vllm": "regex"}
-_FINISH = {"length": "max_tokens", "stop": "eog"}
+_FINISH: dict[str, StopReason] = {"length": "max_tokens", "stop": "eog"}
 
 
 class OpenAIEngine(RemoteEngine):

@@ -20,7 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from lsp_complete.config import SPECULATION_MODES
+from lsp_complete.config import SPECULATION_MODES as SPECULATION_MODES  # the bench's import
+from lsp_complete.config import SpeculationMode
 from lsp_complete.engine.base import GenerationRequest
 
 # The `speculation` setting. "auto": the fastest lossless choice for the engine in use.
@@ -46,12 +47,12 @@ VERIFY_SIZES = (2, 4, 8, 16)
 CPU_BATCH_COSTS = ((1, 1.0), (2, 1.47), (4, 1.96), (8, 3.18), (16, 4.52), (32, 8.5))
 
 
-def resolve_mode(mode: str, has_draft_model: bool = False) -> str:
+def resolve_mode(mode: str, has_draft_model: bool = False) -> SpeculationMode:
     """The speculation actually used: "auto" and "draft" without a draft model are "lookup"
     (prompt lookup costs nothing to draft, and the policy drafts only where it pays)."""
     if mode in ("auto", "draft"):
         return "draft" if has_draft_model else "lookup"
-    return mode if mode in SPECULATION_MODES else "lookup"
+    return "off" if mode == "off" else "lookup"  # "lookup", or none of SPECULATION_MODES
 
 
 class TokenHistory:

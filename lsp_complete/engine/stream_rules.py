@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from lsp_complete.engine.base import GenerationRequest
+from lsp_complete.engine.base import GenerationRequest, StopReason
 
 
 class TextRules:
@@ -26,7 +26,7 @@ class TextRules:
         self.text = text
         self._lines_done = 0
 
-    def feed(self, piece: str) -> str | None:
+    def feed(self, piece: str) -> StopReason | None:
         """Add generated text (reported to `on_text`); returns the stop reason ("stop",
         "abandoned", "newline", "budget") when generation should end here, else None."""
         req = self.request
