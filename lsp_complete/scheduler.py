@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from lsp_complete.engine.base import CancelToken
 
@@ -64,6 +64,40 @@ def _answer(job: Job, value: Any = None, error: BaseException | None = None) -> 
             job.future.set_result(value)
     except concurrent.futures.InvalidStateError:
         pass
+
+
+class WorkQueue(Protocol):
+    """What the server asks of the worker: the `Scheduler`, or one session's view of the
+    daemon's (`daemon.server.SessionScheduler`, which keeps its keys apart)."""
+
+    @property
+    def counters(self) -> SchedulerCounters: ...
+
+    @property
+    def idle(self) -> bool: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job: ...
+
+    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+                          first: bool = False) -> Job: ...
+
+    def call(self, key: str, run: Callable[[CancelToken], Any],
+             timeout: float | None = None) -> Any: ...
+
+    def drop(self, key: str) -> None: ...
+
+    def drop_idle(self, key: str) -> None: ...
+
+    def cancel(self, job: Job) -> None: ...
+
+    def cancel_all(self, prefix: str = "") -> int: ...
+
+    def pending(self) -> int: ...
+
+    def stop(self, timeout: float = 5.0) -> None: ...
 
 
 class Scheduler:

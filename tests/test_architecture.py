@@ -166,3 +166,13 @@ def test_gguf_headers_are_read_in_one_module() -> None:
     readers = {name for name in graph if "gguf" in _external_imports(name)}
     assert readers <= {"lsp_complete.gguf_header", "lsp_complete.testing.tiny_gguf"}, readers
     assert graph["lsp_complete.gguf_header"] == set()
+
+
+def test_no_class_forwards_attributes_it_does_not_name() -> None:
+    """Proxies (the daemon's per-session engine and scheduler) spell out what they forward,
+    so the type checker holds them to the protocol they stand for."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                assert not names & {"__getattr__", "__getattribute__"}, f"{path}: {node.name}"

@@ -33,6 +33,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -48,10 +49,17 @@ from lsp_complete.daemon.paths import (
     socket_path,
 )
 from lsp_complete.daemon.start import STOPPING, peer_uid, try_connect
-from lsp_complete.engine.base import Engine, PersistenceError
+from lsp_complete.engine.base import (
+    CancelToken,
+    Engine,
+    EngineCounters,
+    GenerationRequest,
+    GenerationResult,
+    PersistenceError,
+)
 from lsp_complete.engine.factory import LoadedEngine, load_engine
 from lsp_complete.pipeline import Completer
-from lsp_complete.scheduler import Job, Scheduler
+from lsp_complete.scheduler import Job, Scheduler, SchedulerCounters, WorkQueue
 from lsp_complete.server import framing
 from lsp_complete.server.completion_server import CompletionServer
 from lsp_complete.server.handlers import create_server
@@ -71,19 +79,22 @@ _MIN_MESSAGE_BYTES = 64 * 1024
 
 
 class SessionScheduler:
-    """One session's view of the daemon's scheduler: the same worker, keys of its own."""
+    """One session's view of the daemon's scheduler (a `WorkQueue`): the same worker, keys of
+    its own."""
 
     def __init__(self, shared: Scheduler, session: int) -> None:
         self._shared = shared
         self._prefix = f"{session}\0"
 
-    def submit(self, key: str, run: Any) -> Job:
+    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
         return self._shared.submit(self._prefix + key, run)
 
-    def submit_background(self, key: str, run: Any, first: bool = False) -> Job:
+    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+                          first: bool = False) -> Job:
         return self._shared.submit_background(self._prefix + key, run, first)
 
-    def call(self, key: str, run: Any, timeout: float | None = None) -> Any:
+    def call(self, key: str, run: Callable[[CancelToken], Any],
+             timeout: float | None = None) -> Any:
         return self._shared.call(self._prefix + key, run, timeout)
 
     def drop(self, key: str) -> None:
@@ -100,7 +111,7 @@ class SessionScheduler:
         return self._shared.cancel_all(self._prefix + prefix)
 
     @property
-    def counters(self) -> Any:
+    def counters(self) -> SchedulerCounters:
         return self._shared.counters
 
     @property
@@ -119,17 +130,52 @@ class SessionScheduler:
 
 
 class SessionEngine:
-    """The shared engine as one session's completer sees it. Two differences: a file another
-    session has open keeps its cache when this one closes it, and closing frees the model
-    only once the daemon has replaced it (a reload by the session alone in the daemon)."""
+    """The shared engine as one session's completer sees it (an `Engine`). Three differences:
+    a file another session has open keeps its cache when this one closes it, the status shows
+    only this session's documents, and closing frees the model only once the daemon has
+    replaced it (a reload by the session alone in the daemon). The rest is the engine's own."""
 
     def __init__(self, engine: Engine, shared: SharedEngine, session: int) -> None:
         self._engine = engine
         self._shared = shared
         self._session = session
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
+    @property
+    def counters(self) -> EngineCounters:
+        return self._engine.counters
+
+    @property
+    def prefill_rate(self) -> float | None:
+        return self._engine.prefill_rate
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        return self._engine.tokenize(text, special)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self._engine.detokenize(tokens)
+
+    def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult:
+        return self._engine.complete(request, cancel)
+
+    def alternatives(self, request: GenerationRequest, count: int,
+                     cancel: CancelToken) -> list[GenerationResult]:
+        return self._engine.alternatives(request, count, cancel)
+
+    def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
+             extend_only: bool = False, limit: int | None = None) -> int:
+        return self._engine.warm(key, segments, cancel, extend_only, limit)
+
+    def cached_tokens(self, key: str) -> list[int]:
+        return self._engine.cached_tokens(key)
+
+    def cached_prefix(self, key: str, tokens: list[int]) -> int | None:
+        return self._engine.cached_prefix(key, tokens)
+
+    def persist(self, key: str | None = None) -> int:
+        return self._engine.persist(key)
+
+    def model_changed(self) -> str | None:
+        return self._engine.model_changed()
 
     def forget(self, key: str) -> None:
         if not self._shared.open_elsewhere(self._session, key):
@@ -172,7 +218,7 @@ class SharedEngine:
         loaded = self.loaded
         assert loaded is not None
         self._holders[session] = loaded.engine
-        engine = cast(Engine, SessionEngine(loaded.engine, self, session))
+        engine: Engine = SessionEngine(loaded.engine, self, session)
         return Completer(engine, loaded.spec, settings), dict(loaded.info), [
             *loaded.warnings, *warnings]
 
@@ -474,8 +520,10 @@ class Daemon:
                        writer: asyncio.StreamWriter) -> None:
         sid = next(self._ids)
         model = message.get("model")
+        queue: WorkQueue = SessionScheduler(self.scheduler, sid)
+        # The server's parts still name `Scheduler`; a `WorkQueue` is all they use of it.
         server = create_server(model if isinstance(model, str) and model else None,
-                               scheduler=cast(Scheduler, SessionScheduler(self.scheduler, sid)))
+                               scheduler=cast(Scheduler, queue))
         server.model.loader = functools.partial(self.engine.completer_for, sid)
         # `shutdown` saves the caches by waiting for the worker: in the daemon that would keep
         # the window waiting behind other sessions' work. Queue it instead.

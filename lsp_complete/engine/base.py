@@ -190,9 +190,15 @@ class Engine(Protocol):
     used first. Everything but `describe` runs on the scheduler's worker thread.
     """
 
-    counters: EngineCounters
-    # Prompt tokens per second, measured at load (None: not known, as for a remote server).
-    prefill_rate: float | None
+    # Read-only here, so that a proxy (the daemon's `SessionEngine`) may offer them as properties.
+    @property
+    def counters(self) -> EngineCounters: ...
+
+    @property
+    def prefill_rate(self) -> float | None:
+        """Prompt tokens per second, measured at load (None: not known, as for a remote
+        server)."""
+        ...
 
     def tokenize(self, text: str, special: bool = False) -> list[int]: ...
 
