@@ -21,7 +21,7 @@ _SPECIAL = re.compile(r"<\|[a-z_]+\|>|<(?:fim|file|repo)_[a-z]+>")
 # An answer whose text shrinks to under this share of the window deleted most of it.
 MIN_KEPT_SHARE = 0.5
 # Windows shorter than this (non-blank characters) are not judged by what an answer keeps.
-_JUDGED_CHARS = 24
+_JUDGED_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,9 @@ def parse_answer(template: NextEditTemplate, raw: str, finished: bool,
         body = text[1:] if text.startswith("\n") else text
         body = body[:-1] if body.endswith("\n") else body
     body = body.replace(CURSOR_MARKER, "")
-    if body.endswith("\n") and not window.endswith("\n"):
-        body = body[:-1]  # the line break after the window's last line
+    # The window's own blank lines at its end: models drop or add those at will (the 1.5B
+    # model dropped the empty last line of a file), which is no edit anyone wants.
+    body = body.rstrip("\n") + "\n" * (len(window) - len(window.rstrip("\n")))
     return body if plausible(body, window) else None
 
 
