@@ -12,7 +12,6 @@ Our own clients are told when an edit is ready (NEXT_EDIT_READY_METHOD).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -38,6 +37,8 @@ from lsp_complete.server.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+# A request whose work was preempted (not by an edit) starts it again, this many times at most.
+_ATTEMPTS = 3
 _EDITS_KEPT = 256  # edits sent whose show / accept is still counted
 _OUTCOME_COUNTERS = {"edit": "nextEditEdits", "same": "nextEditNothing",
                      "rejected": "nextEditRejected"}
@@ -52,8 +53,15 @@ class Pending:
     version: int
     first_line: int  # the window it rewrites
     last_line: int
-    task: asyncio.Task[dict[str, Any] | None]
-    job: Job | None = None
+    job: Job
+    task: asyncio.Task[dict[str, Any] | None] | None = None
+    # The work was stopped before it answered (a keystroke's suggestion preempts idle work):
+    # the next request here starts it again.
+    stopped: bool = False
+
+    def answers(self, doc: Document, line: int) -> bool:
+        return (self.doc is doc and self.version == doc.version and not self.stopped
+                and self.first_line <= line <= self.last_line)
 
 
 class NextEdits:
@@ -134,7 +142,7 @@ class NextEdits:
         if timer is not None:
             timer.cancel()
         pending = self._pending.pop(uri, None)
-        if pending is not None and pending.job is not None:
+        if pending is not None:
             self._scheduler.cancel(pending.job)
 
     # ------------------------------------------------------------------ the request
@@ -159,18 +167,23 @@ class NextEdits:
         if not 0 <= line < doc.line_count or character < 0:
             return {"edits": []}
         version = doc.version
-        pending = self._pending.get(uri)
-        if pending is None or not (pending.doc is doc and pending.version == version
-                                   and pending.first_line <= line <= pending.last_line):
-            cursor = doc.offset_at(line, character, self._client.encoding)
-            pending = self._start(uri, doc, state, line, cursor)
-            if pending is None:
-                return {"edits": []}
-        with contextlib.suppress(asyncio.CancelledError):
+        for _ in range(_ATTEMPTS):
+            pending = self._pending.get(uri)
+            if pending is None or not pending.answers(doc, line):
+                cursor = doc.offset_at(line, character, self._client.encoding)
+                pending = self._start(uri, doc, state, line, cursor)
+                if pending is None:
+                    break
+            assert pending.task is not None
+            # ($/cancelRequest cancels this wait, not the work: another request may want it.)
             edit = await asyncio.shield(pending.task)
-            if edit is not None and self._files.documents.get(uri) is doc \
-                    and doc.version == version:
+            if self._files.documents.get(uri) is not doc or doc.version != version:
+                break  # the text changed meanwhile: whatever came is stale
+            if edit is not None:
                 return {"edits": [edit]}
+            if not pending.stopped:
+                break  # nothing to change
+            # A suggestion request preempted the work while this text stayed: again.
         return {"edits": []}
 
     # ------------------------------------------------------------------ computing
@@ -199,9 +212,12 @@ class NextEdits:
         version = doc.version
         encoding = self._client.encoding
 
+        pending = self._pending[uri] = Pending(doc, state, doc.version, first, last, job)
+
         async def answer() -> dict[str, Any] | None:
             result: NextEditAnswer | None = await asyncio.wrap_future(job.future)
             if result is None or result.outcome == "cancelled":
+                pending.stopped = True
                 return None
             counters = self._telemetry.counters
             counters["nextEditComputed"] += 1
@@ -217,8 +233,7 @@ class NextEdits:
                                 {"textDocument": {"uri": uri, "version": version}})
             return edit
 
-        task = asyncio.get_running_loop().create_task(answer())
-        pending = self._pending[uri] = Pending(doc, state, version, first, last, task, job)
+        pending.task = asyncio.get_running_loop().create_task(answer())
         return pending
 
     def _supported(self) -> bool:
