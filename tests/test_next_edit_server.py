@@ -278,3 +278,20 @@ async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_aga
         assert st["counters"]["nextEditRejected"] == 1
     finally:
         await client.shutdown_session()
+
+
+async def test_another_next_edit_model_is_refused_with_a_message(tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditModel": "sweep-next-edit-1.5b",
+                                                  "nextEditDelayMs": 60_000})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        base = (await wait_idle(client))["engineCounters"]["calls"]
+        for _ in range(2):
+            assert await next_edit(client, uri, 2, 0, 10) == []
+        told = [m.message for m in client.messages if "nextEditModel" in m.message]
+        assert len(told) == 1 and "only the completion model" in told[0]  # told once
+        assert (await wait_idle(client))["engineCounters"]["calls"] == base
+    finally:
+        await client.shutdown_session()
