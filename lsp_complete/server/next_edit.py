@@ -111,10 +111,6 @@ class NextEdits:
 
     def closed(self, uri: str) -> None:
         self._drop(uri)
-        completer = self._model.completer
-        if completer is not None:
-            self._scheduler.submit_background(
-                next_edit_key(uri) + "\0forget", lambda _c: completer.forget_next_edit(uri))
 
     def _after(self, uri: str, delay_s: float) -> None:
         old = self._timers.pop(uri, None)
@@ -276,7 +272,7 @@ def _guarded(completer: Any, uri: str, window: Window, history: list[Any],
              cancel: CancelToken) -> NextEditAnswer | None:
     """On the worker; a failure is logged and answers nothing (the worker survives)."""
     try:
-        answer: NextEditAnswer = completer.next_edit(uri, window, history, cancel)
+        answer: NextEditAnswer = completer.next_edit(window, history, cancel)
         return answer
     except Exception:
         log.exception("next edit failed for %s", uri)
