@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from lsp_complete.testing.lsp_client import open_doc, replace
+from lsp_complete.testing.lsp_client import open_doc, replace, status
 from tests.lsp_helpers import start_server
 from tests.test_next_edit_server import apply, next_edit
 
@@ -81,7 +81,9 @@ async def test_the_default_model_suggests_the_next_edit(default_model: Path, cas
         started = time.monotonic()
         edits: list[dict[str, Any]] = await next_edit(client, uri, 2, line, start + len(text))
         elapsed = time.monotonic() - started
-        print(f"{case}: {elapsed:.2f}s {edits}")
+        records = [r for r in (await status(client))["recent"]
+                   if r["source"].startswith("next-edit")]
+        print(f"{case}: {elapsed:.2f}s {edits} {records}")
         assert len(edits) == 1, edits
         assert apply(edited, edits[0]) == expected
     finally:

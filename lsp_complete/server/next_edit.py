@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -129,7 +130,7 @@ class NextEdits:
                 return
             cursor = state.edit_cursor if state.edit_cursor is not None else state.last_cursor
             if cursor is not None and cursor <= len(doc.text):
-                self._start(uri, doc, state, doc.line_of(cursor), cursor)
+                self._start(uri, doc, state, doc.line_of(cursor), cursor, asked=False)
 
         self._timers[uri] = asyncio.get_running_loop().call_later(delay_s, fire)
 
@@ -167,7 +168,7 @@ class NextEdits:
             pending = self._pending.get(uri)
             if pending is None or not pending.answers(doc, line):
                 cursor = doc.offset_at(line, character, self._client.encoding)
-                pending = self._start(uri, doc, state, line, cursor)
+                pending = self._start(uri, doc, state, line, cursor, asked=True)
                 if pending is None:
                     break
             assert pending.task is not None
@@ -184,9 +185,10 @@ class NextEdits:
 
     # ------------------------------------------------------------------ computing
 
-    def _start(self, uri: str, doc: Document, state: DocState, line: int,
-               cursor: int) -> Pending | None:
-        """Compute the next edit for the window around `line` in idle time."""
+    def _start(self, uri: str, doc: Document, state: DocState, line: int, cursor: int,
+               asked: bool) -> Pending | None:
+        """Compute the next edit for the window around `line` in idle time; `asked` (a
+        client waits for it): before the other idle work queued."""
         completer = self._model.completer
         if completer is None or not self._model.ready or state.disabled_reason:
             return None
@@ -204,9 +206,11 @@ class NextEdits:
                         original=original_window(lines, first, state.history.last))
         self._drop(uri)
         job = self._scheduler.submit_background(
-            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel))
+            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel),
+            first=asked)
         version = doc.version
         encoding = self._client.encoding
+        planned = time.perf_counter()
 
         pending = self._pending[uri] = Pending(doc, state, doc.version, first, last, job)
 
@@ -215,6 +219,8 @@ class NextEdits:
             if result is None or result.outcome == "cancelled":
                 pending.stopped = True
                 return None
+            self._telemetry.record_next_edit(uri, version, planned, result.outcome,
+                                             result.result, result.prompt_tokens)
             counters = self._telemetry.counters
             counters["nextEditComputed"] += 1
             counters[_OUTCOME_COUNTERS.get(result.outcome, "nextEditErrors")] += 1
