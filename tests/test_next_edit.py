@@ -233,3 +233,15 @@ sources = [{{ kind = "hub", repo = "a/b", file = "m.gguf" }}]
 ''')
     with pytest.raises(ModelError, match=error):
         load_registry(path)
+
+
+def test_a_crlf_window_is_shown_with_newlines_and_rewritten_with_its_own_breaks() -> None:
+    window = Window("m.py", "python", "a = 1\r\nb = 2", 0, 8, "a = 1\nb = 2")
+    prompt = render(SWEEP, window, [], ())
+    assert "current/m.py\na = 1\nb = 2\n" in prompt.text and "\r" not in prompt.text
+    chat = render(CHAT, window, [], ()).text
+    assert f"a = 1\nb{CURSOR_MARKER} = 2" in chat  # the cursor after "b", CR not counted
+    rewritten = parse_answer(SWEEP, "\na = 1\nb = 3\n", True, window.shown)
+    assert rewritten is not None
+    assert smallest_replacement(window.text, window.in_text(rewritten)) == Replacement(
+        11, 12, "3")

@@ -35,6 +35,19 @@ class Window:
     cursor: int  # offset of the cursor in `text`
     original: str  # the window before the newest edit (Sweep's original/ pseudo-file)
 
+    @property
+    def crlf(self) -> bool:
+        return "\r\n" in self.text
+
+    @property
+    def shown(self) -> str:
+        """The window as the model sees it: lines broken by "\n" (a CRLF file too)."""
+        return self.text.replace("\r\n", "\n")
+
+    def in_text(self, rewritten: str) -> str:
+        """A rewrite of `shown` with the window's own line breaks."""
+        return rewritten.replace("\n", "\r\n") if self.crlf else rewritten
+
 
 Piece = tuple[str, bool]  # text, and whether it is a template marker (a special token)
 Part = tuple[Piece, ...]
@@ -90,7 +103,9 @@ def _render_chat(template: NextEditTemplate, window: Window, history: list[EditB
                  f"{hunks}\n{_FENCE}\n\n")
     else:
         edits = "No recent edits.\n\n"
-    marked = window.text[: window.cursor] + CURSOR_MARKER + window.text[window.cursor:]
+    shown = window.shown
+    cursor = window.cursor - window.text[: window.cursor].count("\r\n")
+    marked = shown[:cursor] + CURSOR_MARKER + shown[cursor:]
     fence = f"{_FENCE}{window.language_id}"
     code = (f"The code around my cursor ({CURSOR_MARKER} marks it) in {window.path}:\n"
             f"{fence}\n{marked}\n{_FENCE}\nRewrite this code with my next edit.")
@@ -118,7 +133,7 @@ def _render_sweep(template: NextEditTemplate, window: Window, history: list[Edit
                   False))
     )
     code = (sep, (f"original/{path}\n{window.original}\n", False),
-            sep, (f"current/{path}\n{window.text}\n", False),
+            sep, (f"current/{path}\n{window.shown}\n", False),
             sep, (f"updated/{path}", False))  # (Sweep's own prompt ends there: no newline)
     return NextEditPrompt((edits, code), (*stop, template.file_sep))
 

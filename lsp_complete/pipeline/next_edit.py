@@ -53,7 +53,7 @@ def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: Next
     prompt = render(template, window, history, stop)
     segments = [[t for text, special in part for t in tokenize(text, special=special)]
                 for part in prompt.parts]
-    window_tokens = len(tokenize(window.text))
+    window_tokens = len(tokenize(window.shown))
     request = GenerationRequest(
         key=NEXT_EDIT_KEY, segments=[s for s in segments if s], single_line=False,
         max_tokens=min(MAX_TOKENS, window_tokens + EXTRA_TOKENS), stop=prompt.stop,
@@ -64,11 +64,11 @@ def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: Next
                             raw=result.text)
     if not cancel.cancelled:
         finished = result.stop_reason in ("eog", "stop")
-        rewritten = parse_answer(template, result.text, finished, window.text)
+        rewritten = parse_answer(template, result.text, finished, window.shown)
         if rewritten is None:
             answer.outcome = "rejected"
         else:
-            answer.replacement = smallest_replacement(window.text, rewritten)
+            answer.replacement = smallest_replacement(window.text, window.in_text(rewritten))
             answer.outcome = "edit" if answer.replacement else "same"
     answer.latency_ms = (time.perf_counter() - started) * 1000
     return answer
