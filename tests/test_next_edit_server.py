@@ -295,3 +295,22 @@ async def test_another_next_edit_model_is_refused_with_a_message(tiny_model_path
         assert (await wait_idle(client))["engineCounters"]["calls"] == base
     finally:
         await client.shutdown_session()
+
+
+async def test_a_request_during_the_pause_is_computed_once(
+        tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 300},
+                                env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "20"})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        base = (await wait_idle(client))["engineCounters"]["calls"]
+        rename_width(client, uri)
+        # Asked at once: the work (3 s: each decode takes 20 ms) outlasts the pause, which
+        # must not start it again.
+        assert await next_edit(client, uri, 2, 0, 10) == []  # (gibberish: refused)
+        st = await wait_idle(client)
+        assert st["engineCounters"]["calls"] == base + 1  # computed once, not again
+        assert st["counters"]["nextEditComputed"] == 1
+    finally:
+        await client.shutdown_session()

@@ -129,8 +129,12 @@ class NextEdits:
                     state is None:
                 return
             cursor = state.edit_cursor if state.edit_cursor is not None else state.last_cursor
-            if cursor is not None and cursor <= len(doc.text):
-                self._start(uri, doc, state, doc.line_of(cursor), cursor, asked=False)
+            if cursor is None or cursor > len(doc.text):
+                return
+            line = doc.line_of(cursor)
+            pending = self._pending.get(uri)
+            if pending is None or not pending.answers(doc, line):  # (a request started it)
+                self._start(uri, doc, state, line, cursor, asked=False)
 
         self._timers[uri] = asyncio.get_running_loop().call_later(delay_s, fire)
 
