@@ -314,3 +314,30 @@ async def test_a_request_during_the_pause_is_computed_once(
         assert st["counters"]["nextEditComputed"] == 1
     finally:
         await client.shutdown_session()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_the_range_is_in_the_negotiated_encoding(fake, tiny_model_path,  # noqa: F811
+                                                       encoding: str) -> None:
+    text = "def tag(width):\n    return '🏷️ naïve ' + width\n"
+    after = text.replace("tag(width)", "tag(w)")
+    fake.pieces = sweep_answer(after.replace("+ width", "+ w"))
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000),
+                                encodings=[encoding])
+    try:
+        uri = "file:///work/tag.py"
+        open_doc(client, uri, text)
+        replace(client, uri, 2, types.Range(start=types.Position(line=0, character=8),
+                                            end=types.Position(line=0, character=13)), "w")
+        (edit,) = await next_edit(client, uri, 2, 0, 9)
+        line = after.split("\n")[1]
+        start = line.index("+ width") + 3  # "idth" goes, in code points
+        units = {"utf-16": lambda s: len(s.encode("utf-16-le")) // 2,
+                 "utf-8": lambda s: len(s.encode("utf-8"))}[encoding]
+        assert edit["range"] == {"start": {"line": 1, "character": units(line[:start])},
+                                 "end": {"line": 1, "character": units(line[:start + 4])}}
+        assert edit["text"] == ""
+    finally:
+        await client.shutdown_session()
