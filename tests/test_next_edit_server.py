@@ -88,8 +88,9 @@ async def test_sidekick_gets_the_edit_for_the_version_it_asked(
                                                      remoteHealing="off", nextEditDelayMs=0))
     try:
         uri = "file:///work/area.py"
-        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
         open_doc(client, uri, SOURCE)
+        await next_edit(client, uri, 1, 0, 0)  # a client that asks: from now on, ahead
+        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
         rename_width(client, uri)
         params = await asyncio.wait_for(ready, 60)  # computed after the pause, unasked
         assert params.textDocument.uri == uri and params.textDocument.version == 2
@@ -126,14 +127,35 @@ async def test_sidekick_gets_the_edit_for_the_version_it_asked(
         await client.shutdown_session()
 
 
+async def test_a_client_that_never_asks_costs_no_next_edit_work(tiny_model_path: Path) -> None:
+    """Most inline-completion clients never ask for next edits: their pauses must not pay
+    for a rewrite of the window. Once a client asks, edits are computed ahead."""
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 0})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        await wait_idle(client)
+        rename_width(client, uri)
+        await asyncio.sleep(0.2)  # past the pause (0 ms): the timer would have fired
+        assert (await wait_idle(client))["counters"]["nextEditComputed"] == 0
+        await next_edit(client, uri, 2, 0, 10)
+        assert (await wait_idle(client))["counters"]["nextEditComputed"] == 1
+        insert(client, uri, 3, 4, 0, "x")
+        await asyncio.sleep(0.2)
+        assert (await wait_idle(client))["counters"]["nextEditComputed"] == 2  # ahead, unasked
+    finally:
+        await client.shutdown_session()
+
+
 async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = sweep_answer(PROPAGATED)
     client = await start_server(None, remote_options(fake.url, tiny_model_path,
                                                      remoteHealing="off", nextEditDelayMs=0))
     try:
         uri = "file:///work/area.py"
-        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
         open_doc(client, uri, SOURCE)
+        await next_edit(client, uri, 1, 0, 0)  # a client that asks: from now on, ahead
+        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
         rename_width(client, uri)
         await asyncio.wait_for(ready, 60)
         # A keystroke at the end of the file (version 3): the version-2 edit is stale.

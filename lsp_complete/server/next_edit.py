@@ -1,9 +1,11 @@
 """Next-edit suggestions (textDocument/copilotInlineEdit): *when* they are computed, the
 answer kept per (file, version), and the edit the client gets.
 
-An edit schedules one after a pause (`nextEditDelayMs`); an accepted suggestion (inline or
-next edit) schedules one at once. It runs as idle work on the worker (a keystroke's
-suggestion preempts it at once, and any edit of the file cancels it): never per keystroke.
+Once the client has asked for a next edit (a client that never asks, as most
+inline-completion clients, costs nothing), an edit schedules one after a pause
+(`nextEditDelayMs`) and an accepted suggestion (inline or next edit) schedules one at once.
+It runs as idle work on the worker (a keystroke's suggestion preempts it at once, and any edit
+of the file cancels it): never per keystroke.
 The answer is kept for the file's version and the window it covers; a request finds it ready,
 joins the one running, or starts one; an answer for another version never answers.
 Our own clients are told when an edit is ready (NEXT_EDIT_READY_METHOD).
@@ -78,6 +80,9 @@ class NextEdits:
         self._pending: dict[str, Pending] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sent: OrderedDict[str, dict[str, Any]] = OrderedDict()  # id -> {uri, shown}
+        # Work ahead of a request only for a client that asks: the others would pay a
+        # rewrite of the window (seconds of CPU) after every pause, for nothing.
+        self._asked = False
 
     # ------------------------------------------------------------------ triggers
 
@@ -85,7 +90,7 @@ class NextEdits:
         """didChange: what was computed or running for the old text is moot; plan the next
         edit after the pause."""
         self._drop(uri)
-        if self._settings().next_edit == "on":
+        if self._ahead():
             self._after(uri, self._settings().next_edit_delay_ms / 1000)
 
     def accepted(self, suggestion_id: str, uri: str | None) -> None:
@@ -95,8 +100,7 @@ class NextEdits:
         if sent is not None:
             self._telemetry.counters["nextEditAccepted"] += 1
             uri = sent["uri"]
-        if uri is not None and uri in self._files.documents and \
-                self._settings().next_edit == "on":
+        if uri is not None and uri in self._files.documents and self._ahead():
             self._after(uri, 0)
 
     def shown(self, item: Any) -> None:
@@ -109,6 +113,10 @@ class NextEdits:
         if not sent["shown"]:
             sent["shown"] = True
             self._telemetry.counters["nextEditShown"] += 1
+
+    def _ahead(self) -> bool:
+        """Next edits are computed before they are asked for."""
+        return self._asked and self._settings().next_edit == "on"
 
     def closed(self, uri: str) -> None:
         self._drop(uri)
@@ -160,6 +168,7 @@ class NextEdits:
                               f"{str(params)[:200]}", types.MessageType.Warning,
                               once_key="next-edit-params")
             return {"edits": []}
+        self._asked = True
         doc, state = self._files.documents.get(uri), self._files.states.get(uri)
         if doc is None or state is None or self._settings().next_edit != "on":
             return {"edits": []}
