@@ -15,7 +15,7 @@ import pytest
 from lsprotocol import types
 
 from lsp_complete import bench
-from lsp_complete.bench import crossfile, humaneval, metrics, report, variants, workload
+from lsp_complete.bench import crossfile, humaneval, metrics, report, stats, variants, workload
 from lsp_complete.bench.baselines import generate_reuse, psm_windows
 from lsp_complete.bench.llama_server import (
     LlamaServerClient,
@@ -140,8 +140,8 @@ def test_positions_are_utf16() -> None:
 
 
 def test_percentile_and_fifo_simulation() -> None:
-    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5
-    assert metrics.percentile([], 50) is None
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([], 50) is None
     # Service 150 ms, keys every 100 ms: the queue grows and only the last answer is fresh.
     result = metrics.simulate_fifo([150, 150, 150], pace_ms=100)
     assert result.fresh == 1 and result.latencies == [250]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, workload
-from lsp_complete.bench.ab import install, scenarios, stats
+from lsp_complete.bench import humaneval, stats, workload
+from lsp_complete.bench.ab import install, measures, scenarios
 from lsp_complete.bench.ab.drive import UnitRun, accepted_chars
 from lsp_complete.bench.records import Sample
 
@@ -90,12 +90,12 @@ def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> 
     assert pause.moved and pause.pause_s == scenarios.MOVED_PAUSE_S == 3.0
     assert not scenarios.parse("burst")[0].moved
     for scenario in (moved, pause):
-        names = [m.name for m in stats.measures_for(scenario)]
+        names = [m.name for m in measures.measures_for(scenario)]
         for wanted in ("first key of a span p50", "first key of a span p95",
                        "keystroke p50 after a span's first key",
                        "keystroke p95 after a span's first key"):
             assert wanted in names
-    assert "first key of a span p95" not in [m.name for m in stats.measures_for(
+    assert "first key of a span p95" not in [m.name for m in measures.measures_for(
         scenarios.parse("burst")[0])]  # the other scenarios' rows are as they were
 
     from pygls.workspace import TextDocument
@@ -202,8 +202,8 @@ def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
     return runs
 
 
-def _rows(runs: list[UnitRun], seed: int = 0) -> dict[str, stats.Row]:
-    rows = stats.scenario_rows(scenarios.parse("burst")[0], runs, seed, resamples=400)
+def _rows(runs: list[UnitRun], seed: int = 0) -> dict[str, measures.Row]:
+    rows = measures.scenario_rows(scenarios.parse("burst")[0], runs, seed, resamples=400)
     return {row.measure: row for row in rows}
 
 
@@ -212,7 +212,7 @@ def test_a_version_against_itself_is_the_same() -> None:
     for row in rows.values():
         assert row.ratio == 1.0 and row.verdict == "same", row
         assert row.low is not None and row.high is not None and row.low <= 1 <= row.high
-    assert stats.identical_share(_spans("A", 100, True) + _spans("B", 100, True), "burst") == 1
+    assert measures.identical_share(_spans("A", 100, True) + _spans("B", 100, True), "burst") == 1
 
 
 def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
@@ -250,19 +250,19 @@ def test_keys_after_the_first_and_each_language_are_reported_apart() -> None:
                 sample.line_exact = False
     rows = _rows(a + b)
     assert rows["keystroke p95 after a span's first key"].verdict == "improvement"
-    by_language = {(r.scenario, r.measure): r for r in stats.language_rows(
+    by_language = {(r.scenario, r.measure): r for r in measures.language_rows(
         scenarios.parse("burst")[0], a + b, 0, resamples=400)}
     assert by_language[("burst · go", "line-exact")].verdict == "regression"
     assert by_language[("burst · rust", "line-exact")].ratio == 1.0
     only_one = [dataclasses.replace(run, samples=[dataclasses.replace(
         s, extra={**s.extra, "language": "go"}) for s in run.samples]) for run in a + b]
-    assert stats.language_rows(scenarios.parse("burst")[0], only_one, 0) == []
+    assert measures.language_rows(scenarios.parse("burst")[0], only_one, 0) == []
 
 
 def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verdict() -> None:
     a, b = _spans("A", 100, True, n_units=6), _spans("B", 200, True, n_units=6)
     b[0] = dataclasses.replace(b[0], error="the server exited", samples=[])
-    a_runs, b_runs = stats.paired(a + b, "burst")
+    a_runs, b_runs = measures.paired(a + b, "burst")
     assert [r.unit for r in a_runs] == [r.unit for r in b_runs] == [1, 2, 3, 4, 5]
     few = _rows(_spans("A", 100, True, n_units=3) + _spans("B", 200, True, n_units=3))
     assert few["keystroke p95"].verdict == "too few units" and few["keystroke p95"].n == 3
@@ -275,14 +275,14 @@ def test_each_baseline_is_compared_with_the_candidate_on_its_own() -> None:
     b = _spans("B", 150, True)
     a2[0] = dataclasses.replace(a2[0], error="the server exited", samples=[])
     burst = scenarios.parse("burst")[0]
-    one = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
-    two = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
+    one = {r.measure: r for r in measures.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
+    two = {r.measure: r for r in measures.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
     assert {r.baseline for r in one.values()} == {"A1"} and one["keystroke p95"].n == 12
     assert {r.baseline for r in two.values()} == {"A2"} and two["keystroke p95"].n == 11
     assert one["keystroke p95"].verdict == "regression"
     assert two["keystroke p95"].verdict == "improvement"
     assert two["line-exact"].verdict == "improvement" and one["line-exact"].ratio == 1.0
-    assert stats.identical_share(a1 + a2 + b, "burst", "A2") == 1
+    assert measures.identical_share(a1 + a2 + b, "burst", "A2") == 1
 
 
 def test_baselines_are_split_on_commas_and_take_turns() -> None:
@@ -306,9 +306,9 @@ def test_baselines_are_split_on_commas_and_take_turns() -> None:
 def test_ratios_and_memory() -> None:
     assert stats.ratio(0.0, 0.0) == 1.0 and stats.ratio(0.0, 0.5) == float("inf")
     assert stats.ratio(None, 1.0) is None and stats.ratio(2.0, 1.0) == 0.5
-    assert stats.rss_row("burst", 800, 900).verdict == "regression"
-    assert stats.rss_row("burst", 800, 810).verdict == "same"
-    assert stats.rss_row("burst", 800, None).verdict == "n/a"
+    assert measures.rss_row("burst", 800, 900).verdict == "regression"
+    assert measures.rss_row("burst", 800, 810).verdict == "same"
+    assert measures.rss_row("burst", 800, None).verdict == "n/a"
 
 
 # --- the official HumanEval single-line file --------------------------------------------------
@@ -394,10 +394,10 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert Path(a["package_dir"]).is_relative_to(cache) and a["python"].startswith(str(cache))
     assert a["source_digest"] == b["source_digest"]  # the same code, installed apart
     rows = data["rows"]
-    measures = {(r["scenario"], r["measure"]) for r in rows}
+    found = {(r["scenario"], r["measure"]) for r in rows}
     for scenario in ("rest2s", "saved", "open", "he-pause"):
-        expected = [m.name for m in stats.measures_for(scenarios.parse(scenario)[0])]
-        assert {(scenario, m) for m in [*expected, "peak RSS"]} <= measures
+        expected = [m.name for m in measures.measures_for(scenarios.parse(scenario)[0])]
+        assert {(scenario, m) for m in [*expected, "peak RSS"]} <= found
     assert all(r["ratio"] is not None for r in rows), [r for r in rows if r["ratio"] is None]
     quality = [r for r in rows if r["measure"] in ("line-exact", "line-exact (first 3 keys)",
                                                    "HumanEval EM", "HumanEval pass@1")]
@@ -445,7 +445,7 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     rows = data["rows"]
     for baseline in ("A1", "A2"):
         for name in names:
-            expected = [m.name for m in stats.measures_for(scenarios.parse(name)[0])]
+            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
             mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
             assert [r["measure"] for r in mine] == [*expected, "peak RSS"]
             assert all(r["ratio"] is not None for r in mine), mine

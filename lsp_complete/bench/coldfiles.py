@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench import lsp_driver
-from lsp_complete.bench.metrics import latency_summary
 from lsp_complete.bench.records import Sample
+from lsp_complete.bench.stats import latency_summary, mean
 from lsp_complete.bench.workload import _stdlib_dir, line_exact, make_open_case, read_source
 from lsp_complete.testing.lsp_client import position_at
 
@@ -99,16 +99,11 @@ def summarize(samples: Sequence[Sample], workload: str = WORKLOAD) -> dict[str, 
     return {
         "files": len(first),
         "first": latency_summary([s.latency_ms for s in first]),
-        "first_prompt_tokens": _mean([s.prompt_tokens for s in first]),
-        "first_line_exact": _mean([s.line_exact for s in first]),
-        "keys_line_exact": _mean([s.line_exact for s in mine]),
+        "first_prompt_tokens": mean([s.prompt_tokens for s in first]),
+        "first_line_exact": mean([s.line_exact for s in first]),
+        "keys_line_exact": mean([s.line_exact for s in mine]),
         "keys_p50": latency_summary([s.latency_ms for s in mine]).get("p50"),
     }
-
-
-def _mean(values: Sequence[Any]) -> float | None:
-    known = [float(v) for v in values if v is not None]
-    return sum(known) / len(known) if known else None
 
 
 def markdown_row(label: str, row: dict[str, Any]) -> str:

@@ -2,62 +2,27 @@
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lsp_complete.bench import stats
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
+from lsp_complete.bench.stats import latency_summary, mean, median
 
 OPEN_PHASES = ("cold-open", "warm-keystroke", "warm-reopen", "restart-from-disk")
-
-
-def percentile(values: Sequence[float], pct: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default method); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _share(flags: Iterable[bool | None]) -> tuple[float | None, int, int]:
-    known = [f for f in flags if f is not None]
-    hits = sum(1 for f in known if f)
-    return (hits / len(known) if known else None), hits, len(known)
-
-
-def latency_summary(latencies: Sequence[float]) -> dict[str, Any]:
-    return {
-        "n": len(latencies),
-        "p50": percentile(latencies, 50),
-        "p95": percentile(latencies, 95),
-        "p99": percentile(latencies, 99),
-        "mean": _mean(latencies),
-        "max": max(latencies, default=None),
-    }
 
 
 def replay_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     encoded = [s.encoded_tokens for s in samples if s.encoded_tokens is not None]
     prompt = [s.prompt_tokens for s in samples if s.prompt_tokens is not None]
-    share, hits, n = _share(s.line_exact for s in samples)
+    share, hits, n = stats.share(s.line_exact for s in samples)
     # A request that failed is no answer: it counts against quality, not in latency.
     return {
         **latency_summary([s.latency_ms for s in samples if s.source != "error"]),
-        "encoded_mean": _mean(encoded),
-        "encoded_median": _median(encoded),
-        "prompt_mean": _mean(prompt),
+        "encoded_mean": mean(encoded),
+        "encoded_median": median(encoded),
+        "prompt_mean": mean(prompt),
         "line_exact": share,
         "line_exact_hits": hits,
         "line_exact_n": n,
@@ -79,15 +44,15 @@ def _model_call_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     encoded = [s.encoded_tokens for s in calls if s.encoded_tokens is not None]
     return {
         **latency_summary([s.latency_ms for s in calls]),
-        "encoded_mean": _mean(encoded),
-        "encoded_median": _median(encoded),
+        "encoded_mean": mean(encoded),
+        "encoded_median": median(encoded),
         "encoded_le4_share": (sum(e <= 4 for e in encoded) / len(encoded)) if encoded else None,
     }
 
 
 def humaneval_summary(samples: Sequence[Sample]) -> dict[str, Any]:
-    em, em_hits, n = _share(s.exact_match for s in samples)
-    passed, pass_hits, _ = _share(s.passed for s in samples)
+    em, em_hits, n = stats.share(s.exact_match for s in samples)
+    passed, pass_hits, _ = stats.share(s.passed for s in samples)
     return {"n": n, "em": em, "em_hits": em_hits, "pass1": passed, "pass_hits": pass_hits}
 
 
@@ -151,10 +116,6 @@ def paced_summary_simulated(replay: Sequence[Sample], pace_ms: float) -> dict[st
     }
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace_ms: float):
     """Per-engine summary in engine order; `extras` holds peak RSS and startup per engine."""
     engines = [k for k in ("a", "b", "c", "d") if any(s.engine == k for s in samples)]
@@ -176,12 +137,19 @@ def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace
             **extras.get(key, {}),
         }
     for key, row in summary.items():
-        row["ratios"] = {
-            base: {
-                "p50": _ratio(row["replay"]["p50"], summary[base]["replay"]["p50"]),
-                "p95": _ratio(row["replay"]["p95"], summary[base]["replay"]["p95"]),
-            }
-            for base in BASELINE_KEYS
-            if base in summary and base != key
-        }
+        row["ratios"] = {base: replay_ratios(samples, base, key)
+                         for base in BASELINE_KEYS if base in summary and base != key}
     return summary
+
+
+def replay_ratios(samples: Sequence[Sample], base: str, key: str) -> dict[str, Any]:
+    """`key`'s replay latency p50 and p95 over `base`'s, with paired bootstrap intervals
+    over the spans both typed."""
+    a, b = (stats.by_unit((s.case, s.latency_ms) for s in samples
+                          if s.engine == k and s.workload == "replay" and s.source != "error")
+            for k in (base, key))
+    found: dict[str, Any] = {}
+    for q in (50, 95):
+        c = stats.compare_units(a, b, stats.pct_pool(q))
+        found[f"p{q}"], found[f"p{q}_ci"] = c.ratio, [c.low, c.high]
+    return found

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from lsprotocol import types
 
-from lsp_complete.bench import coldfiles, lsp_driver, metrics
+from lsp_complete.bench import coldfiles, lsp_driver, metrics, stats
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import (
@@ -355,16 +356,11 @@ def run_variants(
 # --- summary -----------------------------------------------------------------------------------
 
 
-def _ratio(value: float | None, base: float | None) -> float | None:
-    return value / base if value is not None and base else None
-
-
 def ms_per_token(samples: Sequence[Sample]) -> tuple[float | None, str]:
     """Generation time per generated token over the requests that generated, and its basis:
     "generation" (the engine's own timing), else "latency" (the whole request, from servers
     that do not report `generateMs`)."""
-    calls = [s for s in samples
-             if s.source not in ("typeahead", "error") and (s.generated_tokens or 0) > 0]
+    calls = [s for s in _calls(samples) if (s.generated_tokens or 0) > 0]
     tokens = sum(s.generated_tokens or 0 for s in calls)
     if not tokens:
         return None, "n/a"
@@ -402,7 +398,7 @@ def _block_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     per_token, basis = ms_per_token(samples)
     generated = [s.generated_tokens for s in answered if s.generated_tokens is not None]
     return {
-        **metrics.latency_summary([s.latency_ms for s in answered]),
+        **stats.latency_summary([s.latency_ms for s in answered]),
         "pass1": share, "pass_hits": hits, "tasks": n,
         "ms_per_token": per_token, "ms_per_token_basis": basis,
         "generated_mean": sum(generated) / len(generated) if generated else None,
@@ -423,6 +419,38 @@ def identical_share(
     common = [key for key in ours if key in theirs]
     same = sum(ours[key] == theirs[key] for key in common)
     return (same / len(common) if common else None), same, len(common)
+
+
+def _calls(samples: Sequence[Sample]) -> list[Sample]:
+    return [s for s in samples if s.source not in ("typeahead", "error")]
+
+
+def vs_base(base: Sequence[Sample], mine: Sequence[Sample]
+            ) -> tuple[dict[str, float | None], dict[str, list[float | None]]]:
+    """A variant against its model's base variant: ratios, and their paired bootstrap
+    intervals over the replay spans or the blocks both ran."""
+    def calls(ss: Sequence[Sample]) -> dict[str, np.ndarray]:
+        return stats.by_unit((s.case, s.latency_ms) for s in _calls(ss) if s.workload == REPLAY)
+
+    def blocks(ss: Sequence[Sample]) -> dict[str, np.ndarray]:
+        return stats.by_unit((s.case, s.latency_ms) for s in ss
+                             if s.workload == BLOCK and s.source != "error")
+
+    def per_token(ss: Sequence[Sample]) -> dict[str, np.ndarray]:
+        calls = [s for s in _calls(ss) if s.workload == REPLAY and (s.generated_tokens or 0) > 0]
+        timed = all(s.extra.get("generate_ms") is not None for s in calls)
+        return stats.by_unit((s.case, (s.extra["generate_ms"] if timed else s.latency_ms,
+                                       s.generated_tokens)) for s in calls)
+
+    found = {
+        "ms_per_token": stats.compare_units(per_token(base), per_token(mine),
+                                            stats.per_count_pool),
+        "model_call_p50": stats.compare_units(calls(base), calls(mine), stats.pct_pool(50)),
+        "model_call_p95": stats.compare_units(calls(base), calls(mine), stats.pct_pool(95)),
+        "block_p50": stats.compare_units(blocks(base), blocks(mine), stats.pct_pool(50)),
+    }
+    return ({k: c.ratio for k, c in found.items()},
+            {k: [c.low, c.high] for k, c in found.items()})
 
 
 def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -465,15 +493,9 @@ def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict
         same_model = [k for k, r in rows.items() if r["model"] == row["model"]]
         base = next((k for k in same_model if rows[k]["mode"] == "off"), same_model[0])
         share, same, n = identical_share(by_key.get(key, []), by_key.get(base, []))
-        b = rows[base]
         row["base"] = base
         row["identical"] = {"share": share, "same": same, "n": n}
-        row["vs_base"] = {
-            "ms_per_token": _ratio(row["ms_per_token"], b["ms_per_token"]),
-            "model_call_p50": _ratio(row["model_calls"]["p50"], b["model_calls"]["p50"]),
-            "model_call_p95": _ratio(row["model_calls"]["p95"], b["model_calls"]["p95"]),
-            "block_p50": _ratio(row["block"]["p50"], b["block"]["p50"]),
-        }
+        row["vs_base"], row["vs_base_ci"] = vs_base(by_key.get(base, []), by_key.get(key, []))
     return rows
 
 

@@ -6,7 +6,7 @@ environment of its own; install.py; several, comma-separated, are A1, A2, ...) a
 candidate: this checkout, or `--candidate REF`) each serve the same keystrokes, files and
 tasks, interleaved unit by unit (drive.py), in scenarios shaped like users (scenarios.py).
 Every measure is reported as B/A for each baseline with a paired bootstrap confidence
-interval and a verdict (stats.py), in `ab-report.md` and `ab-samples.json` (report.py).
+interval and a verdict (measures.py), in `ab-report.md` and `ab-samples.json` (report.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from lsp_complete.bench import coldfiles, humaneval, machine, workload
-from lsp_complete.bench.ab import drive, install, report, stats
+from lsp_complete.bench.ab import drive, install, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
@@ -108,7 +108,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
         runs += mine
         info[scenario.name] = {
             "units": units,
-            "identical": {key: stats.identical_share(mine, scenario.name, key)
+            "identical": {key: measures.identical_share(mine, scenario.name, key)
                           for key in baselines},
             **{side.key: _side_info(side, marks[side.key], mine) for side in sides}}
     return runs, info
@@ -135,16 +135,16 @@ def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRu
 
 
 def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any], seed: int,
-            resamples: int, baselines: list[str]) -> list[stats.Row]:
+            resamples: int, baselines: list[str]) -> list[measures.Row]:
     """B against each baseline in turn, every scenario's rows."""
-    rows: list[stats.Row] = []
+    rows: list[measures.Row] = []
     for key in baselines:
         for scenario in scenarios:
-            rows += stats.scenario_rows(scenario, runs, seed, resamples, key)
-            rows += stats.language_rows(scenario, runs, seed, resamples, key)
+            rows += measures.scenario_rows(scenario, runs, seed, resamples, key)
+            rows += measures.language_rows(scenario, runs, seed, resamples, key)
             facts = info.get(scenario.name) or {}
             if facts.get("units"):
-                rows.append(stats.rss_row(scenario.name, facts[key]["peak_rss_mb"],
+                rows.append(measures.rss_row(scenario.name, facts[key]["peak_rss_mb"],
                                           facts[CANDIDATE]["peak_rss_mb"], key))
     return rows
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench.ab.drive import UnitRun
-from lsp_complete.bench.ab.stats import RSS_TOLERANCE, Row
+from lsp_complete.bench.ab.measures import Row
+from lsp_complete.bench.stats import RSS_TOLERANCE
 
 REPORT_MD = "ab-report.md"
 SAMPLES_JSON = "ab-samples.json"

@@ -1,37 +1,21 @@
-"""A/B measures as ratios B/A with paired bootstrap confidence intervals, B (the candidate)
-against each baseline on its own (A, or A1, A2, ...).
-
-The unit of resampling is what was run on both sides: a span (typing scenarios), a never-seen
-file (`open`) or a HumanEval task. A resample draws unit indices with replacement and
-recomputes the measure on both sides from the same units: percentiles over the pooled
-keystrokes of the drawn spans, means over their keystrokes or tasks, CPU as the drawn units'
-CPU seconds over their keystrokes. The 95% interval is the 2.5th to 97.5th percentile of the
-resampled ratios. Seeded: the same samples give the same intervals.
-
-Verdict: "regression" when the whole interval lies on the worse side of 1 (above it for a
-time or a cost, below it for a quality), "improvement" when it lies on the better side, else
-"same"; none for fewer than MIN_UNITS paired units. Peak memory is one number per server and
-scenario (no interval): a ratio beyond RSS_TOLERANCE is called a regression or an
-improvement.
+"""What an A/B reports for each scenario (`measures_for`), and its rows: B (the candidate)
+against each baseline on its own (A, or A1, A2, ...), each measure a ratio B/A with a paired
+bootstrap interval over spans, files or tasks (bench/stats.py). Peak memory is one number per
+server and scenario.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from lsp_complete.bench import stats
 from lsp_complete.bench.ab.drive import CANDIDATE, UnitRun
 from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.stats import RESAMPLES, max_pool, mean_pool, pct_pool, per_count_pool
 
-RESAMPLES = 2000
-CONFIDENCE = 0.95
-RSS_TOLERANCE = 0.05
-# Fewer paired units than this give an interval but no verdict: a bootstrap over two or three
-# spans only reshuffles them.
-MIN_UNITS = 5
 TAB_SHARE = "characters put in by Tab"  # saved: the headline
 
 
@@ -40,7 +24,7 @@ class Measure:
     name: str
     lower_is_better: bool
     per_unit: Callable[[UnitRun], np.ndarray]  # a unit's values (rows for `pool`)
-    pool: Callable[[np.ndarray], float | None]  # the measure over drawn units' values, stacked
+    pool: stats.Pool
     unit: str = ""  # how a value is shown: ms, share, s, chars
 
 
@@ -57,32 +41,6 @@ class Row:
     unit: str
     n: int  # paired units
     baseline: str = "A"  # the side `a` is of (B is always the candidate)
-
-
-# --- pooling -----------------------------------------------------------------------------------
-
-
-def _percentile(q: float) -> Callable[[np.ndarray], float | None]:
-    def pool(values: np.ndarray) -> float | None:
-        return float(np.percentile(values, q)) if values.size else None
-
-    return pool
-
-
-def _mean(values: np.ndarray) -> float | None:
-    return float(values.mean()) if values.size else None
-
-
-def _max(values: np.ndarray) -> float | None:
-    return float(values.max()) if values.size else None
-
-
-def _per_request(rows: np.ndarray) -> float | None:
-    """Rows of (amount, count), e.g. CPU seconds and requests: the amount per count, over
-    all the drawn rows together."""
-    if not rows.size or rows[:, 1].sum() == 0:
-        return None
-    return float(rows[:, 0].sum() / rows[:, 1].sum())
 
 
 # --- per-unit values ---------------------------------------------------------------------------
@@ -158,77 +116,58 @@ def measures_for(scenario: Scenario) -> list[Measure]:
     """What is reported for a scenario, in report order."""
     if scenario.kind == "typing" and scenario.saves:
         return [
-            Measure(TAB_SHARE, False, _tab_chars, _per_request, "share"),
-            Measure("wrong suggestions shown / key", True, _wrong_shown, _per_request, "share"),
-            Measure("fresh answers", False, _fresh, _mean, "share"),
-            Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
+            Measure(TAB_SHARE, False, _tab_chars, per_count_pool, "share"),
+            Measure("wrong suggestions shown / key", True, _wrong_shown, per_count_pool, "share"),
+            Measure("fresh answers", False, _fresh, mean_pool, "share"),
+            Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
             Measure("keystroke p95 after a span's first key", True, _later_latencies,
-                    _percentile(95), "ms"),
-            Measure("CPU s / keystroke", True, _cpu, _per_request, "s"),
+                    pct_pool(95), "ms"),
+            Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s"),
         ]
     if scenario.kind == "typing":
         later_p50 = Measure("keystroke p50 after a span's first key", True, _later_latencies,
-                            _percentile(50), "ms")
-        first_p95 = Measure("first key of a span p95", True, _first_latency, _percentile(95),
+                            pct_pool(50), "ms")
+        first_p95 = Measure("first key of a span p95", True, _first_latency, pct_pool(95),
                             "ms")
         found = [
-            Measure("keystroke p50", True, _latencies, _percentile(50), "ms"),
-            Measure("keystroke p95", True, _latencies, _percentile(95), "ms"),
+            Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
+            Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"),
             # A moved span's first key (the move) apart from the keys after it, both ways.
             *([later_p50] if scenario.moved else []),
             Measure("keystroke p95 after a span's first key", True, _later_latencies,
-                    _percentile(95), "ms"),
+                    pct_pool(95), "ms"),
         ]
         if scenario.awaited:
-            found += [Measure("first key of a span p50", True, _first_latency, _percentile(50),
+            found += [Measure("first key of a span p50", True, _first_latency, pct_pool(50),
                               "ms"),
                       *([first_p95] if scenario.moved else []),
-                      Measure("line-exact", False, _line_exact, _mean, "share")]
+                      Measure("line-exact", False, _line_exact, mean_pool, "share")]
         else:
-            found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, _mean,
+            found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, mean_pool,
                               "share"),
-                      Measure("fresh answers", False, _fresh, _mean, "share"),
-                      Measure("wait at a line's end, max", True, _line_end_latencies, _max,
+                      Measure("fresh answers", False, _fresh, mean_pool, "share"),
+                      Measure("wait at a line's end, max", True, _line_end_latencies, max_pool,
                               "ms")]
         return found + [
-            Measure("characters accepted / key", False, _accepted, _mean, "chars"),
-            Measure("CPU s / keystroke", True, _cpu, _per_request, "s"),
+            Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
+            Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s"),
         ]
     if scenario.kind == "open":
         return [
-            Measure("first suggestion p50", True, _first_latency, _percentile(50), "ms"),
-            Measure("first suggestion max", True, _first_latency, _max, "ms"),
-            Measure("line-exact (first 3 keys)", False, _line_exact, _mean, "share"),
-            Measure("CPU s / request", True, _cpu, _per_request, "s"),
+            Measure("first suggestion p50", True, _first_latency, pct_pool(50), "ms"),
+            Measure("first suggestion max", True, _first_latency, max_pool, "ms"),
+            Measure("line-exact (first 3 keys)", False, _line_exact, mean_pool, "share"),
+            Measure("CPU s / request", True, _cpu, per_count_pool, "s"),
         ]
     return [
-        Measure("HumanEval EM", False, _exact, _mean, "share"),
-        Measure("HumanEval pass@1", False, _passed, _mean, "share"),
-        Measure("answer p50", True, _latencies, _percentile(50), "ms"),
-        Measure("CPU s / task", True, _cpu, _per_request, "s"),
+        Measure("HumanEval EM", False, _exact, mean_pool, "share"),
+        Measure("HumanEval pass@1", False, _passed, mean_pool, "share"),
+        Measure("answer p50", True, _latencies, pct_pool(50), "ms"),
+        Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
     ]
 
 
 # --- comparing ---------------------------------------------------------------------------------
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    """B / A; equal values (0 and 0 too) are 1, anything over nothing is infinite."""
-    if a is None or b is None:
-        return None
-    if a == b:
-        return 1.0
-    return math.inf if a == 0 else b / a
-
-
-def verdict(low: float | None, high: float | None, lower_is_better: bool) -> str:
-    if low is None or high is None:
-        return "n/a"
-    if low > 1:
-        return "regression" if lower_is_better else "improvement"
-    if high < 1:
-        return "improvement" if lower_is_better else "regression"
-    return "same"
 
 
 def paired(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
@@ -242,43 +181,20 @@ def paired(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
     return [a[u] for u in units], [b[u] for u in units]
 
 
-def draws(n: int, seed: int, resamples: int = RESAMPLES) -> np.ndarray:
-    """Resampled unit indices, one row per resample."""
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-
-
-def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.empty(0)
-
-
 def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
-            b_runs: Sequence[UnitRun], drawn: np.ndarray, baseline: str = "A") -> Row:
-    a_values = [measure.per_unit(r) for r in a_runs]
-    b_values = [measure.per_unit(r) for r in b_runs]
-    a, b = measure.pool(_stack(a_values)), measure.pool(_stack(b_values))
-    ratios = []
-    for picks in drawn:
-        r = ratio(measure.pool(_stack([a_values[i] for i in picks])),
-                  measure.pool(_stack([b_values[i] for i in picks])))
-        if r is not None:
-            ratios.append(r)
-    low = high = None
-    if ratios and len(a_runs) > 1:
-        tail = (1 - CONFIDENCE) / 2 * 100
-        # Order statistics, not interpolation: a ratio may be infinite.
-        low = float(np.percentile(ratios, tail, method="lower"))
-        high = float(np.percentile(ratios, 100 - tail, method="higher"))
-    judged = verdict(low, high, measure.lower_is_better) if len(a_runs) >= MIN_UNITS \
-        else "too few units"
-    return Row(scenario, measure.name, a, b, ratio(a, b), low, high, judged, measure.unit,
-               len(a_runs), baseline)
+            b_runs: Sequence[UnitRun], seed: int, resamples: int = RESAMPLES,
+            baseline: str = "A") -> Row:
+    c = stats.compare([measure.per_unit(r) for r in a_runs],
+                      [measure.per_unit(r) for r in b_runs], measure.pool,
+                      measure.lower_is_better, seed, resamples)
+    return Row(scenario, measure.name, c.a, c.b, c.ratio, c.low, c.high, c.verdict,
+               measure.unit, c.n, baseline)
 
 
 def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
                   resamples: int = RESAMPLES, baseline: str = "A") -> list[Row]:
     a_runs, b_runs = paired(runs, scenario.name, baseline)
-    drawn = draws(len(a_runs), seed, resamples) if a_runs else np.empty((0, 0), dtype=int)
-    return [compare(m, scenario.name, a_runs, b_runs, drawn, baseline)
+    return [compare(m, scenario.name, a_runs, b_runs, seed, resamples, baseline)
             for m in measures_for(scenario)]
 
 
@@ -303,24 +219,16 @@ def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
     for language in languages:
         picks = [i for i, run in enumerate(a_runs) if language_of(run) == language]
         mine_a, mine_b = [a_runs[i] for i in picks], [b_runs[i] for i in picks]
-        drawn = draws(len(picks), seed, resamples)
-        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, drawn, baseline)
-                 for m in measures]
+        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, seed, resamples,
+                         baseline) for m in measures]
     return rows
 
 
 def rss_row(scenario: str, a_mb: float | None, b_mb: float | None,
             baseline: str = "A") -> Row:
-    r = ratio(a_mb, b_mb)
-    if r is None:
-        judged = "n/a"
-    elif r > 1 + RSS_TOLERANCE:
-        judged = "regression"
-    elif r < 1 - RSS_TOLERANCE:
-        judged = "improvement"
-    else:
-        judged = "same"
-    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, judged, "MiB", 1, baseline)
+    r = stats.ratio(a_mb, b_mb)
+    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, stats.one_number_verdict(r),
+               "MiB", 1, baseline)
 
 
 def identical_share(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
