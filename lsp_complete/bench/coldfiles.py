@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import lsp_driver
+from lsp_complete.bench import fmt, lsp_driver
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.stats import latency_summary, mean
 from lsp_complete.bench.workload import _stdlib_dir, line_exact, make_open_case, read_source
@@ -106,23 +106,16 @@ def summarize(samples: Sequence[Sample], workload: str = WORKLOAD) -> dict[str, 
     }
 
 
-def markdown_row(label: str, row: dict[str, Any]) -> str:
-    def ms(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.0f} ms"
-
-    def share(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.2f}"
-
+def markdown_row(label: str, row: dict[str, Any]) -> list[str]:
     first = row.get("first") or {}
-    tokens = row.get("first_prompt_tokens")
-    return (f"| {label} | {row.get('files', 0)} | {ms(first.get('p50'))} | {ms(first.get('p95'))}"
-            f" | {ms(first.get('max'))} | {'n/a' if tokens is None else f'{tokens:.0f}'}"
-            f" | {share(row.get('first_line_exact'))} | {share(row.get('keys_line_exact'))}"
-            f" | {ms(row.get('keys_p50'))} |")
+    return [label, str(row.get("files", 0)), fmt.ms(first.get("p50")), fmt.ms(first.get("p95")),
+            fmt.ms(first.get("max")), fmt.num(row.get("first_prompt_tokens")),
+            fmt.num(row.get("first_line_exact"), 2), fmt.num(row.get("keys_line_exact"), 2),
+            fmt.ms(row.get("keys_p50"))]
 
 
-TABLE_HEADER = [
-    "| engine | files | first suggestion p50 | p95 | max | first prompt tokens | "
-    "line-exact, first | line-exact, first 3 keys | first 3 keys p50 |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-]
+def markdown(rows: list[list[str]]) -> list[str]:
+    """The never-seen files' table, one row (`markdown_row`) per engine or variant."""
+    return fmt.table(["engine", "files", "first suggestion p50", "p95", "max",
+                      "first prompt tokens", "line-exact, first", "line-exact, first 3 keys",
+                      "first 3 keys p50"], rows)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from lsprotocol import types
 
-from lsp_complete.bench import coldfiles, lsp_driver, metrics, stats
+from lsp_complete.bench import coldfiles, fmt, lsp_driver, metrics, stats
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import (
@@ -401,7 +401,7 @@ def _block_summary(samples: Sequence[Sample]) -> dict[str, Any]:
         **stats.latency_summary([s.latency_ms for s in answered]),
         "pass1": share, "pass_hits": hits, "tasks": n,
         "ms_per_token": per_token, "ms_per_token_basis": basis,
-        "generated_mean": sum(generated) / len(generated) if generated else None,
+        "generated_mean": stats.mean(generated),
     }  # fmt: skip
 
 
@@ -502,27 +502,9 @@ def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict
 # --- report ------------------------------------------------------------------------------------
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def _of(share: float | None, hits: int, n: int) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}% ({hits}/{n})"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows] + [""]
+def _vs(row: dict[str, Any], name: str) -> str:
+    """A ratio against the base variant, with its interval."""
+    return fmt.x_ci(row["vs_base"][name], (row.get("vs_base_ci") or {}).get(name))
 
 
 def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
@@ -548,18 +530,18 @@ def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     ]
     speed = []
     for key, row in rows.items():
-        calls, block, vs = row["model_calls"], row["block"], row["vs_base"]
+        calls, block = row["model_calls"], row["block"]
         speed.append([
-            key, str(calls["n"]), _ms(calls["p50"]), _ms(calls["p95"]),
-            f"{_x(vs['model_call_p50'])} / {_x(vs['model_call_p95'])}",
-            _num(row["ms_per_token"], 1), _x(vs["ms_per_token"]),
-            _ms(block.get("p50")), _ms(block.get("p95")), _x(vs["block_p50"]),
-            _num(block.get("ms_per_token"), 1),
-            _num(row["accepted_per_step"]), _num(row["drafted_per_step"]),
+            key, str(calls["n"]), fmt.ms(calls["p50"]), fmt.ms(calls["p95"]),
+            f"{_vs(row, 'model_call_p50')} / {_vs(row, 'model_call_p95')}",
+            fmt.num(row["ms_per_token"], 1), _vs(row, "ms_per_token"),
+            fmt.ms(block.get("p50")), fmt.ms(block.get("p95")), _vs(row, "block_p50"),
+            fmt.num(block.get("ms_per_token"), 1),
+            fmt.num(row["accepted_per_step"], 2), fmt.num(row["drafted_per_step"], 2),
             str(row["verify_steps"]),
-            f"{_num(row['peak_rss_mb'], 0)} / {_num(row['end_rss_mb'], 0)} MiB",
+            f"{fmt.num(row['peak_rss_mb'], 0)} / {fmt.num(row['end_rss_mb'], 0)} MiB",
         ])  # fmt: skip
-    lines += _table(
+    lines += fmt.table(
         ["variant", "model calls", "p50", "p95", "p50 / p95 vs base", "ms/token (replay)",
          "vs base", "block p50", "block p95", "block p50 vs base", "ms/token (blocks)",
          "accepted / verify step", "drafted / verify step", "verify steps",
@@ -570,14 +552,15 @@ def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     for key, row in rows.items():
         he, block, same = row["humaneval"], row["block"], row["identical"]
         quality.append([
-            key, _of(he["em"], he["em_hits"], he["n"]), _of(he["pass1"], he["pass_hits"], he["n"]),
-            _of(block["pass1"], block["pass_hits"], block["tasks"]),
-            _num(block.get("generated_mean"), 1),
-            "(base)" if row["base"] == key else _of(same["share"], same["same"], same["n"]),
+            key, fmt.of(he["em"], he["em_hits"], he["n"]),
+            fmt.of(he["pass1"], he["pass_hits"], he["n"]),
+            fmt.of(block["pass1"], block["pass_hits"], block["tasks"]),
+            fmt.num(block.get("generated_mean"), 1),
+            "(base)" if row["base"] == key else fmt.of(same["share"], same["same"], same["n"]),
             ", ".join(row.get("draft_sources") or []) or "-",
             str(row["near_ties"]), str(row["errors"]),
         ])  # fmt: skip
-    lines += _table(
+    lines += fmt.table(
         ["variant", "HumanEval EM", "HumanEval pass@1", "block pass@1", "block tokens (mean)",
          "identical to base", "draft sources", "near-ties re-decided", "errors"],
         quality,
@@ -585,14 +568,14 @@ def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     typing = []
     for key, row in rows.items():
         keys = row.get("keystrokes") or {}
-        typing.append([key, str(keys.get("n", 0)), _ms(keys.get("p50")), _ms(keys.get("p95")),
-                       _num(keys.get("line_exact"))])
-    lines += _table(["variant", "replay keystrokes", "keystroke p50", "keystroke p95",
+        typing.append([key, str(keys.get("n", 0)), fmt.ms(keys.get("p50")), fmt.ms(keys.get("p95")),
+                       fmt.num(keys.get("line_exact"), 2)])
+    lines += fmt.table(["variant", "replay keystrokes", "keystroke p50", "keystroke p95",
                      "line-exact"], typing)
     cold = [coldfiles.markdown_row(key, row["coldfile"]) for key, row in rows.items()
             if (row.get("coldfile") or {}).get("files")]
     if cold:
         lines += ["First suggestion in never-seen files (opened and asked at once, mid-line; "
-                  "then two characters typed):", "", *coldfiles.TABLE_HEADER, *cold, ""]
+                  "then two characters typed):", "", *coldfiles.markdown(cold)]
     lines += [f"- {note}" for note in info.get("notes") or []]
     return lines + ([""] if info.get("notes") else [])

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import coldfiles, humaneval, machine, workload
+from lsp_complete.bench import coldfiles, humaneval, machine, stats, workload
 from lsp_complete.bench.ab import drive, install, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
@@ -126,7 +125,7 @@ def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRu
     new_starts, new_peaks = side.startup_ms[starts:], side.peak_rss_mb[peaks:]
     return {
         "errors": sum(r.error is not None for r in runs if r.side == side.key),
-        "startup_ms": statistics.fmean(new_starts) if new_starts else None,
+        "startup_ms": stats.mean(new_starts),
         "peak_rss_mb": max(new_peaks) if new_peaks else None,
         "woke": side.woke - woke,
         # What this server used while another one was driven (should be ~0).

@@ -11,32 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lsp_complete.bench import fmt
 from lsp_complete.bench.ab.drive import UnitRun
 from lsp_complete.bench.ab.measures import Row
 from lsp_complete.bench.stats import RSS_TOLERANCE
 
 REPORT_MD = "ab-report.md"
 SAMPLES_JSON = "ab-samples.json"
-
-
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "ms":
-        return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-    if unit == "share":
-        return f"{value * 100:.1f}%"
-    if unit == "s":
-        return f"{value:.3f} s"
-    if unit == "MiB":
-        return f"{value:,.0f} MiB"
-    return f"{value:.2f}"
-
-
-def _x(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return "inf" if math.isinf(value) else f"{value:.2f}x"
 
 
 def _verdict(verdict: str) -> str:
@@ -51,16 +32,10 @@ def baselines_of(meta: dict[str, Any]) -> list[str]:
 def table(rows: Sequence[Row], baseline: str = "A") -> list[str]:
     """B against `baseline`: its rows, one per scenario and measure."""
     a = baseline
-    lines = [f"| scenario | measure | {a} | B | B/{a} | 95% CI | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for row in rows:
-        if row.baseline != baseline:
-            continue
-        ci = "-" if row.low is None else f"{_x(row.low)} - {_x(row.high)}"
-        lines.append(f"| {row.scenario} | {row.measure} | {_value(row.a, row.unit)} | "
-                     f"{_value(row.b, row.unit)} | {_x(row.ratio)} | {ci} | "
-                     f"{_verdict(row.verdict)} |")
-    return lines
+    return fmt.table(["scenario", "measure", a, "B", f"B/{a}", "95% CI", "verdict"], [
+        [row.scenario, row.measure, fmt.value(row.a, row.unit), fmt.value(row.b, row.unit),
+         fmt.x(row.ratio), "-" if row.low is None else f"{fmt.x(row.low)} - {fmt.x(row.high)}",
+         _verdict(row.verdict)] for row in rows if row.baseline == baseline])[:-1]
 
 
 def tables(meta: dict[str, Any], rows: Sequence[Row]) -> list[str]:
@@ -146,7 +121,7 @@ def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, info in meta["scenarios"].items():
-        same = " / ".join(_value(_identical(info, key), "share") for key in keys)
+        same = " / ".join(fmt.value(_identical(info, key), "share") for key in keys)
         lines.append(f"| {name} | {info['units']} | {same} | "
                      f"{_joined(info, order, 'errors')} | "
                      f"{_joined(info, order, 'startup_ms', 'ms')} | "
@@ -157,7 +132,7 @@ def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
 
 def _joined(info: dict[str, Any], order: Sequence[str], field: str, unit: str = "") -> str:
     values = [info[key][field] for key in order]
-    return " / ".join(_value(v, unit) if unit else str(v) for v in values)
+    return " / ".join(fmt.value(v, unit) if unit else str(v) for v in values)
 
 
 def write(out: Path, meta: dict[str, Any], rows: Sequence[Row],

@@ -11,6 +11,7 @@ from typing import Any
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.crossfile.tasks import CrossFileTask, score
 from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.stats import mean
 from lsp_complete.languages import syntax_for
 from lsp_complete.testing.lsp_client import position_at
 
@@ -128,17 +129,14 @@ def summarize(samples: list[Sample]) -> dict[str, dict[str, Any]]:
                 and s.extra.get("variant") == variant]
         if not mine:
             continue
-        n = len(mine)
-        tokens = [s.extra.get("repo_tokens", 0) for s in mine]
         rss = [s.extra["rss_mib"] for s in mine if s.extra.get("rss_mib") is not None]
         rows[variant] = {
             "label": VARIANT_LABELS[variant],
-            "n": n,
-            "em": sum(s.extra["em"] for s in mine) / n,
-            "needed": sum(s.extra["needed"] for s in mine) / n,
-            "es": sum(s.extra["es"] for s in mine) / n,
-            "repo_tokens_mean": sum(tokens) / n,
-            "latency_mean_ms": sum(s.latency_ms for s in mine) / n,
+            "n": len(mine),
+            **{name: mean(s.extra[key] for s in mine)
+               for name, key in (("em", "em"), ("needed", "needed"), ("es", "es"))},
+            "repo_tokens_mean": mean(s.extra.get("repo_tokens", 0) for s in mine),
+            "latency_mean_ms": mean(s.latency_ms for s in mine),
             "rss_max_mib": max(rss, default=None),
         }
     return rows
