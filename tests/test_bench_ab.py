@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, stats, workload
-from lsp_complete.bench.ab import install, measures, scenarios
+from lsp_complete.bench import humaneval, install, stats, workload
+from lsp_complete.bench.ab import measures, scenarios
 from lsp_complete.bench.ab.drive import UnitRun, accepted_chars
 from lsp_complete.bench.records import Sample
 
@@ -294,7 +294,7 @@ def test_baselines_are_split_on_commas_and_take_turns() -> None:
         with pytest.raises(ValueError):
             baseline_specs(bad)
     assert drive.baseline_keys(1) == ["A"] and drive.baseline_keys(2) == ["A1", "A2"]
-    sides = [drive.Side(key, None) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
+    sides = [drive.Side(key, None, {}, Path()) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
     orders = [[s.key for s in drive.turn_order(sides, i)] for i in range(4)]
     assert orders == [["A1", "A2", "B"], ["A2", "B", "A1"], ["B", "A1", "A2"],
                       ["A1", "A2", "B"]]  # each side in each place equally often

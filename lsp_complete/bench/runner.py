@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +25,10 @@ from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.records import Completion, Sample, StatelessEngine
+from lsp_complete.bench.servers import WARMUP_OFFSET, WARMUP_TEXT, Server, live_checkout
 from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
 from lsp_complete.bench.workload import Episode, OpenCase, line_exact
 from lsp_complete.testing.lsp_client import position_at
-
-WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
-WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
-WARMUP_URI = "file:///lsp-complete-bench/warmup.py"
 
 
 @dataclass
@@ -166,73 +160,14 @@ def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
 # --- lsp-complete over LSP (d) -----------------------------------------------------------------
 
 
-def base_server_env(cache_dir: str) -> dict[str, str]:
-    """The environment of a measured server: its own KV cache folder, and its own engine,
-    cache and process (whose memory is measured), never the shared engine daemon."""
-    env = dict(os.environ)
-    env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
-    env["LSP_COMPLETE_NO_DAEMON"] = "1"
-    return env
-
-
-def _server_env(cache_dir: str) -> dict[str, str]:
-    env = base_server_env(cache_dir)
-    # The server must import this very checkout, installed or not.
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return env
-
-
-class ServerRunner:
-    """Starts fresh servers (each with its own empty KV cache folder) for each measurement."""
-
-    def __init__(self, cfg: BenchConfig, multiline: str = "never",
-                 extra_options: dict[str, Any] | None = None) -> None:
-        self.cfg = cfg
-        self.init_options = {
-            "model": cfg.model_path,
-            "threads": cfg.threads,
-            "maxTokens": cfg.max_tokens,
-            "multiline": multiline,
-            **cfg.server_options,
-            **(extra_options or {}),
-        }
-        self.peaks: list[float] = []
-        self.startups: list[float] = []
-        self._dirs: list[str] = []
-        (cfg.out / "server.log").unlink(missing_ok=True)  # this run's server output only
-
-    def new_cache_dir(self) -> str:
-        path = tempfile.mkdtemp(prefix="lsp-complete-bench-kv-")
-        self._dirs.append(path)
-        return path
-
-    async def start(self, cache_dir: str) -> lsp_driver.ServerSession:
-        session = lsp_driver.ServerSession(
-            self.cfg.model_path,
-            self.init_options,
-            env=_server_env(cache_dir),
-            log_path=self.cfg.out / "server.log",
-            workspace_folders=self.cfg.workspace_folders,
-        )
-        self.startups.append(await session.start())
-        return session
-
-    async def stop(self, session: lsp_driver.ServerSession) -> None:
-        peak = session.peak_rss_mb()
-        if peak is not None:
-            self.peaks.append(peak)
-        await session.stop()
-
-    def cleanup(self) -> None:
-        for path in self._dirs:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-async def _warm_up(session: lsp_driver.ServerSession) -> None:
-    session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
-    await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
-    session.close(WARMUP_URI)
+def lsp_server(cfg: BenchConfig, multiline: str = "never",
+               extra_options: dict[str, Any] | None = None) -> Server:
+    """(d): this checkout as it is, with `cfg`'s settings, its output in `cfg.out`'s
+    server.log (this run's only)."""
+    (cfg.out / "server.log").unlink(missing_ok=True)
+    options = {"model": cfg.model_path, "threads": cfg.threads, "maxTokens": cfg.max_tokens,
+               "multiline": multiline, **cfg.server_options, **(extra_options or {})}
+    return Server("d", live_checkout(), options, cfg.out / "server.log", cfg.workspace_folders)
 
 
 async def replay_lsp(
@@ -309,13 +244,13 @@ async def humaneval_lsp(
     return samples
 
 
-async def open_lsp(runner: ServerRunner, case: OpenCase) -> list[Sample]:
+async def open_lsp(server: Server, case: OpenCase) -> list[Sample]:
     """Cold open, a warm keystroke, a re-open in the same process, then a restart that may
     restore the file's KV cache from disk.  Latency runs from didOpen to the answer."""
-    cache_dir = runner.new_cache_dir()
+    cache_dir = server.new_cache_dir()
     uri = Path(case.path).resolve().as_uri()
     samples: list[Sample] = []
-    session = await runner.start(cache_dir)
+    session = await server.start(cache_dir, warm=False)
     try:
         samples.append(await _open_once(session, case, uri, "cold-open", 1))
         typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
@@ -328,13 +263,13 @@ async def open_lsp(runner: ServerRunner, case: OpenCase) -> list[Sample]:
         samples.append(await _open_once(session, case, uri, "warm-reopen", 10))
         session.close(uri)
     finally:
-        await runner.stop(session)
-    session = await runner.start(cache_dir)
+        await server.stop()
+    session = await server.start(cache_dir, warm=False)
     try:
         samples.append(await _open_once(session, case, uri, "restart-from-disk", 20))
         session.close(uri)
     finally:
-        await runner.stop(session)
+        await server.stop()
     return samples
 
 
@@ -364,23 +299,21 @@ async def _with_status(
 
 
 async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:
-    runner = ServerRunner(cfg)
+    server = lsp_server(cfg)
     samples: list[Sample] = []
     stale: dict[str, Any] = {}
     try:
-        session = await runner.start(runner.new_cache_dir())
+        session = await server.start()
         try:
-            await _warm_up(session)
             with _bar("(d) replay", work.n_keystrokes) as bar:
                 samples += await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
             with _bar("(d) humaneval", len(work.tasks)) as bar:
                 samples += await humaneval_lsp(session, work, bar.update)
         finally:
-            await runner.stop(session)
+            await server.stop()
         if paced and work.episodes:
-            session = await runner.start(runner.new_cache_dir())
+            session = await server.start()
             try:
-                await _warm_up(session)
                 began = time.monotonic()
                 with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
                     samples += await paced_lsp(
@@ -393,21 +326,21 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
                     "paced_work_after_cancel_ms": counters.get("work_after_cancel_ms"),
                 }
             finally:
-                await runner.stop(session)
+                await server.stop()
         if work.open_case is not None:
-            samples += await open_lsp(runner, work.open_case)
+            samples += await open_lsp(server, work.open_case)
         if work.cold_cases:
-            session = await runner.start(runner.new_cache_dir())
+            session = await server.start(warm=False)
             try:
                 with _bar("(d) never-seen files", len(work.cold_cases)) as bar:
                     samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update)
             finally:
-                await runner.stop(session)
+                await server.stop()
     finally:
-        runner.cleanup()
+        server.cleanup()
     extras = {
-        "peak_rss_mb": max(runner.peaks) if runner.peaks else None,
-        "startup_ms": min(runner.startups) if runner.startups else None,
+        "peak_rss_mb": max(server.peak_rss_mb, default=None),
+        "startup_ms": min(server.startup_ms, default=None),
         **stale,
     }
     return EngineRun(samples, extras)
@@ -426,18 +359,18 @@ async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
     samples: list[Sample] = []
     for variant in variants:
         tokens, open_imported = crossfile.LSP_CONFIGS[variant]
-        runner = ServerRunner(cfg, extra_options={} if tokens is None
-                              else {"repoContextTokens": tokens})
+        server = lsp_server(cfg, extra_options={} if tokens is None
+                            else {"repoContextTokens": tokens})
         try:
-            session = await runner.start(runner.new_cache_dir())
+            session = await server.start(warm=False)
             try:
                 with _bar(f"(d) cross-file {variant}", len(tasks)) as bar:
                     samples += await crossfile.run_lsp_config(session, tasks, variant,
                                                               open_imported, bar.update)
             finally:
-                await runner.stop(session)
+                await server.stop()
         finally:
-            runner.cleanup()
+            server.cleanup()
     return samples
 
 

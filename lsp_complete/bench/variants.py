@@ -33,14 +33,7 @@ from lsprotocol import types
 from lsp_complete.bench import coldfiles, fmt, lsp_driver, metrics, stats
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.runner import (
-    BenchConfig,
-    ServerRunner,
-    Workload,
-    _bar,
-    _warm_up,
-    replay_lsp,
-)
+from lsp_complete.bench.runner import BenchConfig, Workload, _bar, lsp_server, replay_lsp
 from lsp_complete.bench.spans import span_version
 from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
@@ -287,13 +280,12 @@ async def run_variant_async(
     out.mkdir(parents=True, exist_ok=True)  # its own server.log
     vcfg = dataclasses.replace(cfg, model_path=variant.model.path,
                                model_name=variant.model.name, out=out)
-    runner = ServerRunner(vcfg, extra_options={"speculation": variant.mode})
+    server = lsp_server(vcfg, extra_options={"speculation": variant.mode})
     run = VariantRun(variant.key, variant.model.name, variant.mode)
     samples: list[Sample] = []
     try:
-        session = await runner.start(runner.new_cache_dir())
+        session = await server.start()
         try:
-            await _warm_up(session)
             before = _counters(await session.status())
             with _bar(f"(d) {variant.key} replay", work.n_keystrokes) as bar:
                 replay = await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
@@ -313,7 +305,7 @@ async def run_variant_async(
             # Never-seen files as the replay runs: the server's own timing, single lines.
             defaults = Settings()
             await _configure(session, {
-                "multiline": runner.init_options["multiline"], "maxTokens": cfg.max_tokens,
+                "multiline": server.init_options["multiline"], "maxTokens": cfg.max_tokens,
                 "timeBudgetMs": defaults.time_budget_ms,
                 "idleReanchorMs": defaults.idle_reanchor_ms})
             with _bar(f"(d) {variant.key} never-seen files", len(work.cold_cases)) as bar:
@@ -324,11 +316,11 @@ async def run_variant_async(
             run.end_rss_mb = (final.get("memory") or {}).get("rssMiB")
             run.speculation = (final.get("engine") or {}).get("speculation")
         finally:
-            await runner.stop(session)
+            await server.stop()
     finally:
-        runner.cleanup()
-    run.peak_rss_mb = max(runner.peaks) if runner.peaks else None
-    run.startup_ms = runner.startups[0] if runner.startups else None
+        server.cleanup()
+    run.peak_rss_mb = max(server.peak_rss_mb, default=None)
+    run.startup_ms = server.startup_ms[0] if server.startup_ms else None
     for sample in samples:
         sample.extra.update(variant=variant.key, model=variant.model.name,
                             speculation=variant.mode)

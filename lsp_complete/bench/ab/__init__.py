@@ -21,12 +21,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import coldfiles, humaneval, machine, stats, workload
-from lsp_complete.bench.ab import drive, install, measures, report
+from lsp_complete.bench import coldfiles, humaneval, install, machine, stats, workload
+from lsp_complete.bench.ab import drive, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.records import Sample
+from lsp_complete.bench.servers import StartError
 
 # How much work: a full A/B (about half an hour with the 1.5B model on 2 cores) and --quick.
 FULL = {"num_files": 3, "spans": 4, "span_lines": 2, "keystrokes": 480, "humaneval": 100,
@@ -170,10 +171,11 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> i
         print(f"A/B: {key} = {version.describe()}, lsp_complete from {install.verify(version)}",
               file=sys.stderr)
     began = time.time()
-    sides = [Side(key, version) for key, version in versions]
+    sides = [Side(key, version, cfg.init_options(), out / f"ab-server-{key}.log",
+                  cfg.workspace_folders) for key, version in versions]
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
-    except drive.StartError as err:
+    except StartError as err:
         raise SystemExit(f"bench --baseline: {err}") from None
     keys = [key for key, _ in baselines]
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)

@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench import coldfiles, lsp_driver
-from lsp_complete.bench.ab.install import ServerVersion
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
-from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
+from lsp_complete.bench.servers import Server
 from lsp_complete.bench.spans import (
     SpanTiming,
     fresh,
@@ -49,10 +46,7 @@ from lsp_complete.bench.spans import (
 from lsp_complete.bench.workload import Episode, first_line
 
 log = logging.getLogger(__name__)
-
-
-class StartError(RuntimeError):
-    """A server could not start or answer its warm-up request: nothing can be compared."""
+Side = Server  # an A/B side: its key B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
 
 
 POLL_S = 0.1
@@ -100,73 +94,18 @@ class UnitRun:
     error: str | None = None
 
 
-@dataclass
-class Side:
-    key: str  # B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
-    version: ServerVersion
-    session: lsp_driver.ServerSession | None = None
-    quiet_cpu_s: float = 0.0  # its CPU counter when it was last seen quiet
-    woke: int = 0  # times it used CPU while another server was being driven
-    idle_cpu_s: float = 0.0  # CPU it used during other servers' turns (should be ~0)
-    startup_ms: list[float] = field(default_factory=list)
-    peak_rss_mb: list[float] = field(default_factory=list)
-    end_rss_mb: list[float] = field(default_factory=list)
-    _cache_dirs: list[str] = field(default_factory=list)
-
-    @property
-    def live(self) -> lsp_driver.ServerSession:
-        assert self.session is not None
-        return self.session
-
-    def cpu(self) -> float:
-        return self.live.cpu_s() or 0.0
-
-
 # --- servers -----------------------------------------------------------------------------------
 
 
 async def start(side: Side, cfg: AbConfig) -> None:
     """A fresh server for `side`: empty KV cache folder, warmed up, quiet."""
-    cache_dir = tempfile.mkdtemp(prefix=f"lsp-complete-ab-{side.key}-kv-")
-    side._cache_dirs.append(cache_dir)
-    # A crash (a native library's fault) leaves a Python traceback in the server's log.
-    env = side.version.server_env({**base_server_env(cache_dir), "PYTHONFAULTHANDLER": "1"})
-    session = lsp_driver.ServerSession(
-        cfg.model_path, cfg.init_options(), env=env,
-        log_path=cfg.out / f"ab-server-{side.key}.log",
-        workspace_folders=cfg.workspace_folders, python=side.version.python,
-        cwd=side.version.cwd,
-    )  # fmt: skip
-    side.session = session
-    try:
-        side.startup_ms.append(await session.start())
-        session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
-        await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
-        session.close(WARMUP_URI)
-    except Exception as err:
-        await stop(side)
-        raise StartError(f"the {side.key} server ({side.version.describe()}) failed to start "
-                         f"or to answer a first request: {err}; its log: {session.log_path}"
-                         ) from err
+    await side.start()
     await wait_quiet(side, cfg.settle_s)
 
 
 async def stop(side: Side) -> None:
-    session = side.session
-    if session is None:
-        return
-    peak, now = session.peak_rss_mb(), session.rss_mb()
-    if peak is not None:
-        side.peak_rss_mb.append(peak)
-    if now is not None:
-        side.end_rss_mb.append(now)
-    try:
-        await session.stop()
-    finally:
-        side.session = None
-        for path in side._cache_dirs:
-            shutil.rmtree(path, ignore_errors=True)
-        side._cache_dirs.clear()
+    await side.stop()
+    side.cleanup()
 
 
 async def wait_quiet(side: Side, settle_s: float, timeout_s: float = QUIET_TIMEOUT_S) -> None:
