@@ -349,15 +349,18 @@ def test_speculation_modes_and_plan() -> None:
     assert len(notes) == 1 and "small" in notes[0] and "draft" in notes[0]
     twice = variants.unique_names([small, small])
     assert [m.name for m in twice] == ["small", "small#2"]
-    assert variants.block_count(None, quick=True) == 2
-    assert variants.block_count(None, quick=False) == 20
-    assert variants.block_count(5, quick=True) == 5
+    args = bench.build_parser().parse_args(["--quick", "--blocks", "5", "--span-lines", "1,3"])
+    baselines = bench.MODES[-1]
+    assert bench._with_sizes(args, baselines).blocks == 5
+    sized = bench._with_sizes(bench.build_parser().parse_args([]), baselines)
+    assert sized.blocks == 20 and sized.span_lines == 2 and sized.pace_ms == 100
+    assert bench._with_sizes(args, baselines).span_lines == (1, 3)
 
 
 def test_side_by_side_defaults_to_the_main_model_and_server_mode() -> None:
     main = variants.ModelUnderTest("m", "/m.gguf")
-    assert variants.side_by_side(None, None, None, True, main) is None
-    side = variants.side_by_side(None, "", 0, True, main)
+    assert variants.side_by_side(None, None, 2, main) is None
+    side = variants.side_by_side(None, "", 0, main)
     assert side is not None and [v.key for v in side.variants] == ["m/auto"]
     assert side.blocks == []
 

@@ -420,16 +420,17 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
 def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
                                                    tmp_path: Path) -> None:
     """Two git refs of this repository as the baselines, this checkout as the candidate, in
-    the moved scenarios: every unit on all three servers, each side in each place in turn, B
-    compared with each baseline on its own, and each moved span's first key reported apart
-    from the keys after it. Times are not checked."""
+    the moved scenarios and the typist who presses Tab, on one-line and 3-line spans: every
+    unit on all three servers, each side in each place in turn, B compared with each baseline
+    on its own, and each moved span's first key reported apart from the keys after it. Times
+    are not checked."""
     root = install.CHECKOUT_ROOT
     try:
         refs = [install.resolve_commit(root, ref) for ref in ("HEAD", "HEAD~1")]
     except install.InstallError:
         pytest.skip("not a git checkout with two commits")
     out, cache = tmp_path / "ab", tmp_path / "cache"
-    names = ("moved", "moved-pause")
+    names = ("moved", "moved-pause", "saved")
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
         "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
@@ -456,8 +457,15 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
         assert sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] * (len(mine) // 3))
         first = {u["unit"]: u["side"] for u in mine if u["order"] == 0}
         assert [first[i] for i in sorted(first)] == ["A1", "A2", "B"][:len(first)]
+    # --quick types a one-line and a 3-line span, its keys crossing a line break.
+    sizes = {name: int(name.rsplit("-", 1)[1]) - int(name.rsplit(":", 1)[1].split("-")[0]) + 1
+             for name in {u["name"] for u in units}}
+    assert sorted(sizes.values()) == [1, 3], sizes
     for unit in units:  # each sample says which version served it
         assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
+        if unit["scenario"] == "saved":  # the span's characters, by keys and Tab
+            assert unit["samples"][0]["extra"]["span_chars"] >= len(unit["samples"])
+            continue
         # The request before the move, then every key of the span, first and later apart.
         assert unit["keystrokes"] == len(unit["samples"]) + 1
         assert [s["index"] for s in unit["samples"]] == list(range(len(unit["samples"])))

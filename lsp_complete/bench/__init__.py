@@ -1,11 +1,13 @@
-"""`lsp-complete bench`: lsp-complete against PSM baselines on the same work, speed and quality.
+"""`lsp-complete bench`, the one command line of the benchmark: a mode (MODES) per kind of run,
+its sizes (full, `--quick`), and `--rerender` of any run's report from its samples.
 
-Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-prefix reuse
-(llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
-(d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
-and paced), first-suggestion latency in a large file, HumanEval single-line infilling, and
-cross-file lines (bench/crossfile/: a name imported from a sibling module, where only that
-module knows what follows), with and without repository context.
+The baselines run (the default): engines (a) PSM with a full re-encode per request, (b) PSM
+with longest-common-prefix reuse (llama-server's `cache_prompt`), (c) optionally an external
+llama-server driven like llama.vim, (d) lsp-complete itself over LSP, on typing replay of real
+source files (sequential and paced), first-suggestion latency in a large file, HumanEval
+single-line infilling and cross-file lines (bench/crossfile/); `--speculation`/`--models` add
+(d) variants side by side (variants.py). `--baseline REF[,REF...]`: versions side by side,
+interleaved (bench/ab/).
 """
 
 from __future__ import annotations
@@ -16,10 +18,21 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import coldfiles, crossfile, humaneval, machine, metrics, report, workload
+from lsp_complete.bench import (
+    ab,
+    coldfiles,
+    crossfile,
+    humaneval,
+    machine,
+    metrics,
+    report,
+    workload,
+)
 from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.ab import scenarios as ab_scenarios
 from lsp_complete.bench.baselines import FimTokens
@@ -30,12 +43,25 @@ log = logging.getLogger(__name__)
 
 ALL_ENGINES = ("a", "b", "c", "d")
 
-# A full run stays modest because baseline (a) costs seconds per keystroke on 2 cores.
-FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30,
-        "crossfile": 96, "cold_files": 5}  # fmt: skip
-# `--quick`: a smoke run of about a minute.
-QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-         "humaneval_lines": 3, "crossfile": 1, "cold_files": 1}  # fmt: skip
+Model = tuple[str, str | None, Any]  # the model under test: path, registry name, spec
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One kind of run. A new one is a `run` function and a row of MODES (and its options in
+    build_parser); `--quick` and full runs fill the options left unset from `quick`/`full`."""
+
+    name: str
+    asked: Callable[[argparse.Namespace], bool]  # whether the command line asks for it
+    run: Callable[[argparse.Namespace, Model], int]
+    rerender: Callable[[Path], int]  # the report again from the run's samples
+    samples_json: str  # the run's samples file, which says what --rerender rebuilds
+    full: dict[str, Any]
+    quick: dict[str, Any]
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--files", nargs="+", help="source files to replay (default: found on disk)")
     p.add_argument("--num-files", type=int, help="default files to pick, one per language")
     p.add_argument("--spans", type=int, help="spans of lines removed and retyped per file")
-    p.add_argument("--span-lines", type=int, help="lines per span")
+    p.add_argument("--span-lines", type=_int_list,
+                   help="lines per span, or a comma list of sizes typed side by side")
     p.add_argument("--keystrokes", type=int, help="cap on replay keystrokes (split over spans)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
     p.add_argument("--engines", default=None,
@@ -125,11 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setting(args: argparse.Namespace, name: str) -> Any:
-    value = getattr(args, name)
-    if value is not None:
-        return value
-    return (QUICK if args.quick else FULL).get(name)
+def _with_sizes(args: argparse.Namespace, mode: Mode) -> argparse.Namespace:
+    """`args` with each size it leaves unset taken from the mode's full or quick run."""
+    sizes = mode.quick if args.quick else mode.full
+    return argparse.Namespace(**{**vars(args), **{
+        name: value for name, value in sizes.items() if getattr(args, name, None) is None}})
 
 
 def _engines(args: argparse.Namespace) -> tuple[str, ...]:
@@ -173,19 +200,14 @@ def _fim_of(spec: Any) -> FimTokens | None:
 
 
 def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
-    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
-    episodes = workload.build_episodes(
-        files,
-        _setting(args, "spans"),
-        _setting(args, "span_lines"),
-        args.seed,
-        _setting(args, "keystrokes"),
-    )
-    tasks = humaneval.build_tasks(_setting(args, "humaneval"), _setting(args, "humaneval_lines"))
+    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
+                                       args.keystrokes)
+    tasks = humaneval.build_tasks(args.humaneval, args.humaneval_lines)
     open_case = None
     if not args.no_open:
         open_case = workload.make_open_case(args.open_file or workload.large_file())
-    cold_cases = coldfiles.build_cases(_setting(args, "cold_files") or 0, args.seed)
+    cold_cases = coldfiles.build_cases(args.cold_files or 0, args.seed)
     return Workload(episodes=episodes, tasks=tasks, open_case=open_case,
                     cold_cases=cold_cases), files
 
@@ -194,25 +216,24 @@ def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if args.rerender:
-        folder = Path(args.rerender)
-        if not (folder / report.SAMPLES_JSON).exists() and (folder / "ab-samples.json").exists():
-            from lsp_complete.bench import ab
+        return rerender(Path(args.rerender))
+    mode = next(m for m in MODES if m.asked(args))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return mode.run(_with_sizes(args, mode), _resolve_model(args, Path(args.out)))
 
-            return ab.rerender(folder)
-        return rerender(folder)
+
+def rerender(out: Path) -> int:
+    """Rebuild a run's report from its samples alone (after the report's layout or a measure
+    changed, without re-running hours of work): the mode whose samples file is in `out`."""
+    mode = next((m for m in MODES if (out / m.samples_json).exists()), MODES[-1])
+    return mode.rerender(out)
+
+
+def run_baselines(args: argparse.Namespace, model: Model) -> int:
+    """The default run: every engine on the same work, one after another."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.baseline or args.candidate:
-        from lsp_complete.bench import ab
-
-        if not args.baseline:
-            raise SystemExit("bench: --candidate needs --baseline REF")
-        model_path, model_name, _spec = _resolve_model(args, out)
-        return ab.main(args, model_path, model_name)
-    if args.pace_ms is None:
-        args.pace_ms = 100.0
+    model_path, model_name, spec = model
     engines = _engines(args)
-    model_path, model_name, spec = _resolve_model(args, out)
     side = _side_by_side(args, model_path, spec)  # checked before anything runs
     work, files = _workload(args)
     cfg = BenchConfig(
@@ -231,7 +252,7 @@ def main(argv: list[str]) -> int:
         # Each replayed file's project folder is (d)'s workspace: repository context.
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )
-    cross_tasks = crossfile.build_tasks(_setting(args, "crossfile") or 0, args.seed,
+    cross_tasks = crossfile.build_tasks(args.crossfile or 0, args.seed,
                                         js_share=args.crossfile_js)
     print(
         f"bench: {len(work.episodes)} spans, {work.n_keystrokes} keystrokes, "
@@ -272,7 +293,7 @@ def _side_by_side(
 
     try:
         return bench_variants.side_by_side(
-            args.speculation, args.models, args.blocks, args.quick,
+            args.speculation, args.models, args.blocks,
             bench_variants.model_under_test(model_path, spec),
         )
     except (ValueError, ModelError) as err:
@@ -298,9 +319,8 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def rerender(out: Path) -> int:
-    """Rebuild report.md and latency.png from a run's samples.json (after the report's
-    layout or the metrics change, without re-running hours of baselines)."""
+def _rerender_baselines(out: Path) -> int:
+    """report.md and latency.png from a baselines run's samples.json."""
     data = json.loads((out / report.SAMPLES_JSON).read_text(encoding="utf-8"))
     samples = [Sample(**s) for s in data["samples"]]
     keep = {"label", "replay", "paced", "open", "humaneval", "errors", "ratios"}
@@ -352,3 +372,23 @@ def _meta(
         "open_file_lines": work.open_case.n_lines if work.open_case else None,
         "notes": notes,
     }
+
+
+# A full baselines run stays modest because baseline (a) costs seconds per keystroke on 2
+# cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
+# 1.5B model on 2 cores: one-line and 3-line spans side by side.
+MODES = [
+    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.main, ab.rerender,
+         ab.report.SAMPLES_JSON,
+         full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
+               "humaneval": 100, "cold_files": 6, "pace_ms": 200.0},
+         quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
+                "humaneval": 4, "cold_files": 1, "pace_ms": 200.0}),
+    Mode("baselines", lambda args: True, run_baselines, _rerender_baselines, report.SAMPLES_JSON,
+         full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
+               "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 20,
+               "pace_ms": 100.0},
+         quick={"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
+                "humaneval_lines": 3, "crossfile": 1, "cold_files": 1, "blocks": 2,
+                "pace_ms": 100.0}),
+]

@@ -43,7 +43,6 @@ from lsp_complete.testing.lsp_client import position_at
 REPLAY, HUMANEVAL, BLOCK = "variant-replay", "variant-humaneval", "variant-block"
 COLD = "variant-coldfile"  # never-seen files (bench/coldfiles.py)
 WORKLOADS = (REPLAY, HUMANEVAL, BLOCK, COLD)
-FULL_BLOCKS, QUICK_BLOCKS = 20, 2
 # The idle phases: idle work re-anchors soon after an edit (not the default 400 ms later), so
 # that waiting for an idle server also waits for it; blocks are multi-line, whole, and never
 # cut short by the time budget (their time to the complete suggestion is what is measured).
@@ -95,17 +94,6 @@ def parse_modes(text: str) -> tuple[str, ...]:
             f"list of {', '.join(SPECULATION_MODES)}"
         )
     return modes
-
-
-def blocks_for(requested: int | None, quick: bool) -> list[BlockTask]:
-    """The multi-line block set: `--blocks N`, else 20 (quick: 2)."""
-    return build_block_tasks(block_count(requested, quick))
-
-
-def block_count(requested: int | None, quick: bool) -> int:
-    if requested is not None:
-        return requested
-    return QUICK_BLOCKS if quick else FULL_BLOCKS
 
 
 def resolve_models(names: Sequence[str]) -> list[ModelUnderTest]:
@@ -178,8 +166,7 @@ class SideBySide:
 def side_by_side(
     speculation: str | None,
     models: str | None,
-    blocks: int | None,
-    quick: bool,
+    blocks: int,
     main_model: ModelUnderTest,
 ) -> SideBySide | None:
     """The plan for `--speculation MODES` and `--models A,B` (None when neither is given):
@@ -191,7 +178,7 @@ def side_by_side(
     names = [m.strip() for m in (models or "").split(",") if m.strip()]
     chosen = resolve_models(names) if names else [main_model]
     variants, notes = plan(chosen, modes)
-    return SideBySide(modes, chosen, variants, notes, blocks_for(blocks, quick))
+    return SideBySide(modes, chosen, variants, notes, build_block_tasks(blocks))
 
 
 # --- running -----------------------------------------------------------------------------------

@@ -29,28 +29,15 @@ from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import StartError
 
-# How much work: a full A/B (about half an hour with the 1.5B model on 2 cores) and --quick.
-FULL = {"num_files": 3, "spans": 4, "span_lines": 2, "keystrokes": 480, "humaneval": 100,
-        "cold_files": 6}  # fmt: skip
-QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 24, "humaneval": 4,
-         "cold_files": 1}  # fmt: skip
-PACE_MS = 200.0
-
-
-def _setting(args: argparse.Namespace, name: str) -> Any:
-    value = getattr(args, name, None)
-    return value if value is not None else (QUICK if args.quick else FULL)[name]
-
 
 def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
     """The spans, never-seen files and HumanEval lines both versions get; the replayed
     files; where the HumanEval lines come from."""
-    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
-    episodes = workload.build_episodes(files, _setting(args, "spans"),
-                                       _setting(args, "span_lines"), args.seed,
-                                       _setting(args, "keystrokes"))
-    cold = coldfiles.build_cases(_setting(args, "cold_files"), args.seed, exclude=files)
-    n_tasks = _setting(args, "humaneval")
+    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
+                                       args.keystrokes)
+    cold = coldfiles.build_cases(args.cold_files, args.seed, exclude=files)
+    n_tasks = args.humaneval
     if args.humaneval_file:
         pool = humaneval.load_single_line_file(args.humaneval_file)
         source = f"{Path(args.humaneval_file).name}, {n_tasks} drawn by the seed"
@@ -149,10 +136,12 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
     return rows
 
 
-def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> int:
-    """The A/B run `args` asks for (bench's parser), on the resolved model."""
+def main(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
+    """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
+    if not args.baseline:
+        raise SystemExit("bench: --candidate needs --baseline REF")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    model_path, model_name, _spec = model
     try:
         scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
     except ValueError as err:
@@ -162,7 +151,7 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> i
     work, files, he_source = build_work(args)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
-        seed=args.seed, pace_ms=args.pace_ms or PACE_MS, settle_s=args.settle_ms / 1000,
+        seed=args.seed, pace_ms=args.pace_ms, settle_s=args.settle_ms / 1000,
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
