@@ -300,7 +300,7 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
         assert (out / name).stat().st_size > 0
     data = json.loads((out / "samples.json").read_text())
     engines = {s["engine"] for s in data["samples"]}
-    assert engines == {"a", "b", "b+", "d"}
+    assert engines == {"a", "b", "d"}
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
     assert workloads == {"replay", "paced", "humaneval", "open", "crossfile", "coldfile"}
     # The never-seen file (one in --quick): opened and asked at once, then two keys typed.
@@ -311,7 +311,7 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     assert "### Never-seen files" in (out / "report.md").read_text()
     # The cross-file line (one in --quick) ran on (b), (b+) and every (d) configuration.
     cross = [s for s in data["samples"] if s["workload"] == "crossfile"]
-    assert sorted(s["extra"]["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
+    assert sorted(s["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
     assert "## Cross-file lines" in (out / "report.md").read_text()
     assert data["meta"]["model"]["sha256"]
     # Each span starts with the cursor resting there (what the server makes of that rest is
@@ -379,18 +379,19 @@ def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() ->
 
 def _variant_samples(key: str, mode: str, block_ms: float, he: list[str],
                      gen_ms: float | None) -> list[Sample]:
-    extra = {"variant": key, "model": key.split("/")[0], "speculation": mode}
+    extra = {"model": key.split("/")[0], "speculation": mode}
     samples = [
         Sample("d", variants.REPLAY, "f.py:1-1", i, 50.0 + i, "x", generated_tokens=10,
+               variant=key,
                extra={**extra, "generate_ms": None if gen_ms is None else gen_ms * 10})
         for i in range(4)
     ]  # fmt: skip
     samples += [Sample("d", variants.HUMANEVAL, f"HumanEval/0#L{i}", 0, 30.0, text,
                        exact_match=text == "a", passed=text == "a", generated_tokens=2,
-                       extra=dict(extra))
+                       variant=key, extra=dict(extra))
                 for i, text in enumerate(he)]  # fmt: skip
     samples.append(Sample("d", variants.BLOCK, "HumanEval/0#body", 0, block_ms, "body",
-                          passed=True, generated_tokens=40, extra=dict(extra)))
+                          passed=True, generated_tokens=40, variant=key, extra=dict(extra)))
     return samples
 
 
@@ -451,7 +452,7 @@ def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Pat
     by_workload: dict[str, set[str]] = {}
     for s in data["samples"]:
         if s["workload"].startswith("variant-"):
-            by_workload.setdefault(s["workload"], set()).add(s["extra"]["variant"])
+            by_workload.setdefault(s["workload"], set()).add(s["variant"])
     assert by_workload == dict.fromkeys(variants.WORKLOADS, set(keys))
     assert all(s["extra"]["generate_ms"] is not None for s in data["samples"]
                if s["workload"] == variants.BLOCK and s["source"] == "model")

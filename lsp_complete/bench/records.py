@@ -49,8 +49,9 @@ class Completion:
 class Sample:
     """One measured request; `samples.json` is a list of these."""
 
-    engine: str  # a | b | c | d
-    workload: str  # replay | paced | humaneval | open
+    engine: str  # what answered: a | b | c (the baselines) | d (lsp-complete)
+    workload: str  # replay | paced | humaneval | open | coldfile | crossfile | variant-* |
+    # an A/B's scenario
     case: str  # episode name, HumanEval task id + line, or open phase
     index: int  # keystroke index within the episode (0 for single requests)
     latency_ms: float
@@ -67,6 +68,9 @@ class Sample:
     # An A/B run (bench/ab/): the version that served it, its side's key (B: the candidate;
     # A, or A1, A2, ... with several baselines).
     side: str | None = None
+    # How the engine was set up: a (d) variant's model/mode key (variants.py), or a
+    # cross-file configuration (crossfile/: b, b+, d, d-norepo, ...).
+    variant: str | None = None
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,

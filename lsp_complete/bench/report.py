@@ -25,7 +25,7 @@ def write_all(
     cross = crossfile.summarize(list(samples))
     if "d" in summary:  # (d)'s own never-seen files; the variants' are in their section
         summary["d"]["coldfile"] = coldfiles.summarize(
-            [s for s in samples if s.engine == "d" and "variant" not in s.extra])
+            [s for s in samples if s.engine == "d" and s.variant is None])
     side = bench_variants.summarize(samples, (meta.get("variants") or {}).get("runs") or [])
     paths = [
         write_json(out / SAMPLES_JSON, meta, summary, samples, cross, side),

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,17 @@ from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
-from lsp_complete.bench.humaneval import InfillTask, PassRunner
+from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.records import Completion, Sample, StatelessEngine
 from lsp_complete.bench.servers import WARMUP_OFFSET, WARMUP_TEXT, Server, live_checkout
 from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
 from lsp_complete.bench.workload import Episode, OpenCase, line_exact
+from lsp_complete.testing import lsp_client
 from lsp_complete.testing.lsp_client import position_at
+
+SETTLE_S = 0.15  # after the cursor is put: longer than variants.IDLE_OPTIONS' re-anchor delay
+WAIT_IDLE_S = 300.0
 
 
 @dataclass
@@ -216,29 +220,45 @@ async def _spans_lsp(
     return samples
 
 
-async def humaneval_lsp(
-    session: lsp_driver.ServerSession, work: Workload, on_task: Callable[[], Any]
+async def ask_tasks(
+    session: lsp_driver.ServerSession,
+    tasks: Sequence[InfillTask | BlockTask],
+    workload: str,
+    passes: PassRunner,
+    on_task: Callable[[], Any],
+    idle: bool = False,
 ) -> list[Sample]:
-    """One document per problem; moving to its next masked line replaces the whole text."""
-    samples: list[Sample] = []
+    """One request per task, scored: one document per problem, whose text each next task of
+    it replaces. With `idle`, each request is made once the server is idle with the cursor
+    there (variants.py: the same prompt in every run, so modes can be compared)."""
+    folder = workload.removeprefix("variant-") + "/" if idle else ""
     versions: dict[str, int] = {}
-    answers: list[tuple[InfillTask, str, str, float, str | None, int]] = []
-    for task in work.tasks:
-        uri = f"file:///lsp-complete-bench/{task.task_id.replace('/', '_')}.py"
-        if uri not in versions:
-            versions[uri] = 1
-            session.open(uri, "python", task.text, 1)
+    answers: list[tuple[InfillTask | BlockTask, str, int, str, float, str | None]] = []
+    for task in tasks:
+        uri = f"file:///lsp-complete-bench/{folder}{task.task_id.replace('/', '_')}.py"
+        version = versions.get(uri, 0) + 1
+        versions[uri] = version
+        if version == 1:
+            session.open(uri, "python", task.text, version)
         else:
-            versions[uri] += 1
-            session.replace_all(uri, versions[uri], task.text)
+            session.replace_all(uri, version, task.text)
+        if idle:
+            session.move_cursor(uri, position_at(task.text, task.offset))
+            await asyncio.sleep(SETTLE_S)
+            await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        answers.append((task, uri, suggestion, latency, error, versions[uri]))
+        answers.append((task, uri, version, suggestion, latency, error))
         on_task()
     status = await session.status()
-    for task, uri, suggestion, latency, error, version in answers:
+    samples: list[Sample] = []
+    for task, uri, version, suggestion, latency, error in answers:
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-        samples.append(_humaneval_sample("d", task, c, work.passes))
+        exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
+        samples.append(Sample.of("d", workload, task.name, 0, c, exact_match=exact,
+                                 passed=passes.passed(task, c.text), extra={
+                                     "generate_ms": (record or {}).get("generateMs"),
+                                     **({"error": error} if error else {})}))
     for uri in versions:
         session.close(uri)
     return samples
@@ -308,7 +328,8 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
             with _bar("(d) replay", work.n_keystrokes) as bar:
                 samples += await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
             with _bar("(d) humaneval", len(work.tasks)) as bar:
-                samples += await humaneval_lsp(session, work, bar.update)
+                samples += await ask_tasks(session, work.tasks, "humaneval", work.passes,
+                                           bar.update)
         finally:
             await server.stop()
         if paced and work.episodes:

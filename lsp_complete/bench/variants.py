@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,14 +31,21 @@ import numpy as np
 from lsprotocol import types
 
 from lsp_complete.bench import coldfiles, fmt, lsp_driver, metrics, stats
-from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
+from lsp_complete.bench.humaneval import BlockTask, build_block_tasks
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.runner import BenchConfig, Workload, _bar, lsp_server, replay_lsp
+from lsp_complete.bench.runner import (
+    WAIT_IDLE_S,
+    BenchConfig,
+    Workload,
+    _bar,
+    ask_tasks,
+    lsp_server,
+    replay_lsp,
+)
 from lsp_complete.bench.spans import span_version
 from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
 from lsp_complete.testing import lsp_client
-from lsp_complete.testing.lsp_client import position_at
 
 REPLAY, HUMANEVAL, BLOCK = "variant-replay", "variant-humaneval", "variant-block"
 COLD = "variant-coldfile"  # never-seen files (bench/coldfiles.py)
@@ -48,8 +55,6 @@ WORKLOADS = (REPLAY, HUMANEVAL, BLOCK, COLD)
 # cut short by the time budget (their time to the complete suggestion is what is measured).
 IDLE_OPTIONS = {"idleReanchorMs": 50}
 BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
-SETTLE_S = 0.15  # after the cursor is put: longer than IDLE_OPTIONS' re-anchor delay
-WAIT_IDLE_S = 300.0
 COUNTERS = ("calls", "tokens_generated", "generation_decodes", "drafts_verified",
             "draft_tokens", "draft_accepted", "near_ties")  # fmt: skip
 
@@ -217,48 +222,6 @@ def _attach_generate_ms(samples: list[Sample], episodes: Sequence[Any], status: 
                 sample.extra["generate_ms"] = record.get("generateMs")
 
 
-async def idle_requests(
-    session: lsp_driver.ServerSession,
-    tasks: Sequence[InfillTask | BlockTask],
-    workload: str,
-    passes: PassRunner,
-    on_task: Callable[[], Any],
-) -> list[Sample]:
-    """One request per task, each once the server is idle with the cursor there."""
-    versions: dict[str, int] = {}
-    answers: list[tuple[InfillTask | BlockTask, str, int, str, float, str | None]] = []
-    folder = workload.removeprefix("variant-")
-    for task in tasks:
-        uri = f"file:///lsp-complete-bench/{folder}/{task.task_id.replace('/', '_')}.py"
-        version = versions.get(uri, 0) + 1
-        versions[uri] = version
-        if version == 1:
-            session.open(uri, "python", task.text, version)
-        else:
-            session.replace_all(uri, version, task.text)
-        session.move_cursor(uri, position_at(task.text, task.offset))
-        await asyncio.sleep(SETTLE_S)
-        await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
-        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        answers.append((task, uri, version, suggestion, latency, error))
-        on_task()
-    status = await session.status()
-    samples: list[Sample] = []
-    for task, uri, version, suggestion, latency, error in answers:
-        record = lsp_driver.stats_by_version(status, uri).get(version)
-        c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-        exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
-        sample = Sample.of("d", workload, task.name, 0, c, exact_match=exact,
-                         passed=passes.passed(task, c.text))
-        sample.extra["generate_ms"] = (record or {}).get("generateMs")
-        if error:
-            sample.extra["error"] = error
-        samples.append(sample)
-    for uri in versions:
-        session.close(uri)
-    return samples
-
-
 async def run_variant_async(
     cfg: BenchConfig, variant: Variant, work: Workload, blocks: Sequence[BlockTask]
 ) -> tuple[list[Sample], VariantRun]:
@@ -282,12 +245,13 @@ async def run_variant_async(
             before = _phase(run, "replay", before, status)
             await _configure(session, IDLE_OPTIONS)
             with _bar(f"(d) {variant.key} humaneval", len(work.tasks)) as bar:
-                samples += await idle_requests(session, work.tasks, HUMANEVAL, work.passes,
-                                               bar.update)
+                samples += await ask_tasks(session, work.tasks, HUMANEVAL, work.passes,
+                                           bar.update, idle=True)
             before = _phase(run, "humaneval", before, await session.status())
             await _configure(session, BLOCK_OPTIONS)
             with _bar(f"(d) {variant.key} blocks", len(blocks)) as bar:
-                samples += await idle_requests(session, blocks, BLOCK, work.passes, bar.update)
+                samples += await ask_tasks(session, blocks, BLOCK, work.passes, bar.update,
+                                           idle=True)
             before = _phase(run, "block", before, await session.status())
             # Never-seen files as the replay runs: the server's own timing, single lines.
             defaults = Settings()
@@ -309,8 +273,8 @@ async def run_variant_async(
     run.peak_rss_mb = max(server.peak_rss_mb, default=None)
     run.startup_ms = server.startup_ms[0] if server.startup_ms else None
     for sample in samples:
-        sample.extra.update(variant=variant.key, model=variant.model.name,
-                            speculation=variant.mode)
+        sample.variant = variant.key
+        sample.extra.update(model=variant.model.name, speculation=variant.mode)
     return samples, run
 
 
@@ -438,7 +402,7 @@ def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict
     by_key: dict[str, list[Sample]] = {}
     for sample in samples:
         if sample.workload in WORKLOADS:
-            by_key.setdefault(str(sample.extra.get("variant")), []).append(sample)
+            by_key.setdefault(str(sample.variant), []).append(sample)
     run_of = {run["key"]: run for run in runs}
     rows: dict[str, dict[str, Any]] = {}
     for key in [*run_of, *(k for k in by_key if k not in run_of)]:

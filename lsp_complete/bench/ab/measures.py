@@ -28,18 +28,13 @@ class Measure:
     unit: str = ""  # how a value is shown: ms, share, s, chars
 
 
-@dataclass
-class Row:
+@dataclass(frozen=True)
+class Row(stats.Comparison):
+    """One measure of one scenario: B against `baseline`."""
+
     scenario: str
     measure: str
-    a: float | None
-    b: float | None
-    ratio: float | None
-    low: float | None
-    high: float | None
-    verdict: str  # regression | improvement | same | too few units | n/a
     unit: str
-    n: int  # paired units
     baseline: str = "A"  # the side `a` is of (B is always the candidate)
 
 
@@ -187,8 +182,8 @@ def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
     c = stats.compare([measure.per_unit(r) for r in a_runs],
                       [measure.per_unit(r) for r in b_runs], measure.pool,
                       measure.lower_is_better, seed, resamples)
-    return Row(scenario, measure.name, c.a, c.b, c.ratio, c.low, c.high, c.verdict,
-               measure.unit, c.n, baseline)
+    return Row(**vars(c), scenario=scenario, measure=measure.name, unit=measure.unit,
+               baseline=baseline)
 
 
 def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
@@ -227,8 +222,8 @@ def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
 def rss_row(scenario: str, a_mb: float | None, b_mb: float | None,
             baseline: str = "A") -> Row:
     r = stats.ratio(a_mb, b_mb)
-    return Row(scenario, "peak RSS", a_mb, b_mb, r, None, None, stats.one_number_verdict(r),
-               "MiB", 1, baseline)
+    return Row(a_mb, b_mb, r, None, None, stats.one_number_verdict(r), 1, scenario=scenario,
+               measure="peak RSS", unit="MiB", baseline=baseline)
 
 
 def identical_share(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"

@@ -38,8 +38,8 @@ VARIANT_LABELS = {
 
 def _sample(variant: str, task: CrossFileTask, c: Completion) -> Sample:
     return Sample.of(
-        "d" if variant.startswith("d") else variant, "crossfile", task.name, 0, c,
-        extra={"variant": variant, "target": task.target, "needed": list(task.needed),
+        "d" if variant.startswith("d") else "b", "crossfile", task.name, 0, c, variant=variant,
+        extra={"target": task.target, "needed": list(task.needed),
                **score(task, c.text)},
     )
 
@@ -126,7 +126,7 @@ def summarize(samples: list[Sample]) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for variant in VARIANT_LABELS:
         mine = [s for s in samples if s.workload == "crossfile"
-                and s.extra.get("variant") == variant]
+                and s.variant == variant]
         if not mine:
             continue
         rss = [s.extra["rss_mib"] for s in mine if s.extra.get("rss_mib") is not None]
