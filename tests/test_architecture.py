@@ -105,3 +105,17 @@ def test_only_the_pipeline_and_the_daemon_reach_the_engine_from_the_server_side(
 
 def test_config_imports_nothing_of_the_package() -> None:
     assert _graph()["lsp_complete.config"] == set()
+
+
+def test_the_bench_has_one_cli_server_lifecycle_statistics_and_format() -> None:
+    """bench/ is one harness (issue 28): only __init__.py parses options, only servers.py
+    starts a server under test, only stats.py computes statistics and only fmt.py lays out
+    report tables."""
+    owners = {"add_argument(": "__init__.py", "ServerSession(": "servers.py",
+              "np.percentile(": "stats.py", "statistics.": "stats.py", "default_rng(": "stats.py",
+              '" | ".join(': "fmt.py"}
+    for path in (PACKAGE / "bench").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for needle, owner in owners.items():
+            if needle in text:
+                assert path == PACKAGE / "bench" / owner, f"{path} has {needle}"

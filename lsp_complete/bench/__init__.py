@@ -388,7 +388,7 @@ def _meta(
 # cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
 # 1.5B model on 2 cores: one-line and 3-line spans side by side.
 MODES = [
-    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.main, ab.rerender,
+    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.run, ab.rerender,
          ab.report.SAMPLES_JSON,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
                "humaneval": 100, "cold_files": 6, "pace_ms": 200.0},

@@ -81,17 +81,19 @@ def simulate_fifo(service_ms: Sequence[float], pace_ms: float) -> PacedResult:
     return PacedResult(latencies=latencies, n=len(service_ms), fresh=len(latencies))
 
 
+def _paced(fresh: Sequence[float], n: int, shares: Sequence[Sample] | None) -> dict[str, Any]:
+    """Paced typing's summary: the fresh answers' latency and shares of the `n` requests
+    (typing-ahead and superseded ones where `shares` holds the measured samples)."""
+    def share(source: str) -> float | None:
+        return sum(s.source == source for s in shares) / n if shares is not None and n else None
+
+    return {**latency_summary(fresh), "requests": n, "fresh_share": len(fresh) / n if n else None,
+            "typeahead_share": share("typeahead"), "superseded_share": share("superseded"),
+            "simulated": shares is None}
+
+
 def paced_summary_real(samples: Sequence[Sample]) -> dict[str, Any]:
-    fresh = [s.latency_ms for s in samples if s.fresh]
-    n = len(samples)
-    return {
-        **latency_summary(fresh),
-        "requests": n,
-        "fresh_share": len(fresh) / n if n else None,
-        "typeahead_share": sum(s.source == "typeahead" for s in samples) / n if n else None,
-        "superseded_share": sum(s.source == "superseded" for s in samples) / n if n else None,
-        "simulated": False,
-    }
+    return _paced([s.latency_ms for s in samples if s.fresh], len(samples), samples)
 
 
 def paced_summary_simulated(replay: Sequence[Sample], pace_ms: float) -> dict[str, Any]:
@@ -100,20 +102,8 @@ def paced_summary_simulated(replay: Sequence[Sample], pace_ms: float) -> dict[st
         if s.source == "error":
             continue
         by_episode.setdefault(s.case, []).append(s.latency_ms)
-    fresh: list[float] = []
-    n = 0
-    for service in by_episode.values():
-        result = simulate_fifo(service, pace_ms)
-        fresh.extend(result.latencies)
-        n += result.n
-    return {
-        **latency_summary(fresh),
-        "requests": n,
-        "fresh_share": len(fresh) / n if n else None,
-        "typeahead_share": None,
-        "superseded_share": None,
-        "simulated": True,
-    }
+    results = [simulate_fifo(service, pace_ms) for service in by_episode.values()]
+    return _paced([x for r in results for x in r.latencies], sum(r.n for r in results), None)
 
 
 def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace_ms: float):

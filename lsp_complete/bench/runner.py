@@ -174,42 +174,23 @@ def lsp_server(cfg: BenchConfig, multiline: str = "never",
     return Server("d", live_checkout(), options, cfg.out / "server.log", cfg.workspace_folders)
 
 
-async def replay_lsp(
+async def type_spans(
     session: lsp_driver.ServerSession,
     episodes: list[Episode],
     on_key: Callable[[], Any],
     rest_ms: float = 0.0,
+    pace_ms: float | None = None,
+    workload: str | None = None,
 ) -> list[Sample]:
-    """Each span typed as fast as the answers come. With `rest_ms`, each span starts as an edit
-    does with lsp-complete's own editor plugins: the cursor is put there and typing starts
-    `rest_ms` later."""
-    timing = SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms)
-    return await _spans_lsp(session, episodes, lambda _ep: timing, "replay", on_key)
-
-
-async def paced_lsp(
-    session: lsp_driver.ServerSession,
-    episodes: list[Episode],
-    pace_ms: float,
-    on_key: Callable[[], Any],
-    rest_ms: float = 0.0,
-) -> list[Sample]:
-    """Keystrokes every `pace_ms`, requests not awaited before the next keystroke."""
-
+    """Each span typed as fast as the answers come ("replay") or, with `pace_ms`, a key every
+    `pace_ms` with the answers not awaited ("paced"; `workload` names them otherwise). With
+    `rest_ms`, each span starts as an edit does with lsp-complete's own editor plugins: the
+    cursor is put there and typing starts `rest_ms` later."""
     def timing(ep: Episode) -> SpanTiming:
-        delays = (0.0,) + (pace_ms,) * (len(ep.keystrokes) - 1)
+        delays = None if pace_ms is None else (0.0,) + (pace_ms,) * (len(ep.keystrokes) - 1)
         return SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms, delays_ms=delays)
 
-    return await _spans_lsp(session, episodes, timing, "paced", on_key)
-
-
-async def _spans_lsp(
-    session: lsp_driver.ServerSession,
-    episodes: list[Episode],
-    timing: Callable[[Episode], SpanTiming],
-    workload: str,
-    on_key: Callable[[], Any],
-) -> list[Sample]:
+    workload = workload or ("replay" if pace_ms is None else "paced")
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
         plan = timing(ep)
@@ -270,8 +251,7 @@ async def open_lsp(server: Server, case: OpenCase) -> list[Sample]:
     cache_dir = server.new_cache_dir()
     uri = Path(case.path).resolve().as_uri()
     samples: list[Sample] = []
-    session = await server.start(cache_dir, warm=False)
-    try:
+    async with server.running(cache_dir, warm=False) as session:
         samples.append(await _open_once(session, case, uri, "cold-open", 1))
         typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
         session.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
@@ -282,14 +262,9 @@ async def open_lsp(server: Server, case: OpenCase) -> list[Sample]:
         session.close(uri)
         samples.append(await _open_once(session, case, uri, "warm-reopen", 10))
         session.close(uri)
-    finally:
-        await server.stop()
-    session = await server.start(cache_dir, warm=False)
-    try:
+    async with server.running(cache_dir, warm=False) as session:
         samples.append(await _open_once(session, case, uri, "restart-from-disk", 20))
         session.close(uri)
-    finally:
-        await server.stop()
     return samples
 
 
@@ -323,40 +298,30 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
     samples: list[Sample] = []
     stale: dict[str, Any] = {}
     try:
-        session = await server.start()
-        try:
+        async with server.running() as session:
             with _bar("(d) replay", work.n_keystrokes) as bar:
-                samples += await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
+                samples += await type_spans(session, work.episodes, bar.update, cfg.rest_ms)
             with _bar("(d) humaneval", len(work.tasks)) as bar:
                 samples += await ask_tasks(session, work.tasks, "humaneval", work.passes,
                                            bar.update)
-        finally:
-            await server.stop()
         if paced and work.episodes:
-            session = await server.start()
-            try:
+            async with server.running() as session:
                 began = time.monotonic()
                 with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
-                    samples += await paced_lsp(
-                        session, work.episodes, cfg.pace_ms, bar.update, cfg.rest_ms
-                    )
+                    samples += await type_spans(session, work.episodes, bar.update,
+                                                cfg.rest_ms, cfg.pace_ms)
                 counters = (await session.status()).get("scheduler") or {}
                 stale = {
                     "paced_seconds": time.monotonic() - began,
                     "paced_stale_work_ms": counters.get("stale_work_ms"),
                     "paced_work_after_cancel_ms": counters.get("work_after_cancel_ms"),
                 }
-            finally:
-                await server.stop()
         if work.open_case is not None:
             samples += await open_lsp(server, work.open_case)
         if work.cold_cases:
-            session = await server.start(warm=False)
-            try:
+            async with server.running(warm=False) as session:
                 with _bar("(d) never-seen files", len(work.cold_cases)) as bar:
                     samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update)
-            finally:
-                await server.stop()
     finally:
         server.cleanup()
     extras = {
@@ -383,13 +348,10 @@ async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
         server = lsp_server(cfg, extra_options={} if tokens is None
                             else {"repoContextTokens": tokens})
         try:
-            session = await server.start(warm=False)
-            try:
+            async with server.running(warm=False) as session:
                 with _bar(f"(d) cross-file {variant}", len(tasks)) as bar:
                     samples += await crossfile.run_lsp_config(session, tasks, variant,
                                                               open_imported, bar.update)
-            finally:
-                await server.stop()
         finally:
             server.cleanup()
     return samples

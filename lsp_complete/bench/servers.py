@@ -9,10 +9,12 @@ settings they are given and how they are driven.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,16 @@ class Server:
                              f"start or to answer a first request: {err}; its log: "
                              f"{self.log_path}") from err
         return session
+
+    @contextlib.asynccontextmanager
+    async def running(self, cache_dir: str | None = None,
+                      warm: bool = True) -> AsyncIterator[ServerSession]:
+        """The server started (`start`) for the block, stopped after it."""
+        session = await self.start(cache_dir, warm)
+        try:
+            yield session
+        finally:
+            await self.stop()
 
     async def stop(self) -> None:
         """Stop the server (it persists its KV caches), its peak and last memory kept; its

@@ -40,7 +40,7 @@ from lsp_complete.bench.runner import (
     _bar,
     ask_tasks,
     lsp_server,
-    replay_lsp,
+    type_spans,
 )
 from lsp_complete.bench.spans import span_version
 from lsp_complete.config import Settings
@@ -213,7 +213,7 @@ async def _configure(session: lsp_driver.ServerSession, options: dict[str, Any])
 
 def _attach_generate_ms(samples: list[Sample], episodes: Sequence[Any], status: dict) -> None:
     """The engine's generation time of each replayed keystroke, from its status record
-    (replay_lsp numbers the versions of episode i from `spans.span_version(i)`)."""
+    (type_spans numbers the versions of episode i from `spans.span_version(i)`)."""
     for i, ep in enumerate(episodes):
         records = lsp_driver.stats_by_version(status, Path(ep.path).resolve().as_uri())
         for sample in samples:
@@ -234,14 +234,14 @@ async def run_variant_async(
     run = VariantRun(variant.key, variant.model.name, variant.mode)
     samples: list[Sample] = []
     try:
-        session = await server.start()
-        try:
+        async with server.running() as session:
             before = _counters(await session.status())
             with _bar(f"(d) {variant.key} replay", work.n_keystrokes) as bar:
-                replay = await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
+                replay = await type_spans(session, work.episodes, bar.update, cfg.rest_ms,
+                                          workload=REPLAY)
             status = await session.status()
             _attach_generate_ms(replay, work.episodes, status)
-            samples += _retag(replay, REPLAY)
+            samples += replay
             before = _phase(run, "replay", before, status)
             await _configure(session, IDLE_OPTIONS)
             with _bar(f"(d) {variant.key} humaneval", len(work.tasks)) as bar:
@@ -260,14 +260,11 @@ async def run_variant_async(
                 "timeBudgetMs": defaults.time_budget_ms,
                 "idleReanchorMs": defaults.idle_reanchor_ms})
             with _bar(f"(d) {variant.key} never-seen files", len(work.cold_cases)) as bar:
-                samples += _retag(
-                    await coldfiles.run_lsp(session, work.cold_cases, bar.update), COLD)
+                samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update, COLD)
             final = await session.status()
             _phase(run, "coldfile", before, final)
             run.end_rss_mb = (final.get("memory") or {}).get("rssMiB")
             run.speculation = (final.get("engine") or {}).get("speculation")
-        finally:
-            await server.stop()
     finally:
         server.cleanup()
     run.peak_rss_mb = max(server.peak_rss_mb, default=None)
@@ -276,12 +273,6 @@ async def run_variant_async(
         sample.variant = variant.key
         sample.extra.update(model=variant.model.name, speculation=variant.mode)
     return samples, run
-
-
-def _retag(samples: list[Sample], workload: str) -> list[Sample]:
-    for sample in samples:
-        sample.workload = workload
-    return samples
 
 
 def run_variants(
@@ -299,18 +290,23 @@ def run_variants(
 # --- summary -----------------------------------------------------------------------------------
 
 
-def ms_per_token(samples: Sequence[Sample]) -> tuple[float | None, str]:
-    """Generation time per generated token over the requests that generated, and its basis:
-    "generation" (the engine's own timing), else "latency" (the whole request, from servers
-    that do not report `generateMs`)."""
+def token_rows(samples: Sequence[Sample]) -> tuple[list[tuple[str, tuple[float, int]]], str]:
+    """(case, (generation ms, generated tokens)) of each request that generated, and the
+    basis of the time: "generation" (the engine's own timing), else "latency" (the whole
+    request, from servers that do not report `generateMs`)."""
     calls = [s for s in _calls(samples) if (s.generated_tokens or 0) > 0]
-    tokens = sum(s.generated_tokens or 0 for s in calls)
-    if not tokens:
-        return None, "n/a"
-    timed = [s.extra.get("generate_ms") for s in calls]
-    if all(t is not None for t in timed):
-        return sum(t for t in timed if t is not None) / tokens, "generation"
-    return sum(s.latency_ms for s in calls) / tokens, "latency"
+    if not calls:
+        return [], "n/a"
+    timed = all(s.extra.get("generate_ms") is not None for s in calls)
+    return ([(s.case, (s.extra["generate_ms"] if timed else s.latency_ms,
+                       s.generated_tokens or 0)) for s in calls],
+            "generation" if timed else "latency")
+
+
+def ms_per_token(samples: Sequence[Sample]) -> tuple[float | None, str]:
+    """Generation time per generated token over the requests that generated, and its basis."""
+    rows, basis = token_rows(samples)
+    return stats.per_count_pool(np.array([row for _, row in rows], dtype=float)), basis
 
 
 def _counter_totals(run: dict[str, Any]) -> dict[str, int]:
@@ -380,10 +376,7 @@ def vs_base(base: Sequence[Sample], mine: Sequence[Sample]
                              if s.workload == BLOCK and s.source != "error")
 
     def per_token(ss: Sequence[Sample]) -> dict[str, np.ndarray]:
-        calls = [s for s in _calls(ss) if s.workload == REPLAY and (s.generated_tokens or 0) > 0]
-        timed = all(s.extra.get("generate_ms") is not None for s in calls)
-        return stats.by_unit((s.case, (s.extra["generate_ms"] if timed else s.latency_ms,
-                                       s.generated_tokens)) for s in calls)
+        return stats.by_unit(token_rows([s for s in ss if s.workload == REPLAY])[0])
 
     found = {
         "ms_per_token": stats.compare_units(per_token(base), per_token(mine),

@@ -136,7 +136,7 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
     return rows
 
 
-def main(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
+def run(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
     """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
     if not args.baseline:
         raise SystemExit("bench: --candidate needs --baseline REF")
@@ -170,10 +170,7 @@ def main(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
     meta = _meta(args, cfg, model_name, versions, work, files, he_source, info,
                  time.time() - began)
-    paths = report.write(out, meta, rows, runs)
-    print("\n".join(report.tables(meta, rows)))
-    print("\n".join(str(p) for p in paths))
-    return 0
+    return _written(out, meta, rows, runs)
 
 
 def rerender(out: Path) -> int:
@@ -188,6 +185,12 @@ def rerender(out: Path) -> int:
     scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
     rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"],
                    report.baselines_of(meta))
+    return _written(out, meta, rows, runs)
+
+
+def _written(out: Path, meta: dict[str, Any], rows: list[measures.Row],
+             runs: list[UnitRun]) -> int:
+    """The report and samples written, the tables and where they are printed."""
     paths = report.write(out, meta, rows, runs)
     print("\n".join(report.tables(meta, rows)))
     print("\n".join(str(p) for p in paths))

@@ -108,45 +108,34 @@ def _cpu(run: UnitRun) -> np.ndarray:
 
 
 def measures_for(scenario: Scenario) -> list[Measure]:
-    """What is reported for a scenario, in report order."""
+    """What is reported for a scenario, in report order. Every typing scenario reports a
+    span's first key and the keys after it apart (p50 and p95 of each): a p95 that mixes in
+    the first keys (slow at a new spot) hides what the keys after them cost."""
+    apart = [Measure("first key of a span p50", True, _first_latency, pct_pool(50), "ms"),
+             Measure("first key of a span p95", True, _first_latency, pct_pool(95), "ms"),
+             Measure("keystroke p50 after a span's first key", True, _later_latencies,
+                     pct_pool(50), "ms"),
+             Measure("keystroke p95 after a span's first key", True, _later_latencies,
+                     pct_pool(95), "ms")]
+    cpu = Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s")
+    fresh = Measure("fresh answers", False, _fresh, mean_pool, "share")
     if scenario.kind == "typing" and scenario.saves:
-        return [
-            Measure(TAB_SHARE, False, _tab_chars, per_count_pool, "share"),
-            Measure("wrong suggestions shown / key", True, _wrong_shown, per_count_pool, "share"),
-            Measure("fresh answers", False, _fresh, mean_pool, "share"),
-            Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
-            Measure("keystroke p95 after a span's first key", True, _later_latencies,
-                    pct_pool(95), "ms"),
-            Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s"),
-        ]
+        return [Measure(TAB_SHARE, False, _tab_chars, per_count_pool, "share"),
+                Measure("wrong suggestions shown / key", True, _wrong_shown, per_count_pool,
+                        "share"),
+                fresh, Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
+                *apart, cpu]
     if scenario.kind == "typing":
-        later_p50 = Measure("keystroke p50 after a span's first key", True, _later_latencies,
-                            pct_pool(50), "ms")
-        first_p95 = Measure("first key of a span p95", True, _first_latency, pct_pool(95),
-                            "ms")
-        found = [
-            Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
-            Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"),
-            # A moved span's first key (the move) apart from the keys after it, both ways.
-            *([later_p50] if scenario.moved else []),
-            Measure("keystroke p95 after a span's first key", True, _later_latencies,
-                    pct_pool(95), "ms"),
-        ]
-        if scenario.awaited:
-            found += [Measure("first key of a span p50", True, _first_latency, pct_pool(50),
-                              "ms"),
-                      *([first_p95] if scenario.moved else []),
-                      Measure("line-exact", False, _line_exact, mean_pool, "share")]
-        else:
-            found += [Measure("line-exact (fresh answers)", False, _shown_line_exact, mean_pool,
-                              "share"),
-                      Measure("fresh answers", False, _fresh, mean_pool, "share"),
-                      Measure("wait at a line's end, max", True, _line_end_latencies, max_pool,
-                              "ms")]
-        return found + [
-            Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
-            Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s"),
-        ]
+        quality = [Measure("line-exact", False, _line_exact, mean_pool, "share")] \
+            if scenario.awaited else [
+                Measure("line-exact (fresh answers)", False, _shown_line_exact, mean_pool,
+                        "share"), fresh,
+                Measure("wait at a line's end, max", True, _line_end_latencies, max_pool, "ms")]
+        return [Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
+                Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"), *apart,
+                *quality,
+                Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
+                cpu]
     if scenario.kind == "open":
         return [
             Measure("first suggestion p50", True, _first_latency, pct_pool(50), "ms"),

@@ -112,22 +112,15 @@ def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
     order = [*keys, "B"]
     each = " / ".join(order)
     alike = "on both" if len(keys) == 1 else f"as B ({' / '.join(keys)})"
-    lines = [
-        "## Scenarios",
-        "",
-        f"| scenario | units | same suggestion {alike} | errors ({each}) | startup ({each}) | "
-        f"idle server woke ({each}) | CPU of the idle server during the others' turns "
-        f"({each}) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, info in meta["scenarios"].items():
-        same = " / ".join(fmt.value(_identical(info, key), "share") for key in keys)
-        lines.append(f"| {name} | {info['units']} | {same} | "
-                     f"{_joined(info, order, 'errors')} | "
-                     f"{_joined(info, order, 'startup_ms', 'ms')} | "
-                     f"{_joined(info, order, 'woke')} | "
-                     f"{_joined(info, order, 'idle_cpu_s', 's')} |")
-    return lines
+    header = ["scenario", "units", f"same suggestion {alike}", f"errors ({each})",
+              f"startup ({each})", f"idle server woke ({each})",
+              f"CPU of the idle server during the others' turns ({each})"]
+    rows = [[name, str(info["units"]),
+             " / ".join(fmt.value(_identical(info, key), "share") for key in keys),
+             _joined(info, order, "errors"), _joined(info, order, "startup_ms", "ms"),
+             _joined(info, order, "woke"), _joined(info, order, "idle_cpu_s", "s")]
+            for name, info in meta["scenarios"].items()]
+    return ["## Scenarios", "", *fmt.table(header, rows)[:-1]]
 
 
 def _joined(info: dict[str, Any], order: Sequence[str], field: str, unit: str = "") -> str:
