@@ -349,12 +349,22 @@ def test_speculation_modes_and_plan() -> None:
     assert len(notes) == 1 and "small" in notes[0] and "draft" in notes[0]
     twice = variants.unique_names([small, small])
     assert [m.name for m in twice] == ["small", "small#2"]
-    args = bench.build_parser().parse_args(["--quick", "--blocks", "5", "--span-lines", "1,3"])
-    baselines = bench.MODES[-1]
-    assert bench._with_sizes(args, baselines).blocks == 5
-    sized = bench._with_sizes(bench.build_parser().parse_args([]), baselines)
-    assert sized.blocks == 20 and sized.span_lines == 2 and sized.pace_ms == 100
-    assert bench._with_sizes(args, baselines).span_lines == (1, 3)
+
+
+def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: Path) -> None:
+    parse = bench.build_parser().parse_args
+    args = parse(["--quick", "--blocks", "5", "--span-lines", "1,3"])
+    mode = next(m for m in bench.MODES if m.asked(args))
+    assert mode.name == "baselines"
+    sized = bench._with_sizes(args, mode)
+    assert sized.blocks == 5 and sized.span_lines == (1, 3) and sized.keystrokes == 16
+    full = bench._with_sizes(parse([]), mode)
+    assert full.blocks == 20 and full.span_lines == 2 and full.pace_ms == 100
+    ab_args = parse(["--baseline", "HEAD", "--quick"])
+    ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
+    assert ab_mode.name == "ab" and bench._with_sizes(ab_args, ab_mode).span_lines == (1, 3)
+    with pytest.raises(SystemExit, match="no run's samples"):
+        bench.rerender(tmp_path)
 
 
 def test_side_by_side_defaults_to_the_main_model_and_server_mode() -> None:

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +48,19 @@ Model = tuple[str, str | None, Any]  # the model under test: path, registry name
 
 @dataclass(frozen=True)
 class Mode:
-    """One kind of run. A new one is a `run` function and a row of MODES (and its options in
-    build_parser); `--quick` and full runs fill the options left unset from `quick`/`full`."""
+    """One kind of run. A new one is a `run` function, its option in build_parser and a row
+    of MODES before the default (the first row that `asked` picks runs); `--quick` and full
+    runs fill the options left unset from `quick`/`full`."""
 
     name: str
     asked: Callable[[argparse.Namespace], bool]  # whether the command line asks for it
     run: Callable[[argparse.Namespace, Model], int]
-    rerender: Callable[[Path], int]  # the report again from the run's samples
-    samples_json: str  # the run's samples file, which says what --rerender rebuilds
-    full: dict[str, Any]
-    quick: dict[str, Any]
+    full: dict[str, Any] = field(default_factory=dict)
+    quick: dict[str, Any] = field(default_factory=dict)
+    # --rerender: the run's samples file (in the output folder) and what rebuilds its report
+    # from it alone; a mode without them has no --rerender.
+    samples_json: str | None = None
+    rerender: Callable[[Path], int] | None = None
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -233,8 +236,10 @@ def main(argv: list[str]) -> int:
 def rerender(out: Path) -> int:
     """Rebuild a run's report from its samples alone (after the report's layout or a measure
     changed, without re-running hours of work): the mode whose samples file is in `out`."""
-    mode = next((m for m in MODES if (out / m.samples_json).exists()), MODES[-1])
-    return mode.rerender(out)
+    for mode in MODES:
+        if mode.samples_json and mode.rerender and (out / mode.samples_json).exists():
+            return mode.rerender(out)
+    raise SystemExit(f"bench --rerender: no run's samples in {out}")
 
 
 def run_baselines(args: argparse.Namespace, model: Model) -> int:
@@ -388,17 +393,18 @@ def _meta(
 # cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
 # 1.5B model on 2 cores: one-line and 3-line spans side by side.
 MODES = [
-    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.run, ab.rerender,
-         ab.report.SAMPLES_JSON,
+    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.run,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
                "humaneval": 100, "cold_files": 6, "pace_ms": 200.0},
          quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
-                "humaneval": 4, "cold_files": 1, "pace_ms": 200.0}),
-    Mode("baselines", lambda args: True, run_baselines, _rerender_baselines, report.SAMPLES_JSON,
+                "humaneval": 4, "cold_files": 1, "pace_ms": 200.0},
+         samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
+    Mode("baselines", lambda args: True, run_baselines,
          full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
                "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 20,
                "pace_ms": 100.0},
          quick={"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
                 "humaneval_lines": 3, "crossfile": 1, "cold_files": 1, "blocks": 2,
-                "pace_ms": 100.0}),
+                "pace_ms": 100.0},
+         samples_json=report.SAMPLES_JSON, rerender=_rerender_baselines),
 ]

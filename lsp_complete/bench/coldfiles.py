@@ -81,8 +81,8 @@ async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
                 session.insert(uri, index + 1, position_at(text, offset), char)
                 text, offset, typed = text[:offset] + char + text[offset:], offset + 1, typed + char
             suggestion, latency, error = await session.inline(uri, text, offset)
-            record = lsp_driver.stats_by_version(await session.status(), uri).get(index + 1)
-            c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+            c = lsp_driver.recorded(await session.status(), uri, index + 1, suggestion, latency,
+                                    error)
             samples.append(Sample.of(
                 "d", workload, Path(case.path).name, index, c,
                 line_exact=line_exact(typed, c.text, case.line),

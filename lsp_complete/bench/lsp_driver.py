@@ -185,6 +185,14 @@ def stats_by_version(status: dict[str, Any], uri: str) -> dict[int, dict[str, An
     return found
 
 
+def recorded(status: dict[str, Any], uri: str, version: int, suggestion: str, latency_ms: float,
+             error: str | None = None) -> Completion:
+    """An answer with the server's record of it (`status`' recent requests, by uri and
+    version)."""
+    return completion_with_stats(suggestion, latency_ms, stats_by_version(status, uri).get(version),
+                                 error)
+
+
 def completion_with_stats(
     suggestion: str, latency_ms: float, record: dict[str, Any] | None, error: str | None = None
 ) -> Completion:

@@ -288,8 +288,7 @@ async def _with_status(
     latency: float,
     error: str | None,
 ) -> Sample:
-    record = lsp_driver.stats_by_version(await session.status(), uri).get(version)
-    c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+    c = lsp_driver.recorded(await session.status(), uri, version, suggestion, latency, error)
     return Sample.of("d", "open", phase, 0, c, **_err(error))
 
 

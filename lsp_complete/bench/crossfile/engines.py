@@ -102,8 +102,7 @@ async def run_lsp_config(session: Any, tasks: list[CrossFileTask], variant: str,
         await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
         status = await session.status()
-        record = lsp_driver.stats_by_version(status, uri).get(version)
-        c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+        c = lsp_driver.recorded(status, uri, version, suggestion, latency, error)
         sample = _sample(variant, task, c)
         doc: dict[str, Any] = next(
             (d for d in status.get("documents") or [] if d.get("uri") == uri), {})
