@@ -2,11 +2,12 @@
 
 This machine's speed moves 2-3x between sessions, so only versions run in the same run can be
 compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
-environment of its own; install.py; several, comma-separated, are A1, A2, ...) and B (the
+environment of its own: bench/install.py; several, comma-separated, are A1, A2, ...) and B (the
 candidate: this checkout, or `--candidate REF`) each serve the same keystrokes, files and
 tasks, interleaved unit by unit (drive.py), in scenarios shaped like users (scenarios.py).
 Every measure is reported as B/A for each baseline with a paired bootstrap confidence
-interval and a verdict (measures.py), in `ab-report.md` and `ab-samples.json` (report.py).
+interval and a verdict (measures.py, bench/stats.py), in `ab-report.md` and
+`ab-samples.json` (report.py).
 """
 
 from __future__ import annotations
