@@ -104,8 +104,10 @@ async def start(side: Side, cfg: AbConfig) -> None:
 
 
 async def stop(side: Side) -> None:
-    await side.stop()
-    side.cleanup()
+    try:
+        await side.stop()
+    finally:
+        side.cleanup()
 
 
 async def wait_quiet(side: Side, settle_s: float, timeout_s: float = QUIET_TIMEOUT_S) -> None:
