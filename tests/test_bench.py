@@ -22,7 +22,7 @@ from lsp_complete.bench.llama_server import (
     infill_request,
     suggestion_from_content,
 )
-from lsp_complete.bench.records import Sample
+from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.testing.lsp_client import position_at, suggestion_from_answer
 
 SOURCE = "\n".join(
@@ -139,14 +139,9 @@ def test_positions_are_utf16() -> None:
 # --- metrics -----------------------------------------------------------------------------------
 
 
-def test_percentile_and_fifo_simulation() -> None:
+def test_percentile() -> None:
     assert stats.percentile([1, 2, 3, 4], 50) == 2.5
     assert stats.percentile([], 50) is None
-    # Service 150 ms, keys every 100 ms: the queue grows and only the last answer is fresh.
-    result = metrics.simulate_fifo([150, 150, 150], pace_ms=100)
-    assert result.fresh == 1 and result.latencies == [250]
-    fast = metrics.simulate_fifo([50, 50], pace_ms=100)
-    assert fast.latencies == [50, 50]
 
 
 # --- HumanEval ---------------------------------------------------------------------------------
@@ -197,12 +192,12 @@ def _fake_samples() -> list[Sample]:
 def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
     samples = _fake_samples()
     extras = {"a": {"peak_rss_mb": 700.0}, "d": {"peak_rss_mb": 650.0, "startup_ms": 900.0}}
-    summary = metrics.summarize(samples, extras, pace_ms=100)
+    summary = metrics.summarize(samples, extras)
     assert summary["d"]["ratios"]["a"]["p50"] == pytest.approx(
         summary["d"]["replay"]["p50"] / summary["a"]["replay"]["p50"]
     )
     assert summary["d"]["paced"]["superseded_share"] == 0.5
-    assert summary["a"]["paced"]["simulated"] is True
+    assert summary["a"]["paced"]["requests"] == 0
     meta = {
         "date": "today",
         "machine": {"cpu": "cpu", "cores": 2, "cores_usable": 2, "threads_used": 2,
@@ -221,6 +216,73 @@ def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
     assert len(data["samples"]) == len(samples)
     assert data["samples"][0] == dataclasses.asdict(samples[0])
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- stateless baselines behind a server's session -----------------------------------------------
+
+
+class _SlowEngine:
+    """A stateless engine that answers what it was asked, slowly (no model: the session's
+    queueing and records are what is checked)."""
+
+    key = "a"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def complete(self, text: str, offset: int, path: str = "") -> Completion:
+        import time
+
+        self.asked.append(offset)
+        time.sleep(0.05)
+        return Completion(text[offset:offset + 1] or "x", 50.0, prompt_tokens=offset,
+                          encoded_tokens=offset, generated_tokens=1)
+
+    def peak_rss_mb(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stateless_engine_answers_behind_a_servers_session() -> None:
+    """Requests run one at a time; one still waiting when a newer one comes is superseded
+    without running; each has a record by uri and version, as a server's status has."""
+    import asyncio
+
+    from lsp_complete.bench.lsp_driver import stats_by_version
+    from lsp_complete.bench.servers import StatelessSession
+
+    engine = _SlowEngine()
+
+    async def scenario() -> tuple[list[tuple[str, float, str | None]], dict]:
+        session = StatelessSession(lambda: engine)
+        await session.start()
+        uri, pos = "file:///t.py", types.Position(line=0, character=0)
+        session.open(uri, "python", "abcdef", 1)
+        first = await session.inline(uri, "abcdef", 1)
+        session.insert(uri, 2, pos, "a")
+        running = asyncio.create_task(session.inline(uri, "abcdef", 2))
+        await asyncio.sleep(0.01)
+        session.insert(uri, 3, pos, "b")
+        waiting = asyncio.create_task(session.inline(uri, "abcdef", 3))
+        await asyncio.sleep(0.01)
+        session.insert(uri, 4, pos, "c")
+        newest = asyncio.create_task(session.inline(uri, "abcdef", 4))
+        answers = [first, *await asyncio.gather(running, waiting, newest)]
+        status = await session.status()
+        assert (await session.status(recent=0))["recent"] == []
+        assert status["scheduler"]["idle"] and session.cpu_s() is not None
+        await session.stop()
+        return answers, status
+
+    answers, status = asyncio.run(scenario())
+    assert [a[0] for a in answers] == ["b", "c", "", "e"]
+    assert engine.asked == [1, 2, 4]  # offset 3 waited behind 2 and was superseded by 4
+    records = stats_by_version(status, "file:///t.py")
+    assert {v: r["source"] for v, r in records.items()} == {
+        1: "model", 2: "model", 3: "superseded", 4: "model"}
+    assert records[4]["encodedTokens"] == 4
 
 
 # --- llama-server /infill client ---------------------------------------------------------------
@@ -303,8 +365,17 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     assert engines == {"a", "b", "d"}
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
     assert workloads == {"replay", "paced", "humaneval", "open", "crossfile", "coldfile"}
+    # The stateless baselines are typed into by the same driver: the same workloads (but the
+    # cross-file lines, which (b) answers on its own) and their records, paced included.
+    for key in "ab":
+        mine = [s for s in data["samples"] if s["engine"] == key]
+        assert {s["workload"] for s in mine} >= {"replay", "paced", "humaneval", "open",
+                                                 "coldfile"}
+        assert all(s["encoded_tokens"] for s in mine
+                   if s["workload"] == "replay" and s["source"] == "model")
+    assert data["summary"]["a"]["paced"]["requests"] == data["summary"]["d"]["paced"]["requests"]
     # The never-seen file (one in --quick): opened and asked at once, then two keys typed.
-    cold = [s for s in data["samples"] if s["workload"] == "coldfile"]
+    cold = [s for s in data["samples"] if s["workload"] == "coldfile" and s["engine"] == "d"]
     assert [s["index"] for s in cold] == [0, 1, 2] and cold[0]["line_exact"] is not None
     assert cold[0]["case"].endswith(".py") and cold[0]["source"] != "error"
     assert data["summary"]["d"]["coldfile"]["files"] == 1

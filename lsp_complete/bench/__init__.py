@@ -35,15 +35,15 @@ from lsp_complete.bench import (
 )
 from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.ab import scenarios as ab_scenarios
-from lsp_complete.bench.baselines import FimTokens
+from lsp_complete.bench.baselines import fim_tokens
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_crossfile, run_engine
+from lsp_complete.bench.servers import Model
 
 log = logging.getLogger(__name__)
 
 ALL_ENGINES = ("a", "b", "c", "d")
 
-Model = tuple[str, str | None, Any]  # the model under test: path, registry name, spec
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(ab-report.md, ab-samples.json)")
     ab_opts.add_argument("--baseline", metavar="REF[,REF...]", help="version A: a git ref of "
                          "this checkout's repository, a wheel or a source folder, installed in a "
-                         "cached virtual environment; several, comma-separated, are A1, A2, "
-                         "..., each compared with B")
+                         "cached virtual environment, or a stateless baseline: psm (a), psm-lcp "
+                         "(b), llama-server (c, with --llama-server); several, comma-separated, "
+                         "are A1, A2, ..., each compared with B")
     ab_opts.add_argument("--candidate", metavar="REF",
                          help="version B, as --baseline (default: this checkout, as it is)")
     ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
@@ -202,14 +203,6 @@ def _resolve_model(args: argparse.Namespace, out: Path) -> tuple[str, str | None
     return str(resolved.path), getattr(spec, "name", None), spec
 
 
-def _fim_of(spec: Any) -> FimTokens | None:
-    fim = getattr(spec, "fim", None)
-    if fim is None:
-        return None
-    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
-                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
-
-
 def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
     files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
     episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
@@ -252,7 +245,7 @@ def run_baselines(args: argparse.Namespace, model: Model) -> int:
     cfg = BenchConfig(
         model_path=model_path,
         model_name=model_name,
-        fim=_fim_of(spec),
+        fim=fim_tokens(spec),
         stop=tuple(getattr(spec, "stop", ()) or ()),
         engines=engines,
         threads=args.threads,
@@ -285,7 +278,7 @@ def run_baselines(args: argparse.Namespace, model: Model) -> int:
     if side is not None:
         side_samples, side_meta = side.run(cfg, work)
         samples += side_samples
-    summary = metrics.summarize(samples, extras, args.pace_ms)
+    summary = metrics.summarize(samples, extras)
     meta = _meta(args, cfg, files, work, time.time() - began)
     if side_meta is not None:
         meta["variants"] = side_meta
@@ -343,8 +336,7 @@ def _rerender_baselines(out: Path) -> int:
         key: {k: v for k, v in row.items() if k not in keep}
         for key, row in data["summary"].items()
     }
-    pace = data["meta"]["settings"].get("pace_ms") or 100.0
-    summary = metrics.summarize(samples, extras, pace)
+    summary = metrics.summarize(samples, extras)
     paths = report.write_all(out, data["meta"], summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0

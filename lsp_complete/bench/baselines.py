@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
 
@@ -36,6 +36,15 @@ class FimTokens:
     order: str = "psm"  # "spm": suffix first (Codestral)
     file_sep: str | None = None  # the repository format's markers, when the model has one
     repo_name: str | None = None
+
+
+def fim_tokens(spec: Any) -> FimTokens | None:
+    """The FIM markers of a models.toml entry (None: a model without them)."""
+    fim = getattr(spec, "fim", None)
+    if fim is None:
+        return None
+    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
+                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
 
 
 def psm_windows(

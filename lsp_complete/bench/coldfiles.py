@@ -64,11 +64,11 @@ def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[Cold
     return cases
 
 
-async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
+async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase],
                   on_case: Callable[[], Any] = lambda: None, workload: str = WORKLOAD,
-                  side: str | None = None) -> list[Sample]:
+                  side: str | None = None, engine: str = "d") -> list[Sample]:
     """Each case in `session`: open and ask at once, then type the line's next characters.
-    `workload` and `side` name the samples (an A/B run's scenario and side)."""
+    `workload`, `side` and `engine` name the samples (an A/B run's scenario and side)."""
     samples: list[Sample] = []
     for case in cases:
         uri = Path(case.path).resolve().as_uri()
@@ -84,7 +84,7 @@ async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
             c = lsp_driver.recorded(await session.status(), uri, index + 1, suggestion, latency,
                                     error)
             samples.append(Sample.of(
-                "d", workload, Path(case.path).name, index, c,
+                engine, workload, Path(case.path).name, index, c,
                 line_exact=line_exact(typed, c.text, case.line),
                 extra={"error": error} if error else {}, side=side,
             ))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lsp_complete.bench import stats
@@ -56,57 +55,20 @@ def humaneval_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     return {"n": n, "em": em, "em_hits": em_hits, "pass1": passed, "pass_hits": pass_hits}
 
 
-@dataclass(frozen=True)
-class PacedResult:
-    latencies: list[float]  # latency of answers that were still for the newest keystroke
-    n: int
-    fresh: int
+def paced_summary(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Paced typing: the fresh answers' latency and shares of the requests (every engine is
+    measured: a stateless one drops a request still waiting when a newer one comes)."""
+    n = len(samples)
 
-
-def simulate_fifo(service_ms: Sequence[float], pace_ms: float) -> PacedResult:
-    """Paced typing against an engine that serves every request in order and never aborts.
-
-    That is llama.vim + llama-server (no cancel endpoint) and our in-process baselines: request
-    k arrives at k * pace and finishes at max(arrival, previous finish) + its service time.  An
-    answer is fresh when it arrives before the next keystroke (or is the last one).
-    """
-    finish = 0.0
-    latencies: list[float] = []
-    for k, service in enumerate(service_ms):
-        arrival = k * pace_ms
-        finish = max(arrival, finish) + service
-        next_key = (k + 1) * pace_ms
-        if k == len(service_ms) - 1 or finish <= next_key:
-            latencies.append(finish - arrival)
-    return PacedResult(latencies=latencies, n=len(service_ms), fresh=len(latencies))
-
-
-def _paced(fresh: Sequence[float], n: int, shares: Sequence[Sample] | None) -> dict[str, Any]:
-    """Paced typing's summary: the fresh answers' latency and shares of the `n` requests
-    (typing-ahead and superseded ones where `shares` holds the measured samples)."""
     def share(source: str) -> float | None:
-        return sum(s.source == source for s in shares) / n if shares is not None and n else None
+        return sum(s.source == source for s in samples) / n if n else None
 
+    fresh = [s.latency_ms for s in samples if s.fresh]
     return {**latency_summary(fresh), "requests": n, "fresh_share": len(fresh) / n if n else None,
-            "typeahead_share": share("typeahead"), "superseded_share": share("superseded"),
-            "simulated": shares is None}
+            "typeahead_share": share("typeahead"), "superseded_share": share("superseded")}
 
 
-def paced_summary_real(samples: Sequence[Sample]) -> dict[str, Any]:
-    return _paced([s.latency_ms for s in samples if s.fresh], len(samples), samples)
-
-
-def paced_summary_simulated(replay: Sequence[Sample], pace_ms: float) -> dict[str, Any]:
-    by_episode: dict[str, list[float]] = {}
-    for s in sorted(replay, key=lambda s: (s.case, s.index)):
-        if s.source == "error":
-            continue
-        by_episode.setdefault(s.case, []).append(s.latency_ms)
-    results = [simulate_fifo(service, pace_ms) for service in by_episode.values()]
-    return _paced([x for r in results for x in r.latencies], sum(r.n for r in results), None)
-
-
-def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace_ms: float):
+def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]]):
     """Per-engine summary in engine order; `extras` holds peak RSS and startup per engine."""
     engines = [k for k in ("a", "b", "c", "d") if any(s.engine == k for s in samples)]
     summary: dict[str, dict[str, Any]] = {}
@@ -118,9 +80,7 @@ def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace
         summary[key] = {
             "label": ENGINE_LABELS[key],
             "replay": replay_summary(replay),
-            "paced": paced_summary_real(paced)
-            if paced
-            else paced_summary_simulated(replay, pace_ms),
+            "paced": paced_summary(paced),
             "open": {phase: opens.get(phase) for phase in OPEN_PHASES},
             "humaneval": humaneval_summary([s for s in mine if s.workload == "humaneval"]),
             "errors": sum(s.source == "error" for s in mine),

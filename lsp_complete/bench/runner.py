@@ -1,4 +1,7 @@
-"""Runs every engine, one after another, on the same keystrokes and tasks, and writes the report.
+"""Runs every engine, one after another, on the same keystrokes and tasks, through one driver:
+lsp-complete (d) over LSP and the stateless baselines (a, b, c) behind the same session
+(servers.StatelessSession) are typed into by the same `type_spans`, `ask_tasks`, `open_lsp` and
+never-seen-file code.
 
 Engines never run interleaved (they would compete for the same cores), each gets one warm-up
 request on an unrelated snippet that is not recorded, and each in-process baseline's model is
@@ -19,20 +22,17 @@ from typing import Any
 from tqdm import tqdm
 
 from lsp_complete.bench import coldfiles, crossfile, lsp_driver
-from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
-from lsp_complete.bench.llama_server import LlamaServerClient
-from lsp_complete.bench.records import Completion, Sample, StatelessEngine
-from lsp_complete.bench.servers import WARMUP_OFFSET, WARMUP_TEXT, Server, live_checkout
+from lsp_complete.bench.records import Sample
+from lsp_complete.bench.servers import Server, live_checkout, stateless_server
 from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
-from lsp_complete.bench.workload import Episode, OpenCase, line_exact
-from lsp_complete.testing import lsp_client
+from lsp_complete.bench.workload import Episode, OpenCase
 from lsp_complete.testing.lsp_client import position_at
 
 SETTLE_S = 0.15  # after the cursor is put: longer than variants.IDLE_OPTIONS' re-anchor delay
-WAIT_IDLE_S = 300.0
 
 
 @dataclass
@@ -84,84 +84,16 @@ def _err(error: str | None) -> dict[str, Any]:
     return {"extra": {"error": error}} if error else {}
 
 
-def _humaneval_sample(engine: str, task: InfillTask, c: Completion, passes: PassRunner) -> Sample:
-    return Sample.of(
-        engine,
-        "humaneval",
-        task.name,
-        0,
-        c,
-        exact_match=task.exact_match(c.text),
-        passed=passes.passed(task, c.text),
-    )
+# --- every engine through one driver -----------------------------------------------------------
 
 
-# --- stateless engines (a, b, c) ---------------------------------------------------------------
-
-
-def run_stateless(engine: StatelessEngine, work: Workload, rest_ms: float = 0.0) -> list[Sample]:
-    key = engine.key
-    engine.complete(WARMUP_TEXT, WARMUP_OFFSET, "warmup.py")
-    samples: list[Sample] = []
-    with _bar(f"({key}) replay", work.n_keystrokes) as bar:
-        for ep in work.episodes:
-            if rest_ms:  # the cursor arrives: the cache gets the prompt for that spot
-                engine.complete(ep.initial_text, ep.start_offset, ep.path)
-            for k, ks in enumerate(ep.keystrokes):
-                c = engine.complete(ep.text_after(k + 1), ks.offset, ep.path)
-                exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-                samples.append(Sample.of(key, "replay", ep.name, k, c, line_exact=exact))
-                bar.update()
-    if work.open_case is not None:
-        samples += open_stateless(engine, work.open_case)
-    with _bar(f"({key}) humaneval", len(work.tasks)) as bar:
-        for task in work.tasks:
-            c = engine.complete(task.text, task.offset, "humaneval.py")
-            samples.append(_humaneval_sample(key, task, c, work.passes))
-            bar.update()
-    return samples
-
-
-def open_stateless(engine: StatelessEngine, case: OpenCase) -> list[Sample]:
-    """Cold = first request on the file; warm = one more keystroke, then the same spot again.
-
-    These engines keep nothing on disk, so there is no restart-from-disk phase for them.
-    """
-    typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
-    phases: list[tuple[str, str, int]] = [
-        ("cold-open", case.text, case.offset),
-        ("warm-keystroke", typed, case.offset + 1),
-        ("warm-reopen", case.text, case.offset),
-    ]
-    samples = []
-    for phase, text, offset in phases:
-        c = engine.complete(text, offset, case.path)
-        samples.append(Sample.of(engine.key, "open", phase, 0, c))
-    return samples
-
-
-def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
-    engine: StatelessEngine
-    if key == "c":
-        assert cfg.llama_server is not None
-        engine = LlamaServerClient(cfg.llama_server, cfg.max_tokens)
-    else:
-        engine = LlamaBaseline(
-            cfg.model_path,
-            cfg.fim,
-            cfg.stop,
-            cfg.threads,
-            cfg.max_tokens,
-            reuse=key == "b",
-        )
-    try:
-        samples = run_stateless(engine, work, cfg.rest_ms)
-        return EngineRun(samples, {"peak_rss_mb": engine.peak_rss_mb()})
-    finally:
-        engine.close()
-
-
-# --- lsp-complete over LSP (d) -----------------------------------------------------------------
+def engine_server(cfg: BenchConfig, key: str) -> Server:
+    """Engine `key`: (d) lsp-complete over LSP (`lsp_server`), or a stateless baseline
+    answering in this process behind the same session (servers.StatelessSession)."""
+    if key == "d":
+        return lsp_server(cfg)
+    return stateless_server(key, cfg.model_path, cfg.fim, cfg.stop, cfg.threads,
+                            cfg.max_tokens, cfg.llama_server, cfg.out / f"engine-{key}.log")
 
 
 def lsp_server(cfg: BenchConfig, multiline: str = "never",
@@ -175,7 +107,8 @@ def lsp_server(cfg: BenchConfig, multiline: str = "never",
 
 
 async def type_spans(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
+    engine: str,
     episodes: list[Episode],
     on_key: Callable[[], Any],
     rest_ms: float = 0.0,
@@ -196,13 +129,15 @@ async def type_spans(
         plan = timing(ep)
         answers = await type_span(session, ep, span_version(i), plan, on_key)
         status = await session.status()
-        samples += key_samples("d", workload, ep, answers, status, with_fresh=not plan.awaited)
+        samples += key_samples(engine, workload, ep, answers, status,
+                               with_fresh=not plan.awaited)
         session.close(span_uri(ep))
     return samples
 
 
 async def ask_tasks(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
+    engine: str,
     tasks: Sequence[InfillTask | BlockTask],
     workload: str,
     passes: PassRunner,
@@ -226,7 +161,7 @@ async def ask_tasks(
         if idle:
             session.move_cursor(uri, position_at(task.text, task.offset))
             await asyncio.sleep(SETTLE_S)
-            await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
+            await session.wait_idle()
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
         answers.append((task, uri, version, suggestion, latency, error))
         on_task()
@@ -236,7 +171,7 @@ async def ask_tasks(
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
         exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
-        samples.append(Sample.of("d", workload, task.name, 0, c, exact_match=exact,
+        samples.append(Sample.of(engine, workload, task.name, 0, c, exact_match=exact,
                                  passed=passes.passed(task, c.text), extra={
                                      "generate_ms": (record or {}).get("generateMs"),
                                      **({"error": error} if error else {})}))
@@ -247,40 +182,41 @@ async def ask_tasks(
 
 async def open_lsp(server: Server, case: OpenCase) -> list[Sample]:
     """Cold open, a warm keystroke, a re-open in the same process, then a restart that may
-    restore the file's KV cache from disk.  Latency runs from didOpen to the answer."""
+    restore the file's KV cache from disk (a stateless engine keeps nothing: a second cold
+    open).  Latency runs from didOpen to the answer."""
     cache_dir = server.new_cache_dir()
     uri = Path(case.path).resolve().as_uri()
     samples: list[Sample] = []
     async with server.running(cache_dir, warm=False) as session:
-        samples.append(await _open_once(session, case, uri, "cold-open", 1))
+        samples.append(await _open_once(server, case, uri, "cold-open", 1))
         typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
         session.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
         suggestion, latency, error = await session.inline(uri, typed, case.offset + 1)
         samples.append(
-            await _with_status(session, uri, 2, "warm-keystroke", suggestion, latency, error)
+            await _with_status(server, uri, 2, "warm-keystroke", suggestion, latency, error)
         )
         session.close(uri)
-        samples.append(await _open_once(session, case, uri, "warm-reopen", 10))
+        samples.append(await _open_once(server, case, uri, "warm-reopen", 10))
         session.close(uri)
     async with server.running(cache_dir, warm=False) as session:
-        samples.append(await _open_once(session, case, uri, "restart-from-disk", 20))
+        samples.append(await _open_once(server, case, uri, "restart-from-disk", 20))
         session.close(uri)
     return samples
 
 
-async def _open_once(
-    session: lsp_driver.ServerSession, case: OpenCase, uri: str, phase: str, version: int
-) -> Sample:
+async def _open_once(server: Server, case: OpenCase, uri: str, phase: str,
+                     version: int) -> Sample:
+    session = server.live
     loop = asyncio.get_running_loop()
     start = loop.time()
     session.open(uri, case.language_id, case.text, version)
     suggestion, _, error = await session.inline(uri, case.text, case.offset)
     latency = (loop.time() - start) * 1000
-    return await _with_status(session, uri, version, phase, suggestion, latency, error)
+    return await _with_status(server, uri, version, phase, suggestion, latency, error)
 
 
 async def _with_status(
-    session: lsp_driver.ServerSession,
+    server: Server,
     uri: str,
     version: int,
     phase: str,
@@ -288,26 +224,31 @@ async def _with_status(
     latency: float,
     error: str | None,
 ) -> Sample:
-    c = lsp_driver.recorded(await session.status(), uri, version, suggestion, latency, error)
-    return Sample.of("d", "open", phase, 0, c, **_err(error))
+    c = lsp_driver.recorded(await server.live.status(), uri, version, suggestion, latency, error)
+    return Sample.of(server.engine, "open", phase, 0, c, **_err(error))
 
 
-async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:
-    server = lsp_server(cfg)
+async def run_engine_async(cfg: BenchConfig, server: Server, work: Workload,
+                           paced: bool) -> EngineRun:
+    """One engine on `work`, the same driver for every engine: the replay and HumanEval,
+    then (`paced`) the paced replay in a fresh server, the large file's open phases and the
+    never-seen files."""
+    key = server.engine
     samples: list[Sample] = []
     stale: dict[str, Any] = {}
     try:
         async with server.running() as session:
-            with _bar("(d) replay", work.n_keystrokes) as bar:
-                samples += await type_spans(session, work.episodes, bar.update, cfg.rest_ms)
-            with _bar("(d) humaneval", len(work.tasks)) as bar:
-                samples += await ask_tasks(session, work.tasks, "humaneval", work.passes,
+            with _bar(f"({key}) replay", work.n_keystrokes) as bar:
+                samples += await type_spans(session, key, work.episodes, bar.update,
+                                            cfg.rest_ms)
+            with _bar(f"({key}) humaneval", len(work.tasks)) as bar:
+                samples += await ask_tasks(session, key, work.tasks, "humaneval", work.passes,
                                            bar.update)
         if paced and work.episodes:
             async with server.running() as session:
                 began = time.monotonic()
-                with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
-                    samples += await type_spans(session, work.episodes, bar.update,
+                with _bar(f"({key}) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
+                    samples += await type_spans(session, key, work.episodes, bar.update,
                                                 cfg.rest_ms, cfg.pace_ms)
                 counters = (await session.status()).get("scheduler") or {}
                 stale = {
@@ -319,8 +260,9 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
             samples += await open_lsp(server, work.open_case)
         if work.cold_cases:
             async with server.running(warm=False) as session:
-                with _bar("(d) never-seen files", len(work.cold_cases)) as bar:
-                    samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update)
+                with _bar(f"({key}) never-seen files", len(work.cold_cases)) as bar:
+                    samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update,
+                                                       engine=key)
     finally:
         server.cleanup()
     extras = {
@@ -329,10 +271,6 @@ async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool)
         **stale,
     }
     return EngineRun(samples, extras)
-
-
-def run_server_engine(cfg: BenchConfig, work: Workload, paced: bool = True) -> EngineRun:
-    return asyncio.run(run_server_engine_async(cfg, work, paced))
 
 
 async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
@@ -374,6 +312,4 @@ def run_crossfile(cfg: BenchConfig, tasks: list[CrossFileTask], engines: tuple[s
 
 
 def run_engine(cfg: BenchConfig, key: str, work: Workload, paced: bool = True) -> EngineRun:
-    if key == "d":
-        return run_server_engine(cfg, work, paced)
-    return run_baseline(cfg, key, work)
+    return asyncio.run(run_engine_async(cfg, engine_server(cfg, key), work, paced))

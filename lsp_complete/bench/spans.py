@@ -64,7 +64,7 @@ def span_uri(ep: Episode) -> str:
 
 
 async def type_span(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
@@ -105,7 +105,7 @@ async def type_span(
 
 
 async def type_moved_span(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
@@ -161,7 +161,7 @@ def line_rest(ep: Episode, k: int) -> str:
 
 
 async def type_with_tab(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
@@ -198,7 +198,7 @@ async def type_with_tab(
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 
-async def _ask(session: lsp_driver.ServerSession, uri: str, text: str, offset: int,
+async def _ask(session: lsp_driver.Session, uri: str, text: str, offset: int,
                version: int) -> KeyAnswer:
     loop = asyncio.get_running_loop()
     sent = loop.time()

@@ -34,7 +34,6 @@ from lsp_complete.bench import coldfiles, fmt, lsp_driver, metrics, stats
 from lsp_complete.bench.humaneval import BlockTask, build_block_tasks
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import (
-    WAIT_IDLE_S,
     BenchConfig,
     Workload,
     _bar,
@@ -45,7 +44,6 @@ from lsp_complete.bench.runner import (
 from lsp_complete.bench.spans import span_version
 from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
-from lsp_complete.testing import lsp_client
 
 REPLAY, HUMANEVAL, BLOCK = "variant-replay", "variant-humaneval", "variant-block"
 COLD = "variant-coldfile"  # never-seen files (bench/coldfiles.py)
@@ -203,12 +201,13 @@ def _phase(
     return after
 
 
-async def _configure(session: lsp_driver.ServerSession, options: dict[str, Any]) -> None:
+async def _configure(session: lsp_driver.Session, options: dict[str, Any]) -> None:
     """Change completion settings as an editor does (no model reload)."""
+    assert isinstance(session, lsp_driver.ServerSession)  # a variant is lsp-complete's server
     session.client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings=options)
     )
-    await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
+    await session.wait_idle()
 
 
 def _attach_generate_ms(samples: list[Sample], episodes: Sequence[Any], status: dict) -> None:
@@ -237,7 +236,7 @@ async def run_variant_async(
         async with server.running() as session:
             before = _counters(await session.status())
             with _bar(f"(d) {variant.key} replay", work.n_keystrokes) as bar:
-                replay = await type_spans(session, work.episodes, bar.update, cfg.rest_ms,
+                replay = await type_spans(session, "d", work.episodes, bar.update, cfg.rest_ms,
                                           workload=REPLAY)
             status = await session.status()
             _attach_generate_ms(replay, work.episodes, status)
@@ -245,12 +244,12 @@ async def run_variant_async(
             before = _phase(run, "replay", before, status)
             await _configure(session, IDLE_OPTIONS)
             with _bar(f"(d) {variant.key} humaneval", len(work.tasks)) as bar:
-                samples += await ask_tasks(session, work.tasks, HUMANEVAL, work.passes,
+                samples += await ask_tasks(session, "d", work.tasks, HUMANEVAL, work.passes,
                                            bar.update, idle=True)
             before = _phase(run, "humaneval", before, await session.status())
             await _configure(session, BLOCK_OPTIONS)
             with _bar(f"(d) {variant.key} blocks", len(blocks)) as bar:
-                samples += await ask_tasks(session, blocks, BLOCK, work.passes, bar.update,
+                samples += await ask_tasks(session, "d", blocks, BLOCK, work.passes, bar.update,
                                            idle=True)
             before = _phase(run, "block", before, await session.status())
             # Never-seen files as the replay runs: the server's own timing, single lines.

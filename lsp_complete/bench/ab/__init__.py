@@ -27,8 +27,9 @@ from lsp_complete.bench.ab import drive, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.baselines import fim_tokens
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.servers import StartError
+from lsp_complete.bench.servers import STATELESS, Model, StartError, stateless_server
 
 
 def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
@@ -62,23 +63,37 @@ def baseline_specs(text: str) -> list[str]:
     return specs
 
 
-def _versions(args: argparse.Namespace
-              ) -> tuple[list[tuple[str, install.ServerVersion]], install.ServerVersion]:
-    """The baselines, each with its side key, and the candidate."""
+def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model) -> list[Side]:
+    """The baselines, each with its side key, then the candidate: installed versions, or a
+    stateless baseline by its name in servers.STATELESS (in this process, or llama-server)."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
         specs = baseline_specs(args.baseline)
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    baselines = []
+    named = [*zip(drive.baseline_keys(len(specs)), specs, strict=True),
+             (CANDIDATE, args.candidate)]
+    sides = []
     try:
-        for key, spec in zip(drive.baseline_keys(len(specs)), specs, strict=True):
-            print(f"A/B: installing the baseline {spec} (cached in {cache})", file=sys.stderr)
-            baselines.append((key, install.resolve(spec, cache)))
-        candidate = install.resolve(args.candidate, cache)
-    except install.InstallError as err:
+        for key, spec in named:
+            log_path = cfg.out / f"ab-server-{key}.log"
+            if spec in STATELESS:
+                sides.append(stateless_server(
+                    STATELESS[spec], cfg.model_path, fim_tokens(model[2]),
+                    tuple(getattr(model[2], "stop", ()) or ()), cfg.threads, cfg.max_tokens,
+                    args.llama_server, log_path, side=key))
+                continue
+            if key != CANDIDATE:
+                print(f"A/B: installing the baseline {spec} (cached in {cache})",
+                      file=sys.stderr)
+            version = install.resolve(spec, cache)
+            print(f"A/B: {key} = {version.describe()}, lsp_complete from "
+                  f"{install.verify(version)}", file=sys.stderr)
+            sides.append(Side(key, version, cfg.init_options(), log_path,
+                              cfg.workspace_folders))
+    except (install.InstallError, ValueError) as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    return baselines, candidate
+    return sides
 
 
 async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
@@ -137,7 +152,7 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
     return rows
 
 
-def run(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
+def run(args: argparse.Namespace, model: Model) -> int:
     """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
     if not args.baseline:
         raise SystemExit("bench: --candidate needs --baseline REF")
@@ -147,8 +162,6 @@ def run(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
         scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    baselines, candidate = _versions(args)
-    versions = [*baselines, (CANDIDATE, candidate)]
     work, files, he_source = build_work(args)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
@@ -157,19 +170,15 @@ def run(args: argparse.Namespace, model: tuple[str, str | None, Any]) -> int:
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
         old.unlink()
-    for key, version in versions:
-        print(f"A/B: {key} = {version.describe()}, lsp_complete from {install.verify(version)}",
-              file=sys.stderr)
+    sides = _sides(args, cfg, model)
     began = time.time()
-    sides = [Side(key, version, cfg.init_options(), out / f"ab-server-{key}.log",
-                  cfg.workspace_folders) for key, version in versions]
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
     except StartError as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    keys = [key for key, _ in baselines]
+    keys = [side.key for side in sides if side.key != CANDIDATE]
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
-    meta = _meta(args, cfg, model_name, versions, work, files, he_source, info,
+    meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
                  time.time() - began)
     return _written(out, meta, rows, runs)
 
@@ -201,6 +210,8 @@ def _written(out: Path, meta: dict[str, Any], rows: list[measures.Row],
 def _verified_after(version: install.ServerVersion) -> str:
     """Where the version's server imported from, checked again after the run; a failed check
     is reported, not a reason to throw the run's samples away."""
+    if version.kind == "stateless":
+        return "in this process (a stateless baseline)"
     try:
         return str(install.verify(version))
     except install.InstallError as err:
@@ -208,12 +219,14 @@ def _verified_after(version: install.ServerVersion) -> str:
 
 
 def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
-          versions: list[tuple[str, install.ServerVersion]], work: Work,
+          servers: list[Side], work: Work,
           files: list[str], he_source: str, info: dict[str, Any], seconds: float
           ) -> dict[str, Any]:
     sides = {}
-    for key, version in versions:
+    for server in servers:
+        key, version = server.key, server.version
         sides[key] = {"role": "candidate" if key == CANDIDATE else "baseline",
+                      "engine": server.engine,
                       "described": version.describe(), "label": version.label,
                       "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
                       "source_digest": version.source_digest, "python": version.python,
@@ -227,7 +240,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "machine": machine.machine_info(cfg.threads),
         "model": machine.model_info(cfg.model_path, model_name),
         "sides": sides,
-        "baselines": [key for key, _ in versions if key != CANDIDATE],
+        "baselines": [s.key for s in servers if s.key != CANDIDATE],
         "settings": {
             "threads": cfg.threads, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
             "pace_ms": cfg.pace_ms, "settle_ms": cfg.settle_s * 1000,
@@ -241,7 +254,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "files": files,
         "scenarios": info,
         "notes": [
-            f"{'Both' if len(versions) == 2 else f'All {len(versions)}'} servers: the same "
+            f"{'Both' if len(servers) == 2 else f'All {len(servers)}'} servers: the same "
             "initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh server and an "
             "empty KV cache folder per scenario, the replayed files' project folders as the "
             "workspace.",

@@ -208,7 +208,7 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
         if scenario.saves:
-            return await _typist_samples(session, scenario, ep, index, timing, side.key)
+            return await _typist_samples(session, scenario, ep, index, timing, side)
         first = None
         with cpu_bound_process(scenario.busy):
             if scenario.moved:
@@ -218,8 +218,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
                 answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
-        samples = key_samples("d", scenario.name, ep, answers, status, with_fresh=True,
-                              side=side.key)
+        samples = key_samples(side.engine, scenario.name, ep, answers, status,
+                              with_fresh=True, side=side.key)
         if first is not None and samples:  # the answer at the spot before the move
             samples[0].extra["before_move_ms"] = first.latency_ms
             samples[0].extra["before_move_error"] = first.error
@@ -235,8 +235,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
     return drive
 
 
-async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario, ep: Episode,
-                          index: int, timing: SpanTiming, side: str) -> list[Sample]:
+async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: Episode,
+                          index: int, timing: SpanTiming, side: Side) -> list[Sample]:
     """The span typed by the typist who presses Tab: one sample per request (a key or a Tab
     before it), with what Tab put in (`tab_chars`), whether a wrong suggestion was shown, and
     the span's characters on the first."""
@@ -254,7 +254,8 @@ async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario,
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of("d", scenario.name, ep.name, k, c, side=side, fresh=shown,
+        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, side=side.key,
+                                 fresh=shown,
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
@@ -270,7 +271,7 @@ def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
 def open_drive(cases: Sequence[ColdCase]) -> Drive:
     async def drive(side: Side, index: int) -> list[Sample]:
         return await coldfiles.run_lsp(side.live, [cases[index]], workload="open",
-                                       side=side.key)
+                                       side=side.key, engine=side.engine)
 
     return drive
 
@@ -294,7 +295,7 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
         session.close(uri)
         c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
                        ("model" if suggestion else "empty"))
-        sample = Sample.of("d", scenario.name, task.name, 0, c,
+        sample = Sample.of(side.engine, scenario.name, task.name, 0, c,
                            exact_match=task.exact_match(c.text), side=side.key)
         if error:
             sample.extra["error"] = error
