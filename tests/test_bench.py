@@ -424,26 +424,28 @@ def test_speculation_modes_and_plan() -> None:
 
 def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: Path) -> None:
     parse = bench.build_parser().parse_args
-    args = parse(["--quick", "--blocks", "5", "--span-lines", "1,3"])
+    args = parse(["--quick", "--keystrokes", "5", "--span-lines", "1,3"])
     mode = next(m for m in bench.MODES if m.asked(args))
     assert mode.name == "baselines"
     sized = bench._with_sizes(args, mode)
-    assert sized.blocks == 5 and sized.span_lines == (1, 3) and sized.keystrokes == 16
+    assert sized.keystrokes == 5 and sized.span_lines == (1, 3) and sized.spans == 2
     full = bench._with_sizes(parse([]), mode)
-    assert full.blocks == 20 and full.span_lines == 2 and full.pace_ms == 100
-    ab_args = parse(["--baseline", "HEAD", "--quick"])
-    ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
-    assert ab_mode.name == "ab" and bench._with_sizes(ab_args, ab_mode).span_lines == (1, 3)
+    assert full.keystrokes == 240 and full.span_lines == 2 and full.pace_ms == 100
+    for asked in (["--baseline", "HEAD"], ["--speculation", "off,lookup"], ["--models", "m"]):
+        ab_args = parse([*asked, "--quick"])
+        ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
+        sized = bench._with_sizes(ab_args, ab_mode)
+        assert ab_mode.name == "ab" and sized.span_lines == (1, 3) and sized.blocks == 1
     with pytest.raises(SystemExit, match="no run's samples"):
         bench.rerender(tmp_path)
 
 
-def test_side_by_side_defaults_to_the_main_model_and_server_mode() -> None:
+def test_variants_default_to_the_main_model_and_server_mode() -> None:
     main = variants.ModelUnderTest("m", "/m.gguf")
-    assert variants.side_by_side(None, None, 2, main) is None
-    side = variants.side_by_side(None, "", 0, main)
-    assert side is not None and [v.key for v in side.variants] == ["m/auto"]
-    assert side.blocks == []
+    assert variants.side_by_side(None, None, main) == ([], [])
+    chosen, notes = variants.side_by_side(None, "", main)
+    assert [v.key for v in chosen] == ["m/auto"] and notes == []
+    assert variants.options(chosen[0]) == {"model": "/m.gguf", "speculation": "auto"}
 
 
 def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() -> None:
@@ -458,98 +460,41 @@ def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() ->
     assert not runner.passed(blocks[0], "pass")
 
 
-def _variant_samples(key: str, mode: str, block_ms: float, he: list[str],
-                     gen_ms: float | None) -> list[Sample]:
-    extra = {"model": key.split("/")[0], "speculation": mode}
-    samples = [
-        Sample("d", variants.REPLAY, "f.py:1-1", i, 50.0 + i, "x", generated_tokens=10,
-               variant=key,
-               extra={**extra, "generate_ms": None if gen_ms is None else gen_ms * 10})
-        for i in range(4)
-    ]  # fmt: skip
-    samples += [Sample("d", variants.HUMANEVAL, f"HumanEval/0#L{i}", 0, 30.0, text,
-                       exact_match=text == "a", passed=text == "a", generated_tokens=2,
-                       variant=key, extra=dict(extra))
-                for i, text in enumerate(he)]  # fmt: skip
-    samples.append(Sample("d", variants.BLOCK, "HumanEval/0#body", 0, block_ms, "body",
-                          passed=True, generated_tokens=40, variant=key, extra=dict(extra)))
-    return samples
-
-
-def test_side_by_side_summary_compares_with_the_base_mode(tmp_path: Path) -> None:
-    samples = (_variant_samples("m/off", "off", 1000.0, ["a", "b"], 20.0)
-               + _variant_samples("m/lookup", "lookup", 500.0, ["a", "c"], 10.0))  # fmt: skip
-    runs = [
-        {"key": "m/off", "model": "m", "mode": "off", "peak_rss_mb": 700.0,
-         "counters": {"replay": {"drafts_verified": 0}}},
-        {"key": "m/lookup", "model": "m", "mode": "lookup", "peak_rss_mb": 710.0,
-         "counters": {"replay": {"drafts_verified": 4, "draft_tokens": 12, "draft_accepted": 6},
-                      "block": {"drafts_verified": 6, "draft_tokens": 8, "draft_accepted": 4}}},
-    ]  # fmt: skip
-    rows = variants.summarize(samples, runs)
-    assert list(rows) == ["m/off", "m/lookup"]
-    off, lookup = rows["m/off"], rows["m/lookup"]
-    assert off["base"] == lookup["base"] == "m/off"
-    assert off["ms_per_token"] == pytest.approx(20.0) and off["ms_per_token_basis"] == "generation"
-    assert lookup["vs_base"]["ms_per_token"] == pytest.approx(0.5)
-    assert lookup["vs_base"]["block_p50"] == pytest.approx(0.5)
-    assert lookup["accepted_per_step"] == pytest.approx(1.0)  # 10 accepted in 10 verify steps
-    assert lookup["drafted_per_step"] == pytest.approx(2.0)
-    assert off["accepted_per_step"] is None
-    # Two HumanEval lines and a block: the second line differs.
-    assert lookup["identical"] == {"share": pytest.approx(2 / 3), "same": 2, "n": 3}
-    assert lookup["humaneval"]["em"] == 0.5 and lookup["block"]["pass1"] == 1.0
-    # Without the engine's own timing, latency per token stands in, and says so.
-    plain = variants.summarize(_variant_samples("m/off", "off", 1000.0, ["a"], None), [])
-    assert plain["m/off"]["ms_per_token_basis"] == "latency"
-    meta = {"variants": {"blocks": 1, "humaneval_lines": 2, "notes": ["a note on drafts"]}}
-    md = "\n".join(variants.markdown(rows, meta))
-    assert "Speculation and models side by side" in md and "| m/lookup |" in md
-    assert "66.7% (2/3)" in md and "a note on drafts" in md
-    assert variants.markdown({}, meta) == []
-
-
-def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
-    """Two models (the tiny one twice) x speculation off / lookup / draft, (d) only."""
+def test_bench_variants_are_sides_of_the_drive_end_to_end(tiny_model_path: Path,
+                                                          tmp_path: Path) -> None:
+    """Two models (the tiny one twice) x speculation off / lookup / draft: each pair a side of
+    the interleaved drive beside the candidate, every unit on each, with whole-body HumanEval
+    blocks (he-block) beside a typing scenario, each variant compared with B."""
     other = tmp_path / "tiny-copy.gguf"
     other.write_bytes(tiny_model_path.read_bytes())
     out = tmp_path / "bench-out"
     proc = subprocess.run([
-        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--engines", "none",
-        "--models", f"{tiny_model_path},{other}", "--speculation", "off,lookup,draft",
-        "--out", str(out), "--keystrokes", "4", "--humaneval", "1", "--humaneval-lines", "2",
-        "--blocks", "1", "--no-open", "--no-paced", "--crossfile", "0", "--max-tokens", "8",
-    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--model",
+        str(tiny_model_path), "--models", f"{tiny_model_path},{other}", "--speculation",
+        "off,lookup,draft", "--out", str(out), "--scenarios", "burst,he-block",
+        "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "samples.json").read_text())
-    side = data["meta"]["variants"]
+    data = json.loads((out / "ab-samples.json").read_text())
+    meta = data["meta"]
     keys = ["tiny/off", "tiny/lookup", "tiny-copy/off", "tiny-copy/lookup"]
-    assert [run["key"] for run in side["runs"]] == keys
-    assert side["modes"] == ["off", "lookup", "draft"] and side["blocks"] == 1
-    assert len(side["notes"]) == 2  # neither tiny model declares a draft model
-    for run in side["runs"]:
-        assert run["peak_rss_mb"] and set(run["counters"]) == {"replay", "humaneval", "block",
-                                                               "coldfile"}
-    by_workload: dict[str, set[str]] = {}
-    for s in data["samples"]:
-        if s["workload"].startswith("variant-"):
-            by_workload.setdefault(s["workload"], set()).add(s["variant"])
-    assert by_workload == dict.fromkeys(variants.WORKLOADS, set(keys))
-    assert all(s["extra"]["generate_ms"] is not None for s in data["samples"]
-               if s["workload"] == variants.BLOCK and s["source"] == "model")
-    rows = data["variants"]
-    assert list(rows) == keys
-    assert rows["tiny/lookup"]["base"] == "tiny/off"
-    assert rows["tiny/lookup"]["identical"]["n"] == 3  # two HumanEval lines and a block
-    assert {s["engine"] for s in data["samples"]} == {"d"}
-    report_md = (out / "report.md").read_text()
-    assert "Speculation and models side by side" in report_md
-    # The section is rebuilt from samples.json alone.
-    (out / "report.md").unlink()
-    assert bench.rerender(out) == 0
-    assert "| tiny-copy/lookup |" in (out / "report.md").read_text()
-    assert rows["tiny/off"]["coldfile"]["files"] == 1  # --quick: one never-seen file
-    assert rows["tiny/off"]["keystrokes"]["n"] == 4
+    assert meta["baselines"] == keys
+    assert [meta["sides"][k]["role"] for k in keys] == ["variant"] * 4
+    assert "speculation lookup" in meta["sides"]["tiny-copy/lookup"]["described"]
+    assert sum("declares no draft model" in note for note in meta["notes"]) == 2
+    units = data["units"]
+    assert all(u["error"] is None for u in units), [u for u in units if u["error"]]
+    for name in ("burst", "he-block"):
+        sides = sorted(u["side"] for u in units if u["scenario"] == name)
+        assert sides and sorted(set(sides)) == sorted([*keys, "B"])
+    blocks = [s for u in units if u["scenario"] == "he-block" for s in u["samples"]]
+    assert blocks and all(s["passed"] is not None for s in blocks)
+    assert {s["case"] for s in blocks} == {b.name for b in humaneval.build_block_tasks(1)}
+    rows = data["rows"]
+    for key in keys:
+        for name in ("burst", "he-block"):
+            assert [r for r in rows if r["baseline"] == key and r["scenario"] == name]
+    assert "## B against tiny-copy/lookup" in (out / "ab-report.md").read_text()
 
 
 def test_java_sources_come_out_of_a_jdks_src_zip(tmp_path: Path, monkeypatch) -> None:

@@ -5,9 +5,9 @@ The baselines run (the default): engines (a) PSM with a full re-encode per reque
 with longest-common-prefix reuse (llama-server's `cache_prompt`), (c) optionally an external
 llama-server driven like llama.vim, (d) lsp-complete itself over LSP, on typing replay of real
 source files (sequential and paced), first-suggestion latency in a large file, HumanEval
-single-line infilling and cross-file lines (bench/crossfile/); `--speculation`/`--models` add
-(d) variants side by side (variants.py). `--baseline REF[,REF...]`: versions side by side,
-interleaved (bench/ab/).
+single-line infilling and cross-file lines (bench/crossfile/). `--baseline REF[,REF...]`
+(versions, or the stateless baselines by name) and `--speculation`/`--models` (variants.py):
+sides of one interleaved drive, each compared with the candidate (bench/ab/).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from lsp_complete.bench import (
     report,
     workload,
 )
-from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.ab import scenarios as ab_scenarios
 from lsp_complete.bench.baselines import fim_tokens
 from lsp_complete.bench.records import Sample
@@ -76,7 +75,7 @@ SIZES = {
     "humaneval_lines": "masked lines per problem (default all)",
     "cold_files": "never-seen large files, each opened and asked at once (0: none)",
     "crossfile": "cross-file lines from installed packages (0: none)",
-    "blocks": "multi-line block tasks per (d) variant",
+    "blocks": "HumanEval whole-body blocks of the he-block scenario",
 }
 
 
@@ -111,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "run's ab-samples.json), run nothing")
     base = p.add_argument_group("the baselines run (the default)")
     base.add_argument("--engines", default=None,
-                      help="comma list of a,b,c,d, or none (default: available)")
+                      help="comma list of a,b,c,d (default: available)")
     base.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
     base.add_argument("--rest-ms", type=float, default=1000.0,
                       help="pause between putting the cursor on a span and typing (0: none)")
@@ -128,12 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
     base.add_argument("--repo-context-tokens", type=int,
                       help="repoContextTokens for (d) (default: the server's; 0: off)")
-    base.add_argument("--speculation", metavar="MODES", help="comma list of "
-                      "off,lookup,draft,auto: (d) once per mode, side by side (variants.py; "
-                      "draft only for a model with a declared draft model)")
-    base.add_argument("--models", metavar="A,B", help="comma list of models.toml names or "
-                      ".gguf paths: the (d) variants for each, side by side, with resident "
-                      "memory per model (default: --model)")
     base.add_argument("--open-file",
                       help="large file for open latency (default: ~2,000-line one)")
     base.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
@@ -149,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "are A1, A2, ..., each compared with B")
     ab_opts.add_argument("--candidate", metavar="REF",
                          help="version B, as --baseline (default: this checkout, as it is)")
+    ab_opts.add_argument("--speculation", metavar="MODES", help="comma list of "
+                         "off,lookup,draft,auto: B's code with each mode is a side, compared "
+                         "with B (variants.py; draft only for a model with a declared draft "
+                         "model); adds he-block to the default scenarios")
+    ab_opts.add_argument("--models", metavar="A,B", help="comma list of models.toml names or "
+                         ".gguf paths: B's code with each model (x each --speculation mode) is "
+                         "a side, compared with B (default: --model)")
     ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
                          f"{', '.join(ab_scenarios.TIMINGS)} (generic client; ours:NAME sends "
                          f"the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "
@@ -174,8 +174,6 @@ def _with_sizes(args: argparse.Namespace, mode: Mode) -> argparse.Namespace:
 def _engines(args: argparse.Namespace) -> tuple[str, ...]:
     if args.engines is None:
         return tuple(k for k in ALL_ENGINES if k != "c" or args.llama_server)
-    if args.engines.strip().lower() == "none":  # only the (d) variants of --speculation/--models
-        return ()
     keys = tuple(k.strip() for k in args.engines.split(",") if k.strip())
     unknown = [k for k in keys if k not in ALL_ENGINES]
     if unknown:
@@ -240,7 +238,6 @@ def run_baselines(args: argparse.Namespace, model: Model) -> int:
     out = Path(args.out)
     model_path, model_name, spec = model
     engines = _engines(args)
-    side = _side_by_side(args, model_path, spec)  # checked before anything runs
     work, files = _workload(args)
     cfg = BenchConfig(
         model_path=model_path,
@@ -274,14 +271,8 @@ def run_baselines(args: argparse.Namespace, model: Model) -> int:
         extras[key] = run.extras
     variants = tuple(v.strip() for v in args.crossfile_variants.split(",") if v.strip())
     samples += run_crossfile(cfg, cross_tasks, engines, variants)
-    side_meta = None
-    if side is not None:
-        side_samples, side_meta = side.run(cfg, work)
-        samples += side_samples
     summary = metrics.summarize(samples, extras)
     meta = _meta(args, cfg, files, work, time.time() - began)
-    if side_meta is not None:
-        meta["variants"] = side_meta
     meta["settings"]["crossfile"] = len(cross_tasks)
     meta["settings"]["crossfile_packages"] = len({t.package for t in cross_tasks})
     meta["settings"]["crossfile_js_lines"] = sum(t.language != "python" for t in cross_tasks)
@@ -289,21 +280,6 @@ def run_baselines(args: argparse.Namespace, model: Model) -> int:
     paths = report.write_all(out, meta, summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
-
-
-def _side_by_side(
-    args: argparse.Namespace, model_path: str, spec: Any
-) -> bench_variants.SideBySide | None:
-    """`--speculation` / `--models`, checked before anything runs."""
-    from lsp_complete.models import ModelError
-
-    try:
-        return bench_variants.side_by_side(
-            args.speculation, args.models, args.blocks,
-            bench_variants.model_under_test(model_path, spec),
-        )
-    except (ValueError, ModelError) as err:
-        raise SystemExit(f"bench: {err}") from None
 
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -385,18 +361,17 @@ def _meta(
 # cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
 # 1.5B model on 2 cores: one-line and 3-line spans side by side.
 MODES = [
-    Mode("ab", lambda args: bool(args.baseline or args.candidate), ab.run,
+    Mode("ab", lambda args: bool(args.baseline or args.candidate or args.speculation
+                                 or args.models), ab.run,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
-               "humaneval": 100, "cold_files": 6, "pace_ms": 200.0},
+               "humaneval": 100, "cold_files": 6, "blocks": 10, "pace_ms": 200.0},
          quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
-                "humaneval": 4, "cold_files": 1, "pace_ms": 200.0},
+                "humaneval": 4, "cold_files": 1, "blocks": 1, "pace_ms": 200.0},
          samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
     Mode("baselines", lambda args: True, run_baselines,
          full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
-               "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 20,
-               "pace_ms": 100.0},
+               "humaneval": 30, "crossfile": 96, "cold_files": 5, "pace_ms": 100.0},
          quick={"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-                "humaneval_lines": 3, "crossfile": 1, "cold_files": 1, "blocks": 2,
-                "pace_ms": 100.0},
+                "humaneval_lines": 3, "crossfile": 1, "cold_files": 1, "pace_ms": 100.0},
          samples_json=report.SAMPLES_JSON, rerender=_rerender_baselines),
 ]

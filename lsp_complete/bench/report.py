@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench import coldfiles, crossfile, fmt
-from lsp_complete.bench import variants as bench_variants
 from lsp_complete.bench.metrics import OPEN_PHASES
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
 
@@ -23,27 +22,24 @@ def write_all(
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     cross = crossfile.summarize(list(samples))
-    if "d" in summary:  # (d)'s own never-seen files; the variants' are in their section
-        summary["d"]["coldfile"] = coldfiles.summarize(
-            [s for s in samples if s.engine == "d" and s.variant is None])
-    side = bench_variants.summarize(samples, (meta.get("variants") or {}).get("runs") or [])
+    for key, row in summary.items():  # every engine's never-seen files
+        row["coldfile"] = coldfiles.summarize([s for s in samples if s.engine == key])
     paths = [
-        write_json(out / SAMPLES_JSON, meta, summary, samples, cross, side),
+        write_json(out / SAMPLES_JSON, meta, summary, samples, cross),
         plot_latency(out / LATENCY_PNG, samples, meta.get("settings", {}).get("pace_ms")),
     ]
-    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary, cross, side))
+    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary, cross))
     return paths
 
 
 def write_json(
     path: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample],
-    cross: dict[str, Any] | None = None, side: dict[str, Any] | None = None,
+    cross: dict[str, Any] | None = None,
 ) -> Path:
     data = {
         "meta": meta,
         "summary": summary,
         "crossfile": cross or {},
-        "variants": side or {},  # (d) side by side: speculation modes, models
         "samples": [dataclasses.asdict(s) for s in samples],
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -186,8 +182,7 @@ def _crossfile_table(rows: dict[str, Any]) -> list[str]:
 
 
 def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
-                   cross: dict[str, Any] | None = None,
-                   side: dict[str, Any] | None = None) -> Path:
+                   cross: dict[str, Any] | None = None) -> Path:
     pace = meta["settings"].get("pace_ms")
     lines = ["# lsp-complete bench", ""]
     lines += _meta_lines(meta)
@@ -246,7 +241,6 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
             "",
         ]
         lines += _crossfile_table(cross)
-    lines += bench_variants.markdown(side or {}, meta)
     lines += [f"![latency distributions]({LATENCY_PNG})", ""]
     for row in summary.values():
         if row.get("errors"):

@@ -25,14 +25,12 @@ from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
-from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
+from lsp_complete.bench.humaneval import InfillTask, PassRunner
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import Server, live_checkout, stateless_server
 from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
 from lsp_complete.bench.workload import Episode, OpenCase
 from lsp_complete.testing.lsp_client import position_at
-
-SETTLE_S = 0.15  # after the cursor is put: longer than variants.IDLE_OPTIONS' re-anchor delay
 
 
 @dataclass
@@ -138,30 +136,23 @@ async def type_spans(
 async def ask_tasks(
     session: lsp_driver.Session,
     engine: str,
-    tasks: Sequence[InfillTask | BlockTask],
+    tasks: Sequence[InfillTask],
     workload: str,
     passes: PassRunner,
     on_task: Callable[[], Any],
-    idle: bool = False,
 ) -> list[Sample]:
     """One request per task, scored: one document per problem, whose text each next task of
-    it replaces. With `idle`, each request is made once the server is idle with the cursor
-    there (variants.py: the same prompt in every run, so modes can be compared)."""
-    folder = workload.removeprefix("variant-") + "/" if idle else ""
+    it replaces."""
     versions: dict[str, int] = {}
-    answers: list[tuple[InfillTask | BlockTask, str, int, str, float, str | None]] = []
+    answers: list[tuple[InfillTask, str, int, str, float, str | None]] = []
     for task in tasks:
-        uri = f"file:///lsp-complete-bench/{folder}{task.task_id.replace('/', '_')}.py"
+        uri = f"file:///lsp-complete-bench/{task.task_id.replace('/', '_')}.py"
         version = versions.get(uri, 0) + 1
         versions[uri] = version
         if version == 1:
             session.open(uri, "python", task.text, version)
         else:
             session.replace_all(uri, version, task.text)
-        if idle:
-            session.move_cursor(uri, position_at(task.text, task.offset))
-            await asyncio.sleep(SETTLE_S)
-            await session.wait_idle()
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
         answers.append((task, uri, version, suggestion, latency, error))
         on_task()
@@ -170,11 +161,9 @@ async def ask_tasks(
     for task, uri, version, suggestion, latency, error in answers:
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-        exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
-        samples.append(Sample.of(engine, workload, task.name, 0, c, exact_match=exact,
-                                 passed=passes.passed(task, c.text), extra={
-                                     "generate_ms": (record or {}).get("generateMs"),
-                                     **({"error": error} if error else {})}))
+        samples.append(Sample.of(engine, workload, task.name, 0, c,
+                                 exact_match=task.exact_match(c.text),
+                                 passed=passes.passed(task, c.text), **_err(error)))
     for uri in versions:
         session.close(uri)
     return samples

@@ -4,8 +4,8 @@ own empty KV cache folder and never the shared engine daemon, or a stateless bas
 answering in this process behind the same session interface (StatelessSession); warmed up on
 an unrelated snippet that is not recorded, its startup and memory kept, and stopped.
 
-The baselines run's engines, its variants and the A/B sides are all `Server`s; what differs is
-the settings they are given and how they are driven.
+The baselines run's engines and the A/B sides (versions, variants, stateless baselines) are all
+`Server`s; what differs is the settings they are given and how they are driven.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ class StartError(RuntimeError):
 
 
 def live_checkout() -> ServerVersion:
-    """This checkout as it is on disk, first on PYTHONPATH: the baselines run's (d) and its
-    variants (an A/B's candidate is a copy: install.this_checkout)."""
+    """This checkout as it is on disk, first on PYTHONPATH: the baselines run's (d) (an A/B's
+    candidate is a copy: install.this_checkout)."""
     return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
                          pythonpath=str(CHECKOUT_ROOT), cwd=None, source_digest="")
 
@@ -162,10 +162,6 @@ class StatelessSession:
         finally:
             self._cpu_s += _process_cpu_s() - before
 
-    async def wait_idle(self) -> None:
-        async with self._lock:
-            pass
-
     def peak_rss_mb(self) -> float | None:
         return self.engine.peak_rss_mb() if self.engine is not None else None
 
@@ -202,6 +198,7 @@ class Server:
     quiet_cpu_s: float = 0.0
     woke: int = 0
     idle_cpu_s: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)  # given at the last start
     _cache_dirs: list[str] = field(default_factory=list)
 
     @property
@@ -217,14 +214,18 @@ class Server:
         self._cache_dirs.append(path)
         return path
 
-    async def start(self, cache_dir: str | None = None, warm: bool = True) -> Session:
-        """A fresh server on `cache_dir` (None: a new empty one), warmed up if `warm`."""
+    async def start(self, cache_dir: str | None = None, warm: bool = True,
+                    options: dict[str, Any] | None = None) -> Session:
+        """A fresh server on `cache_dir` (None: a new empty one), warmed up if `warm`, given
+        `options` beside its own."""
         session: Session
         if self.make_engine is not None:
             session = StatelessSession(self.make_engine)
         else:
             env = self.version.server_env(base_server_env(cache_dir or self.new_cache_dir()))
-            session = ServerSession(self.init_options["model"], self.init_options, env=env,
+            self.options = options or {}
+            init = {**self.init_options, **self.options}
+            session = ServerSession(init["model"], init, env=env,
                                     log_path=self.log_path,
                                     workspace_folders=self.workspace_folders,
                                     python=self.version.python, cwd=self.version.cwd)

@@ -2,10 +2,12 @@
 
 This machine's speed moves 2-3x between sessions, so only versions run in the same run can be
 compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
-environment of its own: bench/install.py; several, comma-separated, are A1, A2, ...) and B (the
-candidate: this checkout, or `--candidate REF`) each serve the same keystrokes, files and
-tasks, interleaved unit by unit (drive.py), in scenarios shaped like users (scenarios.py).
-Every measure is reported as B/A for each baseline with a paired bootstrap confidence
+environment of its own: bench/install.py, or a stateless baseline by name: servers.STATELESS;
+several, comma-separated, are A1, A2, ...), the variants (`--models`, `--speculation`: B's code
+with another model or mode, variants.py) and B (the candidate: this checkout, or
+`--candidate REF`) each serve the same keystrokes, files and tasks, interleaved unit by unit
+(drive.py), in scenarios shaped like users (scenarios.py).
+Every measure is reported as B/A for each baseline and variant with a paired bootstrap confidence
 interval and a verdict (measures.py, bench/stats.py), in `ab-report.md` and
 `ab-samples.json` (report.py).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,14 +25,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import coldfiles, humaneval, install, machine, stats, workload
+from lsp_complete.bench import coldfiles, humaneval, install, machine, stats, variants, workload
 from lsp_complete.bench.ab import drive, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.baselines import fim_tokens
+from lsp_complete.bench.humaneval import build_block_tasks
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import STATELESS, Model, StartError, stateless_server
+from lsp_complete.bench.variants import Variant
 
 
 def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
@@ -63,20 +68,40 @@ def baseline_specs(text: str) -> list[str]:
     return specs
 
 
-def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model) -> list[Side]:
-    """The baselines, each with its side key, then the candidate: installed versions, or a
-    stateless baseline by its name in servers.STATELESS (in this process, or llama-server)."""
+def _log_path(cfg: AbConfig, key: str) -> Path:
+    """A side's server log (a variant's key has a slash)."""
+    safe = re.sub(r"[^\w.#-]+", "_", key)
+    return cfg.out / f"ab-server-{safe}.log"
+
+
+def _variants(args: argparse.Namespace, model: Model) -> tuple[list[Variant], list[str]]:
+    """`--speculation` / `--models`, checked before anything runs."""
+    from lsp_complete.models import ModelError
+
+    try:
+        return variants.side_by_side(args.speculation, args.models,
+                                     variants.model_under_test(model[0], model[2]))
+    except (ValueError, ModelError) as err:
+        raise SystemExit(f"bench: {err}") from None
+
+
+def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
+           chosen: list[Variant]) -> list[Side]:
+    """The baselines, each with its side key, then the variants (the candidate's code with
+    another model or speculation mode, each its key), then the candidate: installed
+    versions, or a stateless baseline by its name in servers.STATELESS (in this process, or
+    llama-server)."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
-        specs = baseline_specs(args.baseline)
+        specs = baseline_specs(args.baseline) if args.baseline else []
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
     named = [*zip(drive.baseline_keys(len(specs)), specs, strict=True),
              (CANDIDATE, args.candidate)]
-    sides = []
+    sides: list[Side] = []
     try:
         for key, spec in named:
-            log_path = cfg.out / f"ab-server-{key}.log"
+            log_path = _log_path(cfg, key)
             if spec in STATELESS:
                 sides.append(stateless_server(
                     STATELESS[spec], cfg.model_path, fim_tokens(model[2]),
@@ -93,7 +118,11 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model) -> list[Side]:
                               cfg.workspace_folders))
     except (install.InstallError, ValueError) as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    return sides
+    candidate = sides[-1]
+    return sides[:-1] + [
+        Side(v.key, candidate.version, {**cfg.init_options(), **variants.options(v)},
+             _log_path(cfg, v.key),
+             cfg.workspace_folders) for v in chosen] + [candidate]
 
 
 async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
@@ -120,7 +149,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
 def _unit_count(scenario: Scenario, work: Work) -> int:
     if scenario.kind == "typing":
         return len(work.episodes)
-    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks)
+    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks_of(scenario))
 
 
 def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRun]
@@ -154,15 +183,19 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
 
 def run(args: argparse.Namespace, model: Model) -> int:
     """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
-    if not args.baseline:
-        raise SystemExit("bench: --candidate needs --baseline REF")
+    chosen, variant_notes = _variants(args, model)
+    if not args.baseline and not chosen:
+        raise SystemExit("bench: --candidate needs --baseline REF, --models or --speculation")
     out = Path(args.out)
     model_path, model_name, _spec = model
+    default = [*scenario_specs.DEFAULT, *(["he-block"] if chosen else [])]
     try:
-        scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
+        scenarios = scenario_specs.parse(args.scenarios or ",".join(default))
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
     work, files, he_source = build_work(args)
+    if any(s.blocks for s in scenarios):
+        work.blocks = build_block_tasks(args.blocks)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
         seed=args.seed, pace_ms=args.pace_ms, settle_s=args.settle_ms / 1000,
@@ -170,7 +203,7 @@ def run(args: argparse.Namespace, model: Model) -> int:
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
         old.unlink()
-    sides = _sides(args, cfg, model)
+    sides = _sides(args, cfg, model, chosen)
     began = time.time()
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
@@ -180,6 +213,7 @@ def run(args: argparse.Namespace, model: Model) -> int:
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
     meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
                  time.time() - began)
+    meta["notes"] += variant_notes
     return _written(out, meta, rows, runs)
 
 
@@ -225,9 +259,13 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
     sides = {}
     for server in servers:
         key, version = server.key, server.version
-        sides[key] = {"role": "candidate" if key == CANDIDATE else "baseline",
-                      "engine": server.engine,
-                      "described": version.describe(), "label": version.label,
+        variant = "speculation" in server.init_options
+        sides[key] = {"role": "candidate" if key == CANDIDATE else
+                      ("variant" if variant else "baseline"), "engine": server.engine,
+                      "described": version.describe() + (
+                          f", model {server.init_options['model']}, speculation "
+                          f"{server.init_options['speculation']}" if variant else ""),
+                      "label": version.label,
                       "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
                       "source_digest": version.source_digest, "python": version.python,
                       "package_dir": _verified_after(version)}

@@ -30,7 +30,7 @@ from lsp_complete.bench import coldfiles, lsp_driver
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
-from lsp_complete.bench.humaneval import InfillTask, PassRunner
+from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.servers import Server
 from lsp_complete.bench.spans import (
@@ -97,9 +97,10 @@ class UnitRun:
 # --- servers -----------------------------------------------------------------------------------
 
 
-async def start(side: Side, cfg: AbConfig) -> None:
-    """A fresh server for `side`: empty KV cache folder, warmed up, quiet."""
-    await side.start()
+async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None) -> None:
+    """A fresh server for `side`: empty KV cache folder, `options` beside its settings,
+    warmed up, quiet."""
+    await side.start(options=options)
     await wait_quiet(side, cfg.settle_s)
 
 
@@ -186,7 +187,7 @@ async def run_units(
             if side.session is not None and not side.live.running:
                 error = error or "the server exited"
                 await stop(side)
-                await start(side, cfg)  # the next units get a fresh one
+                await start(side, cfg, side.options)  # the next units get a fresh one
             else:
                 await wait_quiet(side, cfg.settle_s)
             idle = [other.cpu() - before for other, before in zip(others, others_before,
@@ -276,7 +277,7 @@ def open_drive(cases: Sequence[ColdCase]) -> Drive:
     return drive
 
 
-def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
+def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask]) -> Drive:
     """Each task its own never-seen document, asked at once or after the scenario's pause.
     Latency runs from didOpen when asked at once, else from the request. Scored afterwards
     (`score_humaneval`): test programs must not run under the other server's turn."""
@@ -304,7 +305,7 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
     return drive
 
 
-def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask],
+def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask | BlockTask],
                     passes: PassRunner) -> None:
     for run in runs:
         for sample in run.samples:
@@ -319,7 +320,11 @@ class Work:
     episodes: list[Episode]
     cold_cases: list[ColdCase]
     tasks: list[InfillTask]
+    blocks: list[BlockTask] = field(default_factory=list)  # he-block's
     passes: PassRunner = field(default_factory=PassRunner)
+
+    def tasks_of(self, scenario: Scenario) -> Sequence[InfillTask | BlockTask]:
+        return self.blocks if scenario.blocks else self.tasks
 
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
@@ -334,17 +339,17 @@ async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side],
         units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]
         drive = open_drive(work.cold_cases)
     else:
-        units = [(t.name, 1) for t in work.tasks]
-        drive = humaneval_drive(scenario, work.tasks)
+        units = [(t.name, 1) for t in work.tasks_of(scenario)]
+        drive = humaneval_drive(scenario, work.tasks_of(scenario))
     if not units:
         return []
     try:
         for side in sides:
-            await start(side, cfg)
+            await start(side, cfg, scenario.options)
         runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
     finally:
         for side in sides:
             await stop(side)
     if scenario.kind == "humaneval":
-        score_humaneval(runs, work.tasks, work.passes)
+        score_humaneval(runs, work.tasks_of(scenario), work.passes)
     return runs
