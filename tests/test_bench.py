@@ -15,14 +15,14 @@ import pytest
 from lsprotocol import types
 
 from lsp_complete import bench
-from lsp_complete.bench import crossfile, humaneval, metrics, report, variants, workload
+from lsp_complete.bench import crossfile, humaneval, metrics, report, stats, variants, workload
 from lsp_complete.bench.baselines import generate_reuse, psm_windows
 from lsp_complete.bench.llama_server import (
     LlamaServerClient,
     infill_request,
     suggestion_from_content,
 )
-from lsp_complete.bench.records import Sample
+from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.testing.lsp_client import position_at, suggestion_from_answer
 
 SOURCE = "\n".join(
@@ -139,14 +139,9 @@ def test_positions_are_utf16() -> None:
 # --- metrics -----------------------------------------------------------------------------------
 
 
-def test_percentile_and_fifo_simulation() -> None:
-    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5
-    assert metrics.percentile([], 50) is None
-    # Service 150 ms, keys every 100 ms: the queue grows and only the last answer is fresh.
-    result = metrics.simulate_fifo([150, 150, 150], pace_ms=100)
-    assert result.fresh == 1 and result.latencies == [250]
-    fast = metrics.simulate_fifo([50, 50], pace_ms=100)
-    assert fast.latencies == [50, 50]
+def test_percentile() -> None:
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([], 50) is None
 
 
 # --- HumanEval ---------------------------------------------------------------------------------
@@ -197,12 +192,12 @@ def _fake_samples() -> list[Sample]:
 def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
     samples = _fake_samples()
     extras = {"a": {"peak_rss_mb": 700.0}, "d": {"peak_rss_mb": 650.0, "startup_ms": 900.0}}
-    summary = metrics.summarize(samples, extras, pace_ms=100)
+    summary = metrics.summarize(samples, extras)
     assert summary["d"]["ratios"]["a"]["p50"] == pytest.approx(
         summary["d"]["replay"]["p50"] / summary["a"]["replay"]["p50"]
     )
     assert summary["d"]["paced"]["superseded_share"] == 0.5
-    assert summary["a"]["paced"]["simulated"] is True
+    assert summary["a"]["paced"]["requests"] == 0
     meta = {
         "date": "today",
         "machine": {"cpu": "cpu", "cores": 2, "cores_usable": 2, "threads_used": 2,
@@ -221,6 +216,73 @@ def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
     assert len(data["samples"]) == len(samples)
     assert data["samples"][0] == dataclasses.asdict(samples[0])
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- stateless baselines behind a server's session -----------------------------------------------
+
+
+class _SlowEngine:
+    """A stateless engine that answers what it was asked, slowly (no model: the session's
+    queueing and records are what is checked)."""
+
+    key = "a"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def complete(self, text: str, offset: int, path: str = "") -> Completion:
+        import time
+
+        self.asked.append(offset)
+        time.sleep(0.05)
+        return Completion(text[offset:offset + 1] or "x", 50.0, prompt_tokens=offset,
+                          encoded_tokens=offset, generated_tokens=1)
+
+    def peak_rss_mb(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stateless_engine_answers_behind_a_servers_session() -> None:
+    """Requests run one at a time; one still waiting when a newer one comes is superseded
+    without running; each has a record by uri and version, as a server's status has."""
+    import asyncio
+
+    from lsp_complete.bench.lsp_driver import stats_by_version
+    from lsp_complete.bench.servers import StatelessSession
+
+    engine = _SlowEngine()
+
+    async def scenario() -> tuple[list[tuple[str, float, str | None]], dict]:
+        session = StatelessSession(lambda: engine)
+        await session.start()
+        uri, pos = "file:///t.py", types.Position(line=0, character=0)
+        session.open(uri, "python", "abcdef", 1)
+        first = await session.inline(uri, "abcdef", 1)
+        session.insert(uri, 2, pos, "a")
+        running = asyncio.create_task(session.inline(uri, "abcdef", 2))
+        await asyncio.sleep(0.01)
+        session.insert(uri, 3, pos, "b")
+        waiting = asyncio.create_task(session.inline(uri, "abcdef", 3))
+        await asyncio.sleep(0.01)
+        session.insert(uri, 4, pos, "c")
+        newest = asyncio.create_task(session.inline(uri, "abcdef", 4))
+        answers = [first, *await asyncio.gather(running, waiting, newest)]
+        status = await session.status()
+        assert (await session.status(recent=0))["recent"] == []
+        assert status["scheduler"]["idle"] and session.cpu_s() is not None
+        await session.stop()
+        return answers, status
+
+    answers, status = asyncio.run(scenario())
+    assert [a[0] for a in answers] == ["b", "c", "", "e"]
+    assert engine.asked == [1, 2, 4]  # offset 3 waited behind 2 and was superseded by 4
+    records = stats_by_version(status, "file:///t.py")
+    assert {v: r["source"] for v, r in records.items()} == {
+        1: "model", 2: "model", 3: "superseded", 4: "model"}
+    assert records[4]["encodedTokens"] == 4
 
 
 # --- llama-server /infill client ---------------------------------------------------------------
@@ -300,18 +362,27 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
         assert (out / name).stat().st_size > 0
     data = json.loads((out / "samples.json").read_text())
     engines = {s["engine"] for s in data["samples"]}
-    assert engines == {"a", "b", "b+", "d"}
+    assert engines == {"a", "b", "d"}
     workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
     assert workloads == {"replay", "paced", "humaneval", "open", "crossfile", "coldfile"}
+    # The stateless baselines are typed into by the same driver: the same workloads (but the
+    # cross-file lines, which (b) answers on its own) and their records, paced included.
+    for key in "ab":
+        mine = [s for s in data["samples"] if s["engine"] == key]
+        assert {s["workload"] for s in mine} >= {"replay", "paced", "humaneval", "open",
+                                                 "coldfile"}
+        assert all(s["encoded_tokens"] for s in mine
+                   if s["workload"] == "replay" and s["source"] == "model")
+    assert data["summary"]["a"]["paced"]["requests"] == data["summary"]["d"]["paced"]["requests"]
     # The never-seen file (one in --quick): opened and asked at once, then two keys typed.
-    cold = [s for s in data["samples"] if s["workload"] == "coldfile"]
+    cold = [s for s in data["samples"] if s["workload"] == "coldfile" and s["engine"] == "d"]
     assert [s["index"] for s in cold] == [0, 1, 2] and cold[0]["line_exact"] is not None
     assert cold[0]["case"].endswith(".py") and cold[0]["source"] != "error"
     assert data["summary"]["d"]["coldfile"]["files"] == 1
     assert "### Never-seen files" in (out / "report.md").read_text()
     # The cross-file line (one in --quick) ran on (b), (b+) and every (d) configuration.
     cross = [s for s in data["samples"] if s["workload"] == "crossfile"]
-    assert sorted(s["extra"]["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
+    assert sorted(s["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
     assert "## Cross-file lines" in (out / "report.md").read_text()
     assert data["meta"]["model"]["sha256"]
     # Each span starts with the cursor resting there (what the server makes of that rest is
@@ -349,17 +420,32 @@ def test_speculation_modes_and_plan() -> None:
     assert len(notes) == 1 and "small" in notes[0] and "draft" in notes[0]
     twice = variants.unique_names([small, small])
     assert [m.name for m in twice] == ["small", "small#2"]
-    assert variants.block_count(None, quick=True) == 2
-    assert variants.block_count(None, quick=False) == 20
-    assert variants.block_count(5, quick=True) == 5
 
 
-def test_side_by_side_defaults_to_the_main_model_and_server_mode() -> None:
+def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: Path) -> None:
+    parse = bench.build_parser().parse_args
+    args = parse(["--quick", "--keystrokes", "5", "--span-lines", "1,3"])
+    mode = next(m for m in bench.MODES if m.asked(args))
+    assert mode.name == "baselines"
+    sized = bench._with_sizes(args, mode)
+    assert sized.keystrokes == 5 and sized.span_lines == (1, 3) and sized.spans == 2
+    full = bench._with_sizes(parse([]), mode)
+    assert full.keystrokes == 240 and full.span_lines == 2 and full.pace_ms == 100
+    for asked in (["--baseline", "HEAD"], ["--speculation", "off,lookup"], ["--models", "m"]):
+        ab_args = parse([*asked, "--quick"])
+        ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
+        sized = bench._with_sizes(ab_args, ab_mode)
+        assert ab_mode.name == "ab" and sized.span_lines == (1, 3) and sized.blocks == 1
+    with pytest.raises(SystemExit, match="no run's samples"):
+        bench.rerender(tmp_path)
+
+
+def test_variants_default_to_the_main_model_and_server_mode() -> None:
     main = variants.ModelUnderTest("m", "/m.gguf")
-    assert variants.side_by_side(None, None, None, True, main) is None
-    side = variants.side_by_side(None, "", 0, True, main)
-    assert side is not None and [v.key for v in side.variants] == ["m/auto"]
-    assert side.blocks == []
+    assert variants.side_by_side(None, None, main) == ([], [])
+    chosen, notes = variants.side_by_side(None, "", main)
+    assert [v.key for v in chosen] == ["m/auto"] and notes == []
+    assert variants.options(chosen[0]) == {"model": "/m.gguf", "speculation": "auto"}
 
 
 def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() -> None:
@@ -374,97 +460,41 @@ def test_block_tasks_are_whole_bodies_that_pass_with_the_canonical_solution() ->
     assert not runner.passed(blocks[0], "pass")
 
 
-def _variant_samples(key: str, mode: str, block_ms: float, he: list[str],
-                     gen_ms: float | None) -> list[Sample]:
-    extra = {"variant": key, "model": key.split("/")[0], "speculation": mode}
-    samples = [
-        Sample("d", variants.REPLAY, "f.py:1-1", i, 50.0 + i, "x", generated_tokens=10,
-               extra={**extra, "generate_ms": None if gen_ms is None else gen_ms * 10})
-        for i in range(4)
-    ]  # fmt: skip
-    samples += [Sample("d", variants.HUMANEVAL, f"HumanEval/0#L{i}", 0, 30.0, text,
-                       exact_match=text == "a", passed=text == "a", generated_tokens=2,
-                       extra=dict(extra))
-                for i, text in enumerate(he)]  # fmt: skip
-    samples.append(Sample("d", variants.BLOCK, "HumanEval/0#body", 0, block_ms, "body",
-                          passed=True, generated_tokens=40, extra=dict(extra)))
-    return samples
-
-
-def test_side_by_side_summary_compares_with_the_base_mode(tmp_path: Path) -> None:
-    samples = (_variant_samples("m/off", "off", 1000.0, ["a", "b"], 20.0)
-               + _variant_samples("m/lookup", "lookup", 500.0, ["a", "c"], 10.0))  # fmt: skip
-    runs = [
-        {"key": "m/off", "model": "m", "mode": "off", "peak_rss_mb": 700.0,
-         "counters": {"replay": {"drafts_verified": 0}}},
-        {"key": "m/lookup", "model": "m", "mode": "lookup", "peak_rss_mb": 710.0,
-         "counters": {"replay": {"drafts_verified": 4, "draft_tokens": 12, "draft_accepted": 6},
-                      "block": {"drafts_verified": 6, "draft_tokens": 8, "draft_accepted": 4}}},
-    ]  # fmt: skip
-    rows = variants.summarize(samples, runs)
-    assert list(rows) == ["m/off", "m/lookup"]
-    off, lookup = rows["m/off"], rows["m/lookup"]
-    assert off["base"] == lookup["base"] == "m/off"
-    assert off["ms_per_token"] == pytest.approx(20.0) and off["ms_per_token_basis"] == "generation"
-    assert lookup["vs_base"]["ms_per_token"] == pytest.approx(0.5)
-    assert lookup["vs_base"]["block_p50"] == pytest.approx(0.5)
-    assert lookup["accepted_per_step"] == pytest.approx(1.0)  # 10 accepted in 10 verify steps
-    assert lookup["drafted_per_step"] == pytest.approx(2.0)
-    assert off["accepted_per_step"] is None
-    # Two HumanEval lines and a block: the second line differs.
-    assert lookup["identical"] == {"share": pytest.approx(2 / 3), "same": 2, "n": 3}
-    assert lookup["humaneval"]["em"] == 0.5 and lookup["block"]["pass1"] == 1.0
-    # Without the engine's own timing, latency per token stands in, and says so.
-    plain = variants.summarize(_variant_samples("m/off", "off", 1000.0, ["a"], None), [])
-    assert plain["m/off"]["ms_per_token_basis"] == "latency"
-    meta = {"variants": {"blocks": 1, "humaneval_lines": 2, "notes": ["a note on drafts"]}}
-    md = "\n".join(variants.markdown(rows, meta))
-    assert "Speculation and models side by side" in md and "| m/lookup |" in md
-    assert "66.7% (2/3)" in md and "a note on drafts" in md
-    assert variants.markdown({}, meta) == []
-
-
-def test_bench_side_by_side_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
-    """Two models (the tiny one twice) x speculation off / lookup / draft, (d) only."""
+def test_bench_variants_are_sides_of_the_drive_end_to_end(tiny_model_path: Path,
+                                                          tmp_path: Path) -> None:
+    """Two models (the tiny one twice) x speculation off / lookup / draft: each pair a side of
+    the interleaved drive beside the candidate, every unit on each, with whole-body HumanEval
+    blocks (he-block) beside a typing scenario, each variant compared with B."""
     other = tmp_path / "tiny-copy.gguf"
     other.write_bytes(tiny_model_path.read_bytes())
     out = tmp_path / "bench-out"
     proc = subprocess.run([
-        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--engines", "none",
-        "--models", f"{tiny_model_path},{other}", "--speculation", "off,lookup,draft",
-        "--out", str(out), "--keystrokes", "4", "--humaneval", "1", "--humaneval-lines", "2",
-        "--blocks", "1", "--no-open", "--no-paced", "--crossfile", "0", "--max-tokens", "8",
-    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--model",
+        str(tiny_model_path), "--models", f"{tiny_model_path},{other}", "--speculation",
+        "off,lookup,draft", "--out", str(out), "--scenarios", "burst,he-block",
+        "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "samples.json").read_text())
-    side = data["meta"]["variants"]
+    data = json.loads((out / "ab-samples.json").read_text())
+    meta = data["meta"]
     keys = ["tiny/off", "tiny/lookup", "tiny-copy/off", "tiny-copy/lookup"]
-    assert [run["key"] for run in side["runs"]] == keys
-    assert side["modes"] == ["off", "lookup", "draft"] and side["blocks"] == 1
-    assert len(side["notes"]) == 2  # neither tiny model declares a draft model
-    for run in side["runs"]:
-        assert run["peak_rss_mb"] and set(run["counters"]) == {"replay", "humaneval", "block",
-                                                               "coldfile"}
-    by_workload: dict[str, set[str]] = {}
-    for s in data["samples"]:
-        if s["workload"].startswith("variant-"):
-            by_workload.setdefault(s["workload"], set()).add(s["extra"]["variant"])
-    assert by_workload == dict.fromkeys(variants.WORKLOADS, set(keys))
-    assert all(s["extra"]["generate_ms"] is not None for s in data["samples"]
-               if s["workload"] == variants.BLOCK and s["source"] == "model")
-    rows = data["variants"]
-    assert list(rows) == keys
-    assert rows["tiny/lookup"]["base"] == "tiny/off"
-    assert rows["tiny/lookup"]["identical"]["n"] == 3  # two HumanEval lines and a block
-    assert {s["engine"] for s in data["samples"]} == {"d"}
-    report_md = (out / "report.md").read_text()
-    assert "Speculation and models side by side" in report_md
-    # The section is rebuilt from samples.json alone.
-    (out / "report.md").unlink()
-    assert bench.rerender(out) == 0
-    assert "| tiny-copy/lookup |" in (out / "report.md").read_text()
-    assert rows["tiny/off"]["coldfile"]["files"] == 1  # --quick: one never-seen file
-    assert rows["tiny/off"]["keystrokes"]["n"] == 4
+    assert meta["baselines"] == keys
+    assert [meta["sides"][k]["role"] for k in keys] == ["variant"] * 4
+    assert "speculation lookup" in meta["sides"]["tiny-copy/lookup"]["described"]
+    assert sum("declares no draft model" in note for note in meta["notes"]) == 2
+    units = data["units"]
+    assert all(u["error"] is None for u in units), [u for u in units if u["error"]]
+    for name in ("burst", "he-block"):
+        sides = sorted(u["side"] for u in units if u["scenario"] == name)
+        assert sides and sorted(set(sides)) == sorted([*keys, "B"])
+    blocks = [s for u in units if u["scenario"] == "he-block" for s in u["samples"]]
+    assert blocks and all(s["passed"] is not None for s in blocks)
+    assert {s["case"] for s in blocks} == {b.name for b in humaneval.build_block_tasks(1)}
+    rows = data["rows"]
+    for key in keys:
+        for name in ("burst", "he-block"):
+            assert [r for r in rows if r["baseline"] == key and r["scenario"] == name]
+    assert "## B against tiny-copy/lookup" in (out / "ab-report.md").read_text()
 
 
 def test_java_sources_come_out_of_a_jdks_src_zip(tmp_path: Path, monkeypatch) -> None:

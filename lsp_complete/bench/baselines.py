@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
 
@@ -36,6 +36,15 @@ class FimTokens:
     order: str = "psm"  # "spm": suffix first (Codestral)
     file_sep: str | None = None  # the repository format's markers, when the model has one
     repo_name: str | None = None
+
+
+def fim_tokens(spec: Any) -> FimTokens | None:
+    """The FIM markers of a models.toml entry (None: a model without them)."""
+    fim = getattr(spec, "fim", None)
+    if fim is None:
+        return None
+    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
+                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
 
 
 def psm_windows(
@@ -132,24 +141,13 @@ class LlamaBaseline:
         fim = self.fim
         if fim is None:  # a prefix-only model: plain continuation
             tokens = self._bos + self._tok(prefix)
-        elif fim.order == "spm":
-            tokens = (
-                self._bos
-                + self._tok(fim.suffix, special=True)
-                + self._tok(suffix)
-                + self._tok(fim.prefix, special=True)
-                + self._tok(prefix)
-                + self._tok(fim.middle, special=True)
-            )
         else:
-            tokens = (
-                self._bos
-                + self._tok(fim.prefix, special=True)
-                + self._tok(prefix)
-                + self._tok(fim.suffix, special=True)
-                + self._tok(suffix)
-                + self._tok(fim.middle, special=True)
-            )
+            parts = [(fim.prefix, True), (prefix, False), (fim.suffix, True), (suffix, False)]
+            if fim.order == "spm":
+                parts = parts[2:] + parts[:2]
+            tokens = self._bos
+            for text_part, special in [*parts, (fim.middle, True)]:
+                tokens = tokens + self._tok(text_part, special=special)
         # Keep room for generation; llama-server truncates the prefix the same way.
         room = self.llm.n_ctx() - self.max_tokens - 1 - reserve
         return tokens[-room:] if len(tokens) > room else tokens

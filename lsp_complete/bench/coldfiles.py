@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import lsp_driver
-from lsp_complete.bench.metrics import latency_summary
+from lsp_complete.bench import fmt, lsp_driver
 from lsp_complete.bench.records import Sample
+from lsp_complete.bench.stats import latency_summary, mean
 from lsp_complete.bench.workload import _stdlib_dir, line_exact, make_open_case, read_source
 from lsp_complete.testing.lsp_client import position_at
 
@@ -64,11 +64,11 @@ def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[Cold
     return cases
 
 
-async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
+async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase],
                   on_case: Callable[[], Any] = lambda: None, workload: str = WORKLOAD,
-                  side: str | None = None) -> list[Sample]:
+                  side: str | None = None, engine: str = "d") -> list[Sample]:
     """Each case in `session`: open and ask at once, then type the line's next characters.
-    `workload` and `side` name the samples (an A/B run's scenario and side)."""
+    `workload`, `side` and `engine` name the samples (an A/B run's scenario and side)."""
     samples: list[Sample] = []
     for case in cases:
         uri = Path(case.path).resolve().as_uri()
@@ -81,10 +81,10 @@ async def run_lsp(session: lsp_driver.ServerSession, cases: Sequence[ColdCase],
                 session.insert(uri, index + 1, position_at(text, offset), char)
                 text, offset, typed = text[:offset] + char + text[offset:], offset + 1, typed + char
             suggestion, latency, error = await session.inline(uri, text, offset)
-            record = lsp_driver.stats_by_version(await session.status(), uri).get(index + 1)
-            c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+            c = lsp_driver.recorded(await session.status(), uri, index + 1, suggestion, latency,
+                                    error)
             samples.append(Sample.of(
-                "d", workload, Path(case.path).name, index, c,
+                engine, workload, Path(case.path).name, index, c,
                 line_exact=line_exact(typed, c.text, case.line),
                 extra={"error": error} if error else {}, side=side,
             ))
@@ -99,35 +99,23 @@ def summarize(samples: Sequence[Sample], workload: str = WORKLOAD) -> dict[str, 
     return {
         "files": len(first),
         "first": latency_summary([s.latency_ms for s in first]),
-        "first_prompt_tokens": _mean([s.prompt_tokens for s in first]),
-        "first_line_exact": _mean([s.line_exact for s in first]),
-        "keys_line_exact": _mean([s.line_exact for s in mine]),
+        "first_prompt_tokens": mean([s.prompt_tokens for s in first]),
+        "first_line_exact": mean([s.line_exact for s in first]),
+        "keys_line_exact": mean([s.line_exact for s in mine]),
         "keys_p50": latency_summary([s.latency_ms for s in mine]).get("p50"),
     }
 
 
-def _mean(values: Sequence[Any]) -> float | None:
-    known = [float(v) for v in values if v is not None]
-    return sum(known) / len(known) if known else None
-
-
-def markdown_row(label: str, row: dict[str, Any]) -> str:
-    def ms(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.0f} ms"
-
-    def share(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.2f}"
-
+def markdown_row(label: str, row: dict[str, Any]) -> list[str]:
     first = row.get("first") or {}
-    tokens = row.get("first_prompt_tokens")
-    return (f"| {label} | {row.get('files', 0)} | {ms(first.get('p50'))} | {ms(first.get('p95'))}"
-            f" | {ms(first.get('max'))} | {'n/a' if tokens is None else f'{tokens:.0f}'}"
-            f" | {share(row.get('first_line_exact'))} | {share(row.get('keys_line_exact'))}"
-            f" | {ms(row.get('keys_p50'))} |")
+    return [label, str(row.get("files", 0)), fmt.ms(first.get("p50")), fmt.ms(first.get("p95")),
+            fmt.ms(first.get("max")), fmt.num(row.get("first_prompt_tokens")),
+            fmt.num(row.get("first_line_exact"), 2), fmt.num(row.get("keys_line_exact"), 2),
+            fmt.ms(row.get("keys_p50"))]
 
 
-TABLE_HEADER = [
-    "| engine | files | first suggestion p50 | p95 | max | first prompt tokens | "
-    "line-exact, first | line-exact, first 3 keys | first 3 keys p50 |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-]
+def markdown(rows: list[list[str]]) -> list[str]:
+    """The never-seen files' table, one row (`markdown_row`) per engine or variant."""
+    return fmt.table(["engine", "files", "first suggestion p50", "p95", "max",
+                      "first prompt tokens", "line-exact, first", "line-exact, first 3 keys",
+                      "first 3 keys p50"], rows)

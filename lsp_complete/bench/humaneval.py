@@ -166,25 +166,6 @@ def _rows(path: str | Path) -> Iterator[dict]:
                 yield json.loads(line)
 
 
-def load_multi_line_file(path: str | Path) -> list[BlockTask]:
-    """The tasks of the official HumanEval-MultiLineInfilling.jsonl(.gz) (openai/human-eval-
-    infilling; not shipped here), asked as an editor asks: the masked lines (`canonical_solution`)
-    are one empty line indented like their first, the cursor after that indentation."""
-    tasks: list[BlockTask] = []
-    for row in _rows(path):
-        middle = row["canonical_solution"].rstrip("\n")
-        indent = middle[: len(middle) - len(middle.lstrip())]
-        tasks.append(BlockTask(
-            task_id=row["task_id"].removeprefix("MultiLineInfilling/"),
-            prefix=row["prompt"] + indent,
-            target=middle[len(indent):],
-            test=row["test"],
-            entry_point=row["entry_point"],
-            suffix="\n" + row["suffix"],
-        ))
-    return tasks
-
-
 def sample_tasks(tasks: list[T], n: int, seed: int) -> list[T]:
     """`n` of the tasks, drawn by `seed` (all of them, in a seeded order, when there are
     fewer)."""

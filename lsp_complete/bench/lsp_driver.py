@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -30,6 +30,27 @@ REQUEST_TIMEOUT_S = 300.0
 
 def _ignore_log_message(_client: LanguageClient, _params: types.LogMessageParams) -> None:
     pass
+
+
+class Session(Protocol):
+    """What a driver types into: an `lsp-complete serve` (ServerSession) or a stateless
+    baseline answering in this process (servers.StatelessSession)."""
+
+    async def start(self) -> float: ...
+    async def stop(self) -> None: ...
+    async def status(self, recent: int | None = None) -> dict[str, Any]: ...
+    def open(self, uri: str, language_id: str, text: str, version: int) -> None: ...
+    def insert(self, uri: str, version: int, position: types.Position, text: str) -> None: ...
+    def replace(self, uri: str, version: int, where: types.Range, text: str) -> None: ...
+    def replace_all(self, uri: str, version: int, text: str) -> None: ...
+    def move_cursor(self, uri: str, position: types.Position) -> None: ...
+    def close(self, uri: str) -> None: ...
+    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]: ...
+    def peak_rss_mb(self) -> float | None: ...
+    def rss_mb(self) -> float | None: ...
+    def cpu_s(self) -> float | None: ...
+    @property
+    def running(self) -> bool: ...
 
 
 class ServerSession:
@@ -183,6 +204,14 @@ def stats_by_version(status: dict[str, Any], uri: str) -> dict[int, dict[str, An
         if record.get("uri") == uri and isinstance(record.get("version"), int):
             found[record["version"]] = record
     return found
+
+
+def recorded(status: dict[str, Any], uri: str, version: int, suggestion: str, latency_ms: float,
+             error: str | None = None) -> Completion:
+    """An answer with the server's record of it (`status`' recent requests, by uri and
+    version)."""
+    return completion_with_stats(suggestion, latency_ms, stats_by_version(status, uri).get(version),
+                                 error)
 
 
 def completion_with_stats(

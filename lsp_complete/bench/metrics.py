@@ -2,62 +2,26 @@
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
+from lsp_complete.bench import stats
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
+from lsp_complete.bench.stats import latency_summary, mean, median
 
 OPEN_PHASES = ("cold-open", "warm-keystroke", "warm-reopen", "restart-from-disk")
-
-
-def percentile(values: Sequence[float], pct: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default method); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _share(flags: Iterable[bool | None]) -> tuple[float | None, int, int]:
-    known = [f for f in flags if f is not None]
-    hits = sum(1 for f in known if f)
-    return (hits / len(known) if known else None), hits, len(known)
-
-
-def latency_summary(latencies: Sequence[float]) -> dict[str, Any]:
-    return {
-        "n": len(latencies),
-        "p50": percentile(latencies, 50),
-        "p95": percentile(latencies, 95),
-        "p99": percentile(latencies, 99),
-        "mean": _mean(latencies),
-        "max": max(latencies, default=None),
-    }
 
 
 def replay_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     encoded = [s.encoded_tokens for s in samples if s.encoded_tokens is not None]
     prompt = [s.prompt_tokens for s in samples if s.prompt_tokens is not None]
-    share, hits, n = _share(s.line_exact for s in samples)
+    share, hits, n = stats.share(s.line_exact for s in samples)
     # A request that failed is no answer: it counts against quality, not in latency.
     return {
         **latency_summary([s.latency_ms for s in samples if s.source != "error"]),
-        "encoded_mean": _mean(encoded),
-        "encoded_median": _median(encoded),
-        "prompt_mean": _mean(prompt),
+        "encoded_mean": mean(encoded),
+        "encoded_median": median(encoded),
+        "prompt_mean": mean(prompt),
         "line_exact": share,
         "line_exact_hits": hits,
         "line_exact_n": n,
@@ -79,83 +43,32 @@ def _model_call_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     encoded = [s.encoded_tokens for s in calls if s.encoded_tokens is not None]
     return {
         **latency_summary([s.latency_ms for s in calls]),
-        "encoded_mean": _mean(encoded),
-        "encoded_median": _median(encoded),
+        "encoded_mean": mean(encoded),
+        "encoded_median": median(encoded),
         "encoded_le4_share": (sum(e <= 4 for e in encoded) / len(encoded)) if encoded else None,
     }
 
 
 def humaneval_summary(samples: Sequence[Sample]) -> dict[str, Any]:
-    em, em_hits, n = _share(s.exact_match for s in samples)
-    passed, pass_hits, _ = _share(s.passed for s in samples)
+    em, em_hits, n = stats.share(s.exact_match for s in samples)
+    passed, pass_hits, _ = stats.share(s.passed for s in samples)
     return {"n": n, "em": em, "em_hits": em_hits, "pass1": passed, "pass_hits": pass_hits}
 
 
-@dataclass(frozen=True)
-class PacedResult:
-    latencies: list[float]  # latency of answers that were still for the newest keystroke
-    n: int
-    fresh: int
-
-
-def simulate_fifo(service_ms: Sequence[float], pace_ms: float) -> PacedResult:
-    """Paced typing against an engine that serves every request in order and never aborts.
-
-    That is llama.vim + llama-server (no cancel endpoint) and our in-process baselines: request
-    k arrives at k * pace and finishes at max(arrival, previous finish) + its service time.  An
-    answer is fresh when it arrives before the next keystroke (or is the last one).
-    """
-    finish = 0.0
-    latencies: list[float] = []
-    for k, service in enumerate(service_ms):
-        arrival = k * pace_ms
-        finish = max(arrival, finish) + service
-        next_key = (k + 1) * pace_ms
-        if k == len(service_ms) - 1 or finish <= next_key:
-            latencies.append(finish - arrival)
-    return PacedResult(latencies=latencies, n=len(service_ms), fresh=len(latencies))
-
-
-def paced_summary_real(samples: Sequence[Sample]) -> dict[str, Any]:
-    fresh = [s.latency_ms for s in samples if s.fresh]
+def paced_summary(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Paced typing: the fresh answers' latency and shares of the requests (every engine is
+    measured: a stateless one drops a request still waiting when a newer one comes)."""
     n = len(samples)
-    return {
-        **latency_summary(fresh),
-        "requests": n,
-        "fresh_share": len(fresh) / n if n else None,
-        "typeahead_share": sum(s.source == "typeahead" for s in samples) / n if n else None,
-        "superseded_share": sum(s.source == "superseded" for s in samples) / n if n else None,
-        "simulated": False,
-    }
+
+    def share(source: str) -> float | None:
+        return sum(s.source == source for s in samples) / n if n else None
+
+    fresh = [s.latency_ms for s in samples if s.fresh]
+    return {**latency_summary(fresh), "requests": n, "fresh_share": len(fresh) / n if n else None,
+            "typeahead_share": share("typeahead"), "superseded_share": share("superseded")}
 
 
-def paced_summary_simulated(replay: Sequence[Sample], pace_ms: float) -> dict[str, Any]:
-    by_episode: dict[str, list[float]] = {}
-    for s in sorted(replay, key=lambda s: (s.case, s.index)):
-        if s.source == "error":
-            continue
-        by_episode.setdefault(s.case, []).append(s.latency_ms)
-    fresh: list[float] = []
-    n = 0
-    for service in by_episode.values():
-        result = simulate_fifo(service, pace_ms)
-        fresh.extend(result.latencies)
-        n += result.n
-    return {
-        **latency_summary(fresh),
-        "requests": n,
-        "fresh_share": len(fresh) / n if n else None,
-        "typeahead_share": None,
-        "superseded_share": None,
-        "simulated": True,
-    }
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace_ms: float):
+def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]]):
     """Per-engine summary in engine order; `extras` holds peak RSS and startup per engine."""
     engines = [k for k in ("a", "b", "c", "d") if any(s.engine == k for s in samples)]
     summary: dict[str, dict[str, Any]] = {}
@@ -167,21 +80,26 @@ def summarize(samples: Sequence[Sample], extras: dict[str, dict[str, Any]], pace
         summary[key] = {
             "label": ENGINE_LABELS[key],
             "replay": replay_summary(replay),
-            "paced": paced_summary_real(paced)
-            if paced
-            else paced_summary_simulated(replay, pace_ms),
+            "paced": paced_summary(paced),
             "open": {phase: opens.get(phase) for phase in OPEN_PHASES},
             "humaneval": humaneval_summary([s for s in mine if s.workload == "humaneval"]),
             "errors": sum(s.source == "error" for s in mine),
             **extras.get(key, {}),
         }
     for key, row in summary.items():
-        row["ratios"] = {
-            base: {
-                "p50": _ratio(row["replay"]["p50"], summary[base]["replay"]["p50"]),
-                "p95": _ratio(row["replay"]["p95"], summary[base]["replay"]["p95"]),
-            }
-            for base in BASELINE_KEYS
-            if base in summary and base != key
-        }
+        row["ratios"] = {base: replay_ratios(samples, base, key)
+                         for base in BASELINE_KEYS if base in summary and base != key}
     return summary
+
+
+def replay_ratios(samples: Sequence[Sample], base: str, key: str) -> dict[str, Any]:
+    """`key`'s replay latency p50 and p95 over `base`'s, with paired bootstrap intervals
+    over the spans both typed."""
+    a, b = (stats.by_unit((s.case, s.latency_ms) for s in samples
+                          if s.engine == k and s.workload == "replay" and s.source != "error")
+            for k in (base, key))
+    found: dict[str, Any] = {}
+    for q in (50, 95):
+        c = stats.compare_units(a, b, stats.pct_pool(q))
+        found[f"p{q}"], found[f"p{q}_ci"] = c.ratio, [c.low, c.high]
+    return found

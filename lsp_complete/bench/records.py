@@ -49,8 +49,9 @@ class Completion:
 class Sample:
     """One measured request; `samples.json` is a list of these."""
 
-    engine: str  # a | b | c | d
-    workload: str  # replay | paced | humaneval | open
+    engine: str  # what answered: a | b | c (the baselines) | d (lsp-complete)
+    workload: str  # replay | paced | humaneval | open | coldfile | crossfile |
+    # an A/B's scenario
     case: str  # episode name, HumanEval task id + line, or open phase
     index: int  # keystroke index within the episode (0 for single requests)
     latency_ms: float
@@ -64,9 +65,12 @@ class Sample:
     passed: bool | None = None
     fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
     extra: dict[str, Any] = field(default_factory=dict)
-    # An A/B run (bench/ab/): the version that served it, its side's key (B: the candidate;
-    # A, or A1, A2, ... with several baselines).
+    # An A/B run (bench/ab/): the side that served it, its key (B: the candidate; A, or A1,
+    # A2, ... with several baselines; a variant's model/mode).
     side: str | None = None
+    # How the engine was set up (a model x mode variant is an A/B side: its key is `side`): a
+    # cross-file configuration (crossfile/: b, b+, d, d-norepo, ...).
+    variant: str | None = None
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import coldfiles, crossfile
-from lsp_complete.bench import variants as bench_variants
+from lsp_complete.bench import coldfiles, crossfile, fmt
 from lsp_complete.bench.metrics import OPEN_PHASES
 from lsp_complete.bench.records import BASELINE_KEYS, ENGINE_LABELS, Sample
 
@@ -23,27 +22,24 @@ def write_all(
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     cross = crossfile.summarize(list(samples))
-    if "d" in summary:  # (d)'s own never-seen files; the variants' are in their section
-        summary["d"]["coldfile"] = coldfiles.summarize(
-            [s for s in samples if s.engine == "d" and "variant" not in s.extra])
-    side = bench_variants.summarize(samples, (meta.get("variants") or {}).get("runs") or [])
+    for key, row in summary.items():  # every engine's never-seen files
+        row["coldfile"] = coldfiles.summarize([s for s in samples if s.engine == key])
     paths = [
-        write_json(out / SAMPLES_JSON, meta, summary, samples, cross, side),
+        write_json(out / SAMPLES_JSON, meta, summary, samples, cross),
         plot_latency(out / LATENCY_PNG, samples, meta.get("settings", {}).get("pace_ms")),
     ]
-    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary, cross, side))
+    paths.insert(0, write_markdown(out / REPORT_MD, meta, summary, cross))
     return paths
 
 
 def write_json(
     path: Path, meta: dict[str, Any], summary: dict[str, Any], samples: Sequence[Sample],
-    cross: dict[str, Any] | None = None, side: dict[str, Any] | None = None,
+    cross: dict[str, Any] | None = None,
 ) -> Path:
     data = {
         "meta": meta,
         "summary": summary,
         "crossfile": cross or {},
-        "variants": side or {},  # (d) side by side: speculation modes, models
         "samples": [dataclasses.asdict(s) for s in samples],
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -51,34 +47,6 @@ def write_json(
 
 
 # --- markdown ---------------------------------------------------------------------------------
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
-
-
-def _ratio(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x"
-
-
-def _mb(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f} MiB"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines + [""]
 
 
 def _main_table(summary: dict[str, Any]) -> list[str]:
@@ -89,16 +57,16 @@ def _main_table(summary: dict[str, Any]) -> list[str]:
     rows = []
     for row in summary.values():
         r, he = row["replay"], row["humaneval"]
-        exact = f"{_pct(r['line_exact'])} ({r['line_exact_hits']}/{r['line_exact_n']})"
-        em = f"{_pct(he['em'])} ({he['em_hits']}/{he['n']})" if he["n"] else "n/a"
-        passed = f"{_pct(he['pass1'])} ({he['pass_hits']}/{he['n']})" if he["n"] else "n/a"
+        exact = f"{fmt.pct(r['line_exact'])} ({r['line_exact_hits']}/{r['line_exact_n']})"
+        em = f"{fmt.pct(he['em'])} ({he['em_hits']}/{he['n']})" if he["n"] else "n/a"
+        passed = f"{fmt.pct(he['pass1'])} ({he['pass_hits']}/{he['n']})" if he["n"] else "n/a"
         rows.append([
-            row["label"], str(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]),
-            _num(r["encoded_mean"], 1), _num(r["encoded_median"], 1),
-            _pct(r["typeahead_share"]), exact, em, passed,
-            _mb(row.get("peak_rss_mb")),
+            row["label"], str(r["n"]), fmt.ms(r["p50"]), fmt.ms(r["p95"]), fmt.ms(r["p99"]),
+            fmt.num(r["encoded_mean"], 1), fmt.num(r["encoded_median"], 1),
+            fmt.pct(r["typeahead_share"]), exact, em, passed,
+            fmt.mb(row.get("peak_rss_mb")),
         ])  # fmt: skip
-    return _table(header, rows)
+    return fmt.table(header, rows)
 
 
 def _model_call_table(summary: dict[str, Any]) -> list[str]:
@@ -112,11 +80,11 @@ def _model_call_table(summary: dict[str, Any]) -> list[str]:
         m = row["replay"]["model_calls"]
         first = row["replay"].get("first_keys") or {}  # older samples.json: no such entry
         rows.append([
-            row["label"], str(m["n"]), _ms(m["p50"]), _ms(m["p95"]), _ms(m["p99"]),
-            _num(m["encoded_mean"], 1), _num(m["encoded_median"], 1),
-            _pct(m["encoded_le4_share"]), _ms(first.get("p50")), _ms(first.get("max")),
+            row["label"], str(m["n"]), fmt.ms(m["p50"]), fmt.ms(m["p95"]), fmt.ms(m["p99"]),
+            fmt.num(m["encoded_mean"], 1), fmt.num(m["encoded_median"], 1),
+            fmt.pct(m["encoded_le4_share"]), fmt.ms(first.get("p50")), fmt.ms(first.get("max")),
         ])  # fmt: skip
-    return _table(header, rows)
+    return fmt.table(header, rows)
 
 
 def _ratio_table(summary: dict[str, Any]) -> list[str]:
@@ -129,26 +97,26 @@ def _ratio_table(summary: dict[str, Any]) -> list[str]:
         cells = [row["label"]]
         for base in bases:
             ratio = row["ratios"].get(base)
-            cells += ["-", "-"] if ratio is None else [_ratio(ratio["p50"]), _ratio(ratio["p95"])]
+            cells += ["-", "-"] if ratio is None else [fmt.x_ci(ratio[q], ratio.get(f"{q}_ci"))
+                                                       for q in ("p50", "p95")]
         rows.append(cells)
-    return _table(header, rows)
+    return fmt.table(header, rows)
 
 
 def _paced_table(summary: dict[str, Any]) -> list[str]:
     header = [
         "engine", "requests", "fresh answers", "newest-key p50", "newest-key p95",
-        "typing-ahead", "superseded", "worker time on stale keystrokes", "how",
+        "typing-ahead", "superseded", "worker time on stale keystrokes",
     ]  # fmt: skip
     rows = []
     for row in summary.values():
         p = row["paced"]
-        how = "simulated: served in order, never aborted" if p["simulated"] else "measured"
         rows.append([
-            row["label"], str(p["requests"]), _pct(p["fresh_share"]), _ms(p["p50"]),
-            _ms(p["p95"]), _pct(p["typeahead_share"]), _pct(p["superseded_share"]),
-            _stale(row), how,
+            row["label"], str(p["requests"]), fmt.pct(p["fresh_share"]), fmt.ms(p["p50"]),
+            fmt.ms(p["p95"]), fmt.pct(p["typeahead_share"]), fmt.pct(p["superseded_share"]),
+            _stale(row),
         ])  # fmt: skip
-    return _table(header, rows)
+    return fmt.table(header, rows)
 
 
 def _stale(row: dict[str, Any]) -> str:
@@ -158,16 +126,16 @@ def _stale(row: dict[str, Any]) -> str:
     if total is None:
         return "n/a"
     share = f", {total / 10 / seconds:.0f}% of the run" if seconds else ""
-    return f"{_ms(total)} ({_ms(after)} after superseded{share})"
+    return f"{fmt.ms(total)} ({fmt.ms(after)} after superseded{share})"
 
 
 def _open_table(summary: dict[str, Any]) -> list[str]:
     header = ["engine", *OPEN_PHASES, "server start"]
     rows = []
     for row in summary.values():
-        cells = [row["label"]] + [_ms(row["open"].get(phase)) for phase in OPEN_PHASES]
-        rows.append(cells + [_ms(row.get("startup_ms"))])
-    return _table(header, rows)
+        cells = [row["label"]] + [fmt.ms(row["open"].get(phase)) for phase in OPEN_PHASES]
+        rows.append(cells + [fmt.ms(row.get("startup_ms"))])
+    return fmt.table(header, rows)
 
 
 def _meta_lines(meta: dict[str, Any]) -> list[str]:
@@ -206,16 +174,15 @@ def _rest_note(rest_ms: float | None) -> str:
 def _crossfile_table(rows: dict[str, Any]) -> list[str]:
     header = ["engine", "lines", "exact match", "needed identifiers", "edit similarity",
               "repository tokens (mean)", "server RSS (max)"]
-    return _table(header, [
+    return fmt.table(header, [
         [row["label"], str(row["n"]), f"{row['em']:.3f}", f"{row['needed']:.3f}",
-         f"{row['es']:.3f}", _num(row["repo_tokens_mean"]), _mb(row.get("rss_max_mib"))]
+         f"{row['es']:.3f}", fmt.num(row["repo_tokens_mean"]), fmt.mb(row.get("rss_max_mib"))]
         for row in rows.values()
     ])
 
 
 def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
-                   cross: dict[str, Any] | None = None,
-                   side: dict[str, Any] | None = None) -> Path:
+                   cross: dict[str, Any] | None = None) -> Path:
     pace = meta["settings"].get("pace_ms")
     lines = ["# lsp-complete bench", ""]
     lines += _meta_lines(meta)
@@ -237,14 +204,15 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
         "",
     ]
     lines += _model_call_table(summary)
-    lines += ["### Latency ratios against the baselines of this run (lower is faster)", ""]
+    lines += ["### Latency ratios against the baselines of this run (lower is faster)", "",
+              "With 95% paired bootstrap intervals over the spans both typed.", ""]
     lines += _ratio_table(summary)
     lines += [
         f"## Paced typing (one keystroke every {pace} ms, answers not awaited)",
         "",
         "Fresh answers: answers that arrived while their keystroke was still the newest; their "
-        "latency is what a typist waits for.  Engines that cannot drop stale work are simulated "
-        "from their sequential service times.",
+        "latency is what a typist waits for.  A stateless baseline serves one request at a "
+        "time and drops one still waiting when a newer one comes (superseded).",
         "",
     ]
     lines += _paced_table(summary)
@@ -256,7 +224,7 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
         lines += ["### Never-seen files", "",
                   "Large stdlib modules, each opened and asked at once mid-way through a line, "
                   "then its next two characters typed; line-exact: the suggestion completes the "
-                  "line as written.", "", *coldfiles.TABLE_HEADER, *cold, ""]
+                  "line as written.", "", *coldfiles.markdown(cold)]
     if cross:
         lines += [
             "## Cross-file lines",
@@ -273,7 +241,6 @@ def write_markdown(path: Path, meta: dict[str, Any], summary: dict[str, Any],
             "",
         ]
         lines += _crossfile_table(cross)
-    lines += bench_variants.markdown(side or {}, meta)
     lines += [f"![latency distributions]({LATENCY_PNG})", ""]
     for row in summary.values():
         if row.get("errors"):

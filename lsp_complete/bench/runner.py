@@ -1,4 +1,7 @@
-"""Runs every engine, one after another, on the same keystrokes and tasks, and writes the report.
+"""Runs every engine, one after another, on the same keystrokes and tasks, through one driver:
+lsp-complete (d) over LSP and the stateless baselines (a, b, c) behind the same session
+(servers.StatelessSession) are typed into by the same `type_spans`, `ask_tasks`, `open_lsp` and
+never-seen-file code.
 
 Engines never run interleaved (they would compete for the same cores), each gets one warm-up
 request on an unrelated snippet that is not recorded, and each in-process baseline's model is
@@ -9,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,19 +22,15 @@ from typing import Any
 from tqdm import tqdm
 
 from lsp_complete.bench import coldfiles, crossfile, lsp_driver
-from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.baselines import FimTokens
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import InfillTask, PassRunner
-from lsp_complete.bench.llama_server import LlamaServerClient
-from lsp_complete.bench.records import Completion, Sample, StatelessEngine
+from lsp_complete.bench.records import Sample
+from lsp_complete.bench.servers import Server, live_checkout, stateless_server
 from lsp_complete.bench.spans import SpanTiming, key_samples, span_uri, span_version, type_span
-from lsp_complete.bench.workload import Episode, OpenCase, line_exact
+from lsp_complete.bench.workload import Episode, OpenCase
 from lsp_complete.testing.lsp_client import position_at
-
-WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
-WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
-WARMUP_URI = "file:///lsp-complete-bench/warmup.py"
 
 
 @dataclass
@@ -86,271 +82,130 @@ def _err(error: str | None) -> dict[str, Any]:
     return {"extra": {"error": error}} if error else {}
 
 
-def _humaneval_sample(engine: str, task: InfillTask, c: Completion, passes: PassRunner) -> Sample:
-    return Sample.of(
-        engine,
-        "humaneval",
-        task.name,
-        0,
-        c,
-        exact_match=task.exact_match(c.text),
-        passed=passes.passed(task, c.text),
-    )
+# --- every engine through one driver -----------------------------------------------------------
 
 
-# --- stateless engines (a, b, c) ---------------------------------------------------------------
+def engine_server(cfg: BenchConfig, key: str) -> Server:
+    """Engine `key`: (d) lsp-complete over LSP (`lsp_server`), or a stateless baseline
+    answering in this process behind the same session (servers.StatelessSession)."""
+    if key == "d":
+        return lsp_server(cfg)
+    return stateless_server(key, cfg.model_path, cfg.fim, cfg.stop, cfg.threads,
+                            cfg.max_tokens, cfg.llama_server, cfg.out / f"engine-{key}.log")
 
 
-def run_stateless(engine: StatelessEngine, work: Workload, rest_ms: float = 0.0) -> list[Sample]:
-    key = engine.key
-    engine.complete(WARMUP_TEXT, WARMUP_OFFSET, "warmup.py")
-    samples: list[Sample] = []
-    with _bar(f"({key}) replay", work.n_keystrokes) as bar:
-        for ep in work.episodes:
-            if rest_ms:  # the cursor arrives: the cache gets the prompt for that spot
-                engine.complete(ep.initial_text, ep.start_offset, ep.path)
-            for k, ks in enumerate(ep.keystrokes):
-                c = engine.complete(ep.text_after(k + 1), ks.offset, ep.path)
-                exact = line_exact(ks.typed_prefix, c.text, ks.full_line)
-                samples.append(Sample.of(key, "replay", ep.name, k, c, line_exact=exact))
-                bar.update()
-    if work.open_case is not None:
-        samples += open_stateless(engine, work.open_case)
-    with _bar(f"({key}) humaneval", len(work.tasks)) as bar:
-        for task in work.tasks:
-            c = engine.complete(task.text, task.offset, "humaneval.py")
-            samples.append(_humaneval_sample(key, task, c, work.passes))
-            bar.update()
-    return samples
+def lsp_server(cfg: BenchConfig, multiline: str = "never",
+               extra_options: dict[str, Any] | None = None) -> Server:
+    """(d): this checkout as it is, with `cfg`'s settings, its output in `cfg.out`'s
+    server.log (this run's only)."""
+    (cfg.out / "server.log").unlink(missing_ok=True)
+    options = {"model": cfg.model_path, "threads": cfg.threads, "maxTokens": cfg.max_tokens,
+               "multiline": multiline, **cfg.server_options, **(extra_options or {})}
+    return Server("d", live_checkout(), options, cfg.out / "server.log", cfg.workspace_folders)
 
 
-def open_stateless(engine: StatelessEngine, case: OpenCase) -> list[Sample]:
-    """Cold = first request on the file; warm = one more keystroke, then the same spot again.
-
-    These engines keep nothing on disk, so there is no restart-from-disk phase for them.
-    """
-    typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
-    phases: list[tuple[str, str, int]] = [
-        ("cold-open", case.text, case.offset),
-        ("warm-keystroke", typed, case.offset + 1),
-        ("warm-reopen", case.text, case.offset),
-    ]
-    samples = []
-    for phase, text, offset in phases:
-        c = engine.complete(text, offset, case.path)
-        samples.append(Sample.of(engine.key, "open", phase, 0, c))
-    return samples
-
-
-def run_baseline(cfg: BenchConfig, key: str, work: Workload) -> EngineRun:
-    engine: StatelessEngine
-    if key == "c":
-        assert cfg.llama_server is not None
-        engine = LlamaServerClient(cfg.llama_server, cfg.max_tokens)
-    else:
-        engine = LlamaBaseline(
-            cfg.model_path,
-            cfg.fim,
-            cfg.stop,
-            cfg.threads,
-            cfg.max_tokens,
-            reuse=key == "b",
-        )
-    try:
-        samples = run_stateless(engine, work, cfg.rest_ms)
-        return EngineRun(samples, {"peak_rss_mb": engine.peak_rss_mb()})
-    finally:
-        engine.close()
-
-
-# --- lsp-complete over LSP (d) -----------------------------------------------------------------
-
-
-def base_server_env(cache_dir: str) -> dict[str, str]:
-    """The environment of a measured server: its own KV cache folder, and its own engine,
-    cache and process (whose memory is measured), never the shared engine daemon."""
-    env = dict(os.environ)
-    env["LSP_COMPLETE_CACHE_DIR"] = cache_dir
-    env["LSP_COMPLETE_NO_DAEMON"] = "1"
-    return env
-
-
-def _server_env(cache_dir: str) -> dict[str, str]:
-    env = base_server_env(cache_dir)
-    # The server must import this very checkout, installed or not.
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return env
-
-
-class ServerRunner:
-    """Starts fresh servers (each with its own empty KV cache folder) for each measurement."""
-
-    def __init__(self, cfg: BenchConfig, multiline: str = "never",
-                 extra_options: dict[str, Any] | None = None) -> None:
-        self.cfg = cfg
-        self.init_options = {
-            "model": cfg.model_path,
-            "threads": cfg.threads,
-            "maxTokens": cfg.max_tokens,
-            "multiline": multiline,
-            **cfg.server_options,
-            **(extra_options or {}),
-        }
-        self.peaks: list[float] = []
-        self.startups: list[float] = []
-        self._dirs: list[str] = []
-        (cfg.out / "server.log").unlink(missing_ok=True)  # this run's server output only
-
-    def new_cache_dir(self) -> str:
-        path = tempfile.mkdtemp(prefix="lsp-complete-bench-kv-")
-        self._dirs.append(path)
-        return path
-
-    async def start(self, cache_dir: str) -> lsp_driver.ServerSession:
-        session = lsp_driver.ServerSession(
-            self.cfg.model_path,
-            self.init_options,
-            env=_server_env(cache_dir),
-            log_path=self.cfg.out / "server.log",
-            workspace_folders=self.cfg.workspace_folders,
-        )
-        self.startups.append(await session.start())
-        return session
-
-    async def stop(self, session: lsp_driver.ServerSession) -> None:
-        peak = session.peak_rss_mb()
-        if peak is not None:
-            self.peaks.append(peak)
-        await session.stop()
-
-    def cleanup(self) -> None:
-        for path in self._dirs:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-async def _warm_up(session: lsp_driver.ServerSession) -> None:
-    session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
-    await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
-    session.close(WARMUP_URI)
-
-
-async def replay_lsp(
-    session: lsp_driver.ServerSession,
+async def type_spans(
+    session: lsp_driver.Session,
+    engine: str,
     episodes: list[Episode],
     on_key: Callable[[], Any],
     rest_ms: float = 0.0,
+    pace_ms: float | None = None,
+    workload: str | None = None,
 ) -> list[Sample]:
-    """Each span typed as fast as the answers come. With `rest_ms`, each span starts as an edit
-    does with lsp-complete's own editor plugins: the cursor is put there and typing starts
-    `rest_ms` later."""
-    timing = SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms)
-    return await _spans_lsp(session, episodes, lambda _ep: timing, "replay", on_key)
-
-
-async def paced_lsp(
-    session: lsp_driver.ServerSession,
-    episodes: list[Episode],
-    pace_ms: float,
-    on_key: Callable[[], Any],
-    rest_ms: float = 0.0,
-) -> list[Sample]:
-    """Keystrokes every `pace_ms`, requests not awaited before the next keystroke."""
-
+    """Each span typed as fast as the answers come ("replay") or, with `pace_ms`, a key every
+    `pace_ms` with the answers not awaited ("paced"; `workload` names them otherwise). With
+    `rest_ms`, each span starts as an edit does with lsp-complete's own editor plugins: the
+    cursor is put there and typing starts `rest_ms` later."""
     def timing(ep: Episode) -> SpanTiming:
-        delays = (0.0,) + (pace_ms,) * (len(ep.keystrokes) - 1)
+        delays = None if pace_ms is None else (0.0,) + (pace_ms,) * (len(ep.keystrokes) - 1)
         return SpanTiming(cursor=rest_ms > 0, rest_ms=rest_ms, delays_ms=delays)
 
-    return await _spans_lsp(session, episodes, timing, "paced", on_key)
-
-
-async def _spans_lsp(
-    session: lsp_driver.ServerSession,
-    episodes: list[Episode],
-    timing: Callable[[Episode], SpanTiming],
-    workload: str,
-    on_key: Callable[[], Any],
-) -> list[Sample]:
+    workload = workload or ("replay" if pace_ms is None else "paced")
     samples: list[Sample] = []
     for i, ep in enumerate(episodes):
         plan = timing(ep)
         answers = await type_span(session, ep, span_version(i), plan, on_key)
         status = await session.status()
-        samples += key_samples("d", workload, ep, answers, status, with_fresh=not plan.awaited)
+        samples += key_samples(engine, workload, ep, answers, status,
+                               with_fresh=not plan.awaited)
         session.close(span_uri(ep))
     return samples
 
 
-async def humaneval_lsp(
-    session: lsp_driver.ServerSession, work: Workload, on_task: Callable[[], Any]
+async def ask_tasks(
+    session: lsp_driver.Session,
+    engine: str,
+    tasks: Sequence[InfillTask],
+    workload: str,
+    passes: PassRunner,
+    on_task: Callable[[], Any],
 ) -> list[Sample]:
-    """One document per problem; moving to its next masked line replaces the whole text."""
-    samples: list[Sample] = []
+    """One request per task, scored: one document per problem, whose text each next task of
+    it replaces."""
     versions: dict[str, int] = {}
-    answers: list[tuple[InfillTask, str, str, float, str | None, int]] = []
-    for task in work.tasks:
+    answers: list[tuple[InfillTask, str, int, str, float, str | None]] = []
+    for task in tasks:
         uri = f"file:///lsp-complete-bench/{task.task_id.replace('/', '_')}.py"
-        if uri not in versions:
-            versions[uri] = 1
-            session.open(uri, "python", task.text, 1)
+        version = versions.get(uri, 0) + 1
+        versions[uri] = version
+        if version == 1:
+            session.open(uri, "python", task.text, version)
         else:
-            versions[uri] += 1
-            session.replace_all(uri, versions[uri], task.text)
+            session.replace_all(uri, version, task.text)
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        answers.append((task, uri, suggestion, latency, error, versions[uri]))
+        answers.append((task, uri, version, suggestion, latency, error))
         on_task()
     status = await session.status()
-    for task, uri, suggestion, latency, error, version in answers:
+    samples: list[Sample] = []
+    for task, uri, version, suggestion, latency, error in answers:
         record = lsp_driver.stats_by_version(status, uri).get(version)
         c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-        samples.append(_humaneval_sample("d", task, c, work.passes))
+        samples.append(Sample.of(engine, workload, task.name, 0, c,
+                                 exact_match=task.exact_match(c.text),
+                                 passed=passes.passed(task, c.text), **_err(error)))
     for uri in versions:
         session.close(uri)
     return samples
 
 
-async def open_lsp(runner: ServerRunner, case: OpenCase) -> list[Sample]:
+async def open_lsp(server: Server, case: OpenCase) -> list[Sample]:
     """Cold open, a warm keystroke, a re-open in the same process, then a restart that may
-    restore the file's KV cache from disk.  Latency runs from didOpen to the answer."""
-    cache_dir = runner.new_cache_dir()
+    restore the file's KV cache from disk (a stateless engine keeps nothing: a second cold
+    open).  Latency runs from didOpen to the answer."""
+    cache_dir = server.new_cache_dir()
     uri = Path(case.path).resolve().as_uri()
     samples: list[Sample] = []
-    session = await runner.start(cache_dir)
-    try:
-        samples.append(await _open_once(session, case, uri, "cold-open", 1))
+    async with server.running(cache_dir, warm=False) as session:
+        samples.append(await _open_once(server, case, uri, "cold-open", 1))
         typed = case.text[: case.offset] + case.next_char + case.text[case.offset :]
         session.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
         suggestion, latency, error = await session.inline(uri, typed, case.offset + 1)
         samples.append(
-            await _with_status(session, uri, 2, "warm-keystroke", suggestion, latency, error)
+            await _with_status(server, uri, 2, "warm-keystroke", suggestion, latency, error)
         )
         session.close(uri)
-        samples.append(await _open_once(session, case, uri, "warm-reopen", 10))
+        samples.append(await _open_once(server, case, uri, "warm-reopen", 10))
         session.close(uri)
-    finally:
-        await runner.stop(session)
-    session = await runner.start(cache_dir)
-    try:
-        samples.append(await _open_once(session, case, uri, "restart-from-disk", 20))
+    async with server.running(cache_dir, warm=False) as session:
+        samples.append(await _open_once(server, case, uri, "restart-from-disk", 20))
         session.close(uri)
-    finally:
-        await runner.stop(session)
     return samples
 
 
-async def _open_once(
-    session: lsp_driver.ServerSession, case: OpenCase, uri: str, phase: str, version: int
-) -> Sample:
+async def _open_once(server: Server, case: OpenCase, uri: str, phase: str,
+                     version: int) -> Sample:
+    session = server.live
     loop = asyncio.get_running_loop()
     start = loop.time()
     session.open(uri, case.language_id, case.text, version)
     suggestion, _, error = await session.inline(uri, case.text, case.offset)
     latency = (loop.time() - start) * 1000
-    return await _with_status(session, uri, version, phase, suggestion, latency, error)
+    return await _with_status(server, uri, version, phase, suggestion, latency, error)
 
 
 async def _with_status(
-    session: lsp_driver.ServerSession,
+    server: Server,
     uri: str,
     version: int,
     phase: str,
@@ -358,63 +213,53 @@ async def _with_status(
     latency: float,
     error: str | None,
 ) -> Sample:
-    record = lsp_driver.stats_by_version(await session.status(), uri).get(version)
-    c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-    return Sample.of("d", "open", phase, 0, c, **_err(error))
+    c = lsp_driver.recorded(await server.live.status(), uri, version, suggestion, latency, error)
+    return Sample.of(server.engine, "open", phase, 0, c, **_err(error))
 
 
-async def run_server_engine_async(cfg: BenchConfig, work: Workload, paced: bool) -> EngineRun:
-    runner = ServerRunner(cfg)
+async def run_engine_async(cfg: BenchConfig, server: Server, work: Workload,
+                           paced: bool) -> EngineRun:
+    """One engine on `work`, the same driver for every engine: the replay and HumanEval,
+    then (`paced`) the paced replay in a fresh server, the large file's open phases and the
+    never-seen files."""
+    key = server.engine
     samples: list[Sample] = []
     stale: dict[str, Any] = {}
     try:
-        session = await runner.start(runner.new_cache_dir())
-        try:
-            await _warm_up(session)
-            with _bar("(d) replay", work.n_keystrokes) as bar:
-                samples += await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
-            with _bar("(d) humaneval", len(work.tasks)) as bar:
-                samples += await humaneval_lsp(session, work, bar.update)
-        finally:
-            await runner.stop(session)
+        async with server.running() as session:
+            with _bar(f"({key}) replay", work.n_keystrokes) as bar:
+                samples += await type_spans(session, key, work.episodes, bar.update,
+                                            cfg.rest_ms)
+            with _bar(f"({key}) humaneval", len(work.tasks)) as bar:
+                samples += await ask_tasks(session, key, work.tasks, "humaneval", work.passes,
+                                           bar.update)
         if paced and work.episodes:
-            session = await runner.start(runner.new_cache_dir())
-            try:
-                await _warm_up(session)
+            async with server.running() as session:
                 began = time.monotonic()
-                with _bar(f"(d) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
-                    samples += await paced_lsp(
-                        session, work.episodes, cfg.pace_ms, bar.update, cfg.rest_ms
-                    )
+                with _bar(f"({key}) paced {cfg.pace_ms:g} ms", work.n_keystrokes) as bar:
+                    samples += await type_spans(session, key, work.episodes, bar.update,
+                                                cfg.rest_ms, cfg.pace_ms)
                 counters = (await session.status()).get("scheduler") or {}
                 stale = {
                     "paced_seconds": time.monotonic() - began,
                     "paced_stale_work_ms": counters.get("stale_work_ms"),
                     "paced_work_after_cancel_ms": counters.get("work_after_cancel_ms"),
                 }
-            finally:
-                await runner.stop(session)
         if work.open_case is not None:
-            samples += await open_lsp(runner, work.open_case)
+            samples += await open_lsp(server, work.open_case)
         if work.cold_cases:
-            session = await runner.start(runner.new_cache_dir())
-            try:
-                with _bar("(d) never-seen files", len(work.cold_cases)) as bar:
-                    samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update)
-            finally:
-                await runner.stop(session)
+            async with server.running(warm=False) as session:
+                with _bar(f"({key}) never-seen files", len(work.cold_cases)) as bar:
+                    samples += await coldfiles.run_lsp(session, work.cold_cases, bar.update,
+                                                       engine=key)
     finally:
-        runner.cleanup()
+        server.cleanup()
     extras = {
-        "peak_rss_mb": max(runner.peaks) if runner.peaks else None,
-        "startup_ms": min(runner.startups) if runner.startups else None,
+        "peak_rss_mb": max(server.peak_rss_mb, default=None),
+        "startup_ms": min(server.startup_ms, default=None),
         **stale,
     }
     return EngineRun(samples, extras)
-
-
-def run_server_engine(cfg: BenchConfig, work: Workload, paced: bool = True) -> EngineRun:
-    return asyncio.run(run_server_engine_async(cfg, work, paced))
 
 
 async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
@@ -426,18 +271,15 @@ async def crossfile_lsp_async(cfg: BenchConfig, tasks: list[CrossFileTask],
     samples: list[Sample] = []
     for variant in variants:
         tokens, open_imported = crossfile.LSP_CONFIGS[variant]
-        runner = ServerRunner(cfg, extra_options={} if tokens is None
-                              else {"repoContextTokens": tokens})
+        server = lsp_server(cfg, extra_options={} if tokens is None
+                            else {"repoContextTokens": tokens})
         try:
-            session = await runner.start(runner.new_cache_dir())
-            try:
+            async with server.running(warm=False) as session:
                 with _bar(f"(d) cross-file {variant}", len(tasks)) as bar:
                     samples += await crossfile.run_lsp_config(session, tasks, variant,
                                                               open_imported, bar.update)
-            finally:
-                await runner.stop(session)
         finally:
-            runner.cleanup()
+            server.cleanup()
     return samples
 
 
@@ -459,6 +301,4 @@ def run_crossfile(cfg: BenchConfig, tasks: list[CrossFileTask], engines: tuple[s
 
 
 def run_engine(cfg: BenchConfig, key: str, work: Workload, paced: bool = True) -> EngineRun:
-    if key == "d":
-        return run_server_engine(cfg, work, paced)
-    return run_baseline(cfg, key, work)
+    return asyncio.run(run_engine_async(cfg, engine_server(cfg, key), work, paced))

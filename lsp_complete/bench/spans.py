@@ -64,25 +64,48 @@ def span_uri(ep: Episode) -> str:
 
 
 async def type_span(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
     on_key: Callable[[], Any] = lambda: None,
+    opened: bool = False,
 ) -> list[KeyAnswer]:
-    """Open the span's file at `version` and type it; returns one answer per keystroke, all
-    arrived. The document stays open (the caller reads the server's records, then closes)."""
+    """Open the span's file at `version` (unless `opened`: it is open, `ep.initial_text` at
+    `version`) and type it; returns one answer per keystroke, all arrived, each awaited or,
+    with `timing.delays_ms`, all collected at the end. The document stays open (the caller
+    reads the server's records, then closes)."""
     uri = span_uri(ep)
-    session.open(uri, ep.language_id, ep.initial_text, version)
-    if timing.cursor:
-        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
-    if timing.rest_ms > 0:
-        await asyncio.sleep(timing.rest_ms / 1000)
-    return await type_keys(session, ep, version, timing, on_key)
+    if not opened:
+        session.open(uri, ep.language_id, ep.initial_text, version)
+        if timing.cursor:
+            session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
+        if timing.rest_ms > 0:
+            await asyncio.sleep(timing.rest_ms / 1000)
+    loop = asyncio.get_running_loop()
+    answered: list[KeyAnswer] = []
+    pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
+    text = ep.initial_text
+    due = loop.time()
+    for k, ks in enumerate(ep.keystrokes):
+        if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
+            due += timing.delays_ms[k] / 1000
+            await asyncio.sleep(max(0.0, due - loop.time()))
+        before = position_at(text, ks.offset - 1)
+        text = ep.text_after(k + 1)
+        version += 1
+        session.insert(uri, version, before, ks.char)
+        request = _ask(session, uri, text, ks.offset, version)
+        if timing.awaited:
+            answered.append(await request)
+        else:
+            pending.append(asyncio.create_task(request))
+        on_key()
+    return answered + list(await asyncio.gather(*pending))
 
 
 async def type_moved_span(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
@@ -104,7 +127,7 @@ async def type_moved_span(
     session.replace(uri, version, span_range(ep), "")
     if timing.cursor:
         session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
-    return first, await type_keys(session, ep, version, timing)
+    return first, await type_span(session, ep, version, timing, opened=True)
 
 
 def span_range(ep: Episode) -> types.Range:
@@ -112,38 +135,6 @@ def span_range(ep: Episode) -> types.Range:
     text = ep.original_text
     return types.Range(start=position_at(text, ep.start_offset),
                        end=position_at(text, ep.start_offset + len(ep.typed)))
-
-
-async def type_keys(
-    session: lsp_driver.ServerSession,
-    ep: Episode,
-    version: int,
-    timing: SpanTiming,
-    on_key: Callable[[], Any] = lambda: None,
-) -> list[KeyAnswer]:
-    """Type the span's keys into its open document, which is `ep.initial_text` at `version`;
-    each key's answer awaited or, with `timing.delays_ms`, all collected at the end."""
-    uri = span_uri(ep)
-    loop = asyncio.get_running_loop()
-    answered: list[KeyAnswer] = []
-    pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
-    text = ep.initial_text
-    due = loop.time()
-    for k, ks in enumerate(ep.keystrokes):
-        if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
-            due += timing.delays_ms[k] / 1000
-            await asyncio.sleep(max(0.0, due - loop.time()))
-        before = position_at(text, ks.offset - 1)
-        text = ep.text_after(k + 1)
-        version += 1
-        session.insert(uri, version, before, ks.char)
-        request = _ask(session, uri, text, ks.offset, version)
-        if timing.awaited:
-            answered.append(await request)
-        else:
-            pending.append(asyncio.create_task(request))
-        on_key()
-    return answered + list(await asyncio.gather(*pending))
 
 
 @dataclass(frozen=True)
@@ -170,7 +161,7 @@ def line_rest(ep: Episode, k: int) -> str:
 
 
 async def type_with_tab(
-    session: lsp_driver.ServerSession,
+    session: lsp_driver.Session,
     ep: Episode,
     version: int,
     timing: SpanTiming,
@@ -207,7 +198,7 @@ async def type_with_tab(
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 
-async def _ask(session: lsp_driver.ServerSession, uri: str, text: str, offset: int,
+async def _ask(session: lsp_driver.Session, uri: str, text: str, offset: int,
                version: int) -> KeyAnswer:
     loop = asyncio.get_running_loop()
     sent = loop.time()

@@ -1,64 +1,21 @@
-"""(d) side by side: one fresh server per model and `speculation` mode, on the same work.
+"""lsp-complete variants: one model x `speculation` mode each, sides of the A/B drive.
 
-`--speculation off,lookup,draft` and `--models A,B` run this set once per (model, mode) pair,
-one server after another (two at once would share the cores), the mode sent in
-initializationOptions as an editor sends it. Each server gets, in this order:
-
-- the typing replay, sequential as in the main run: model-call latency, and ms per generated
-  token (the engine's generation time, `generateMs` of each request in lsp-complete/status);
-- HumanEval single-line infilling, then the multi-line block set (the cursor at the start of a
-  function body, the whole body suggested: time to the complete suggestion, pass@1). Each of
-  these requests is made once the server is idle (the cursor put there first, idle work
-  done), so its prompt is the same in every run: the suggestions of two modes can be compared,
-  and lossless speculation must leave them equal;
-- drafts verified and draft tokens accepted per verify step, from the engine counters in
-  lsp-complete/status (per phase), and the server's resident memory (peak and at the end).
-
-`draft` runs only for a model whose models.toml entry declares a draft model.
+`--speculation off,lookup,draft` and `--models A,B` make each (model, mode) pair a side of the
+interleaved drive (bench/ab/), beside the baselines: the candidate's code, served with that
+model and the mode sent in initializationOptions as an editor sends it, typed into with the
+same units as every other side and compared with the candidate (B) with paired bootstrap
+intervals. `draft` runs only for a model whose models.toml entry declares a draft model.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsprotocol import types
-
-from lsp_complete.bench import coldfiles, lsp_driver, metrics
-from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner, build_block_tasks
-from lsp_complete.bench.records import Sample
-from lsp_complete.bench.runner import (
-    BenchConfig,
-    ServerRunner,
-    Workload,
-    _bar,
-    _warm_up,
-    replay_lsp,
-)
-from lsp_complete.bench.spans import span_version
-from lsp_complete.config import Settings
 from lsp_complete.engine.speculation import SPECULATION_MODES
-from lsp_complete.testing import lsp_client
-from lsp_complete.testing.lsp_client import position_at
-
-REPLAY, HUMANEVAL, BLOCK = "variant-replay", "variant-humaneval", "variant-block"
-COLD = "variant-coldfile"  # never-seen files (bench/coldfiles.py)
-WORKLOADS = (REPLAY, HUMANEVAL, BLOCK, COLD)
-FULL_BLOCKS, QUICK_BLOCKS = 20, 2
-# The idle phases: idle work re-anchors soon after an edit (not the default 400 ms later), so
-# that waiting for an idle server also waits for it; blocks are multi-line, whole, and never
-# cut short by the time budget (their time to the complete suggestion is what is measured).
-IDLE_OPTIONS = {"idleReanchorMs": 50}
-BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
-SETTLE_S = 0.15  # after the cursor is put: longer than IDLE_OPTIONS' re-anchor delay
-WAIT_IDLE_S = 300.0
-COUNTERS = ("calls", "tokens_generated", "generation_decodes", "drafts_verified",
-            "draft_tokens", "draft_accepted", "near_ties")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,20 +35,6 @@ class Variant:
         return f"{self.model.name}/{self.mode}"
 
 
-@dataclass
-class VariantRun:
-    """What one variant's server reported besides its samples (kept in the report's meta)."""
-
-    key: str
-    model: str
-    mode: str
-    peak_rss_mb: float | None = None
-    end_rss_mb: float | None = None
-    startup_ms: float | None = None
-    counters: dict[str, dict[str, int]] = field(default_factory=dict)  # phase -> deltas
-    speculation: Any = None  # the engine's own account at the end (acceptance, costs)
-
-
 def parse_modes(text: str) -> tuple[str, ...]:
     modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     unknown = [m for m in modes if m not in SPECULATION_MODES]
@@ -101,17 +44,6 @@ def parse_modes(text: str) -> tuple[str, ...]:
             f"list of {', '.join(SPECULATION_MODES)}"
         )
     return modes
-
-
-def blocks_for(requested: int | None, quick: bool) -> list[BlockTask]:
-    """The multi-line block set: `--blocks N`, else 20 (quick: 2)."""
-    return build_block_tasks(block_count(requested, quick))
-
-
-def block_count(requested: int | None, quick: bool) -> int:
-    if requested is not None:
-        return requested
-    return QUICK_BLOCKS if quick else FULL_BLOCKS
 
 
 def resolve_models(names: Sequence[str]) -> list[ModelUnderTest]:
@@ -157,420 +89,19 @@ def plan(models: Sequence[ModelUnderTest], modes: Sequence[str]) -> tuple[list[V
     return variants, notes
 
 
-@dataclass
-class SideBySide:
-    """What `--speculation` / `--models` asked for, checked before anything runs."""
-
-    modes: tuple[str, ...]
-    models: list[ModelUnderTest]
-    variants: list[Variant]
-    notes: list[str]
-    blocks: list[BlockTask]
-
-    def run(self, cfg: BenchConfig, work: Workload) -> tuple[list[Sample], dict[str, Any]]:
-        """Every variant on `work` and the blocks; the samples and the report's meta part."""
-        samples, runs = run_variants(cfg, self.variants, work, self.blocks)
-        meta = {
-            "modes": list(self.modes),
-            "models": [dataclasses.asdict(m) for m in self.models],
-            "blocks": len(self.blocks),
-            "humaneval_lines": len(work.tasks),
-            "runs": runs,
-            "notes": self.notes,
-        }
-        return samples, meta
-
-
-def side_by_side(
-    speculation: str | None,
-    models: str | None,
-    blocks: int | None,
-    quick: bool,
-    main_model: ModelUnderTest,
-) -> SideBySide | None:
-    """The plan for `--speculation MODES` and `--models A,B` (None when neither is given):
-    without --models, the main model; without --speculation, the server's default mode.
-    Raises ValueError for an unknown mode; a model that cannot be resolved, ModelError."""
+def side_by_side(speculation: str | None, models: str | None,
+                 main_model: ModelUnderTest) -> tuple[list[Variant], list[str]]:
+    """The variants `--speculation MODES` and `--models A,B` ask for (none when neither is
+    given), and notes on the pairs left out: without --models, the main model; without
+    --speculation, the server's default mode. Raises ValueError for an unknown mode; a model
+    that cannot be resolved, ModelError."""
     if speculation is None and models is None:
-        return None
+        return [], []
     modes = parse_modes(speculation or "auto")
     names = [m.strip() for m in (models or "").split(",") if m.strip()]
-    chosen = resolve_models(names) if names else [main_model]
-    variants, notes = plan(chosen, modes)
-    return SideBySide(modes, chosen, variants, notes, blocks_for(blocks, quick))
+    return plan(resolve_models(names) if names else [main_model], modes)
 
 
-# --- running -----------------------------------------------------------------------------------
-
-
-def _counters(status: dict[str, Any]) -> dict[str, int]:
-    found = status.get("engineCounters") or {}
-    return {name: int(found.get(name) or 0) for name in COUNTERS}
-
-
-def _phase(
-    run: VariantRun, phase: str, before: dict[str, int], status: dict[str, Any]
-) -> dict[str, int]:
-    """Record the counters' change over a phase; returns the counters now."""
-    after = _counters(status)
-    run.counters[phase] = {name: after[name] - before[name] for name in COUNTERS}
-    return after
-
-
-async def _configure(session: lsp_driver.ServerSession, options: dict[str, Any]) -> None:
-    """Change completion settings as an editor does (no model reload)."""
-    session.client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings=options)
-    )
-    await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
-
-
-def _attach_generate_ms(samples: list[Sample], episodes: Sequence[Any], status: dict) -> None:
-    """The engine's generation time of each replayed keystroke, from its status record
-    (replay_lsp numbers the versions of episode i from `spans.span_version(i)`)."""
-    for i, ep in enumerate(episodes):
-        records = lsp_driver.stats_by_version(status, Path(ep.path).resolve().as_uri())
-        for sample in samples:
-            if sample.case == ep.name:
-                record = records.get(span_version(i) + sample.index + 1) or {}
-                sample.extra["generate_ms"] = record.get("generateMs")
-
-
-async def idle_requests(
-    session: lsp_driver.ServerSession,
-    tasks: Sequence[InfillTask | BlockTask],
-    workload: str,
-    passes: PassRunner,
-    on_task: Callable[[], Any],
-) -> list[Sample]:
-    """One request per task, each once the server is idle with the cursor there."""
-    versions: dict[str, int] = {}
-    answers: list[tuple[InfillTask | BlockTask, str, int, str, float, str | None]] = []
-    folder = workload.removeprefix("variant-")
-    for task in tasks:
-        uri = f"file:///lsp-complete-bench/{folder}/{task.task_id.replace('/', '_')}.py"
-        version = versions.get(uri, 0) + 1
-        versions[uri] = version
-        if version == 1:
-            session.open(uri, "python", task.text, version)
-        else:
-            session.replace_all(uri, version, task.text)
-        session.move_cursor(uri, position_at(task.text, task.offset))
-        await asyncio.sleep(SETTLE_S)
-        await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
-        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        answers.append((task, uri, version, suggestion, latency, error))
-        on_task()
-    status = await session.status()
-    samples: list[Sample] = []
-    for task, uri, version, suggestion, latency, error in answers:
-        record = lsp_driver.stats_by_version(status, uri).get(version)
-        c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
-        exact = task.exact_match(c.text) if isinstance(task, InfillTask) else None
-        sample = Sample.of("d", workload, task.name, 0, c, exact_match=exact,
-                         passed=passes.passed(task, c.text))
-        sample.extra["generate_ms"] = (record or {}).get("generateMs")
-        if error:
-            sample.extra["error"] = error
-        samples.append(sample)
-    for uri in versions:
-        session.close(uri)
-    return samples
-
-
-async def run_variant_async(
-    cfg: BenchConfig, variant: Variant, work: Workload, blocks: Sequence[BlockTask]
-) -> tuple[list[Sample], VariantRun]:
-    """One fresh server for `variant`: replay, then HumanEval and blocks once idle."""
-    out = cfg.out / "variants" / re.sub(r"[^\w.#-]+", "_", variant.key)
-    out.mkdir(parents=True, exist_ok=True)  # its own server.log
-    vcfg = dataclasses.replace(cfg, model_path=variant.model.path,
-                               model_name=variant.model.name, out=out)
-    runner = ServerRunner(vcfg, extra_options={"speculation": variant.mode})
-    run = VariantRun(variant.key, variant.model.name, variant.mode)
-    samples: list[Sample] = []
-    try:
-        session = await runner.start(runner.new_cache_dir())
-        try:
-            await _warm_up(session)
-            before = _counters(await session.status())
-            with _bar(f"(d) {variant.key} replay", work.n_keystrokes) as bar:
-                replay = await replay_lsp(session, work.episodes, bar.update, cfg.rest_ms)
-            status = await session.status()
-            _attach_generate_ms(replay, work.episodes, status)
-            samples += _retag(replay, REPLAY)
-            before = _phase(run, "replay", before, status)
-            await _configure(session, IDLE_OPTIONS)
-            with _bar(f"(d) {variant.key} humaneval", len(work.tasks)) as bar:
-                samples += await idle_requests(session, work.tasks, HUMANEVAL, work.passes,
-                                               bar.update)
-            before = _phase(run, "humaneval", before, await session.status())
-            await _configure(session, BLOCK_OPTIONS)
-            with _bar(f"(d) {variant.key} blocks", len(blocks)) as bar:
-                samples += await idle_requests(session, blocks, BLOCK, work.passes, bar.update)
-            before = _phase(run, "block", before, await session.status())
-            # Never-seen files as the replay runs: the server's own timing, single lines.
-            defaults = Settings()
-            await _configure(session, {
-                "multiline": runner.init_options["multiline"], "maxTokens": cfg.max_tokens,
-                "timeBudgetMs": defaults.time_budget_ms,
-                "idleReanchorMs": defaults.idle_reanchor_ms})
-            with _bar(f"(d) {variant.key} never-seen files", len(work.cold_cases)) as bar:
-                samples += _retag(
-                    await coldfiles.run_lsp(session, work.cold_cases, bar.update), COLD)
-            final = await session.status()
-            _phase(run, "coldfile", before, final)
-            run.end_rss_mb = (final.get("memory") or {}).get("rssMiB")
-            run.speculation = (final.get("engine") or {}).get("speculation")
-        finally:
-            await runner.stop(session)
-    finally:
-        runner.cleanup()
-    run.peak_rss_mb = max(runner.peaks) if runner.peaks else None
-    run.startup_ms = runner.startups[0] if runner.startups else None
-    for sample in samples:
-        sample.extra.update(variant=variant.key, model=variant.model.name,
-                            speculation=variant.mode)
-    return samples, run
-
-
-def _retag(samples: list[Sample], workload: str) -> list[Sample]:
-    for sample in samples:
-        sample.workload = workload
-    return samples
-
-
-def run_variants(
-    cfg: BenchConfig, variants: Sequence[Variant], work: Workload, blocks: Sequence[BlockTask]
-) -> tuple[list[Sample], list[dict[str, Any]]]:
-    samples: list[Sample] = []
-    runs: list[dict[str, Any]] = []
-    for variant in variants:
-        mine, run = asyncio.run(run_variant_async(cfg, variant, work, blocks))
-        samples += mine
-        runs.append(dataclasses.asdict(run))
-    return samples, runs
-
-
-# --- summary -----------------------------------------------------------------------------------
-
-
-def _ratio(value: float | None, base: float | None) -> float | None:
-    return value / base if value is not None and base else None
-
-
-def ms_per_token(samples: Sequence[Sample]) -> tuple[float | None, str]:
-    """Generation time per generated token over the requests that generated, and its basis:
-    "generation" (the engine's own timing), else "latency" (the whole request, from servers
-    that do not report `generateMs`)."""
-    calls = [s for s in samples
-             if s.source not in ("typeahead", "error") and (s.generated_tokens or 0) > 0]
-    tokens = sum(s.generated_tokens or 0 for s in calls)
-    if not tokens:
-        return None, "n/a"
-    timed = [s.extra.get("generate_ms") for s in calls]
-    if all(t is not None for t in timed):
-        return sum(t for t in timed if t is not None) / tokens, "generation"
-    return sum(s.latency_ms for s in calls) / tokens, "latency"
-
-
-def _counter_totals(run: dict[str, Any]) -> dict[str, int]:
-    totals = dict.fromkeys(COUNTERS, 0)
-    for phase in (run.get("counters") or {}).values():
-        for name in COUNTERS:
-            totals[name] += int(phase.get(name) or 0)
-    return totals
-
-
-def _draft_sources(run: dict[str, Any]) -> list[str]:
-    """Where the engine's drafts came from (its acceptance kinds without their n-gram length):
-    shows whether `draft` had a draft model or fell back to prompt lookup."""
-    acceptance = (run.get("speculation") or {}).get("acceptance") or {}
-    return sorted({str(kind).rstrip("0123456789") for kind in acceptance})
-
-
-def _per_step(totals: dict[str, int], name: str) -> float | None:
-    steps = totals["drafts_verified"]
-    return totals[name] / steps if steps else None
-
-
-def _block_summary(samples: Sequence[Sample]) -> dict[str, Any]:
-    answered = [s for s in samples if s.source != "error"]
-    judged = [s.passed for s in samples if s.passed is not None]
-    hits, n = sum(judged), len(judged)
-    share = hits / n if n else None
-    per_token, basis = ms_per_token(samples)
-    generated = [s.generated_tokens for s in answered if s.generated_tokens is not None]
-    return {
-        **metrics.latency_summary([s.latency_ms for s in answered]),
-        "pass1": share, "pass_hits": hits, "tasks": n,
-        "ms_per_token": per_token, "ms_per_token_basis": basis,
-        "generated_mean": sum(generated) / len(generated) if generated else None,
-    }  # fmt: skip
-
-
-def _idle_answers(samples: Sequence[Sample]) -> dict[tuple[str, str], str]:
-    return {(s.workload, s.case): s.suggestion for s in samples
-            if s.workload in (HUMANEVAL, BLOCK) and s.source != "error"}
-
-
-def identical_share(
-    mine: Sequence[Sample], base: Sequence[Sample]
-) -> tuple[float | None, int, int]:
-    """The share of idle-made requests (HumanEval lines, blocks) whose suggestion equals the
-    base variant's at the same task; requests that failed in either are left out."""
-    ours, theirs = _idle_answers(mine), _idle_answers(base)
-    common = [key for key in ours if key in theirs]
-    same = sum(ours[key] == theirs[key] for key in common)
-    return (same / len(common) if common else None), same, len(common)
-
-
-def summarize(samples: Sequence[Sample], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per variant, in run order: speed, quality, speculation counters, memory, and how it
-    compares with its model's base variant (`off` when it ran, else the model's first)."""
-    by_key: dict[str, list[Sample]] = {}
-    for sample in samples:
-        if sample.workload in WORKLOADS:
-            by_key.setdefault(str(sample.extra.get("variant")), []).append(sample)
-    run_of = {run["key"]: run for run in runs}
-    rows: dict[str, dict[str, Any]] = {}
-    for key in [*run_of, *(k for k in by_key if k not in run_of)]:
-        mine, run = by_key.get(key, []), run_of.get(key, {})
-        replay = [s for s in mine if s.workload == REPLAY]
-        keys = metrics.replay_summary(replay)
-        calls = keys["model_calls"]
-        per_token, basis = ms_per_token(replay)
-        totals = _counter_totals(run)
-        rows[key] = {
-            "model": run.get("model") or key.rsplit("/", 1)[0],
-            "mode": run.get("mode") or key.rsplit("/", 1)[-1],
-            "model_calls": {k: calls[k] for k in ("n", "p50", "p95")},
-            "keystrokes": {k: keys[k] for k in ("n", "p50", "p95", "line_exact")},
-            "coldfile": coldfiles.summarize(mine, COLD),
-            "ms_per_token": per_token,
-            "ms_per_token_basis": basis,
-            "humaneval": metrics.humaneval_summary([s for s in mine if s.workload == HUMANEVAL]),
-            "block": _block_summary([s for s in mine if s.workload == BLOCK]),
-            "verify_steps": totals["drafts_verified"],
-            "accepted_per_step": _per_step(totals, "draft_accepted"),
-            "drafted_per_step": _per_step(totals, "draft_tokens"),
-            "near_ties": totals["near_ties"],
-            "draft_sources": _draft_sources(run),
-            "errors": sum(s.source == "error" for s in mine),
-            "peak_rss_mb": run.get("peak_rss_mb"),
-            "end_rss_mb": run.get("end_rss_mb"),
-            "startup_ms": run.get("startup_ms"),
-        }
-    for key, row in rows.items():
-        same_model = [k for k, r in rows.items() if r["model"] == row["model"]]
-        base = next((k for k in same_model if rows[k]["mode"] == "off"), same_model[0])
-        share, same, n = identical_share(by_key.get(key, []), by_key.get(base, []))
-        b = rows[base]
-        row["base"] = base
-        row["identical"] = {"share": share, "same": same, "n": n}
-        row["vs_base"] = {
-            "ms_per_token": _ratio(row["ms_per_token"], b["ms_per_token"]),
-            "model_call_p50": _ratio(row["model_calls"]["p50"], b["model_calls"]["p50"]),
-            "model_call_p95": _ratio(row["model_calls"]["p95"], b["model_calls"]["p95"]),
-            "block_p50": _ratio(row["block"]["p50"], b["block"]["p50"]),
-        }
-    return rows
-
-
-# --- report ------------------------------------------------------------------------------------
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def _of(share: float | None, hits: int, n: int) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}% ({hits}/{n})"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows] + [""]
-
-
-def markdown(rows: dict[str, Any], meta: dict[str, Any]) -> list[str]:
-    """The report's section for the variants (nothing when none ran)."""
-    if not rows:
-        return []
-    info = meta.get("variants") or {}
-    basis = {row["ms_per_token_basis"] for row in rows.values()} - {"n/a"}
-    per_token = ("the engine's generation time per generated token" if basis == {"generation"}
-                 else "request latency per generated token (the server reports no generateMs)")
-    lines = [
-        "## Speculation and models side by side ((d) variants)",
-        "",
-        "One fresh server per model and `speculation` mode, one after another, on the replay "
-        f"above, {info.get('humaneval_lines', '?')} HumanEval lines and "
-        f"{info.get('blocks', '?')} multi-line blocks (the cursor at the start of a HumanEval "
-        "function body, the whole body suggested; time to the complete suggestion). "
-        f"Model calls: replay keystrokes the model answered; ms/token: {per_token}, replay "
-        "and blocks. \"vs\": against the same model's base variant (`off`). HumanEval and block "
-        "requests are each made once the server is idle, so their suggestions can be compared "
-        "between modes: identical = the share equal to the base variant's.",
-        "",
-    ]
-    speed = []
-    for key, row in rows.items():
-        calls, block, vs = row["model_calls"], row["block"], row["vs_base"]
-        speed.append([
-            key, str(calls["n"]), _ms(calls["p50"]), _ms(calls["p95"]),
-            f"{_x(vs['model_call_p50'])} / {_x(vs['model_call_p95'])}",
-            _num(row["ms_per_token"], 1), _x(vs["ms_per_token"]),
-            _ms(block.get("p50")), _ms(block.get("p95")), _x(vs["block_p50"]),
-            _num(block.get("ms_per_token"), 1),
-            _num(row["accepted_per_step"]), _num(row["drafted_per_step"]),
-            str(row["verify_steps"]),
-            f"{_num(row['peak_rss_mb'], 0)} / {_num(row['end_rss_mb'], 0)} MiB",
-        ])  # fmt: skip
-    lines += _table(
-        ["variant", "model calls", "p50", "p95", "p50 / p95 vs base", "ms/token (replay)",
-         "vs base", "block p50", "block p95", "block p50 vs base", "ms/token (blocks)",
-         "accepted / verify step", "drafted / verify step", "verify steps",
-         "RSS peak / end"],
-        speed,
-    )  # fmt: skip
-    quality = []
-    for key, row in rows.items():
-        he, block, same = row["humaneval"], row["block"], row["identical"]
-        quality.append([
-            key, _of(he["em"], he["em_hits"], he["n"]), _of(he["pass1"], he["pass_hits"], he["n"]),
-            _of(block["pass1"], block["pass_hits"], block["tasks"]),
-            _num(block.get("generated_mean"), 1),
-            "(base)" if row["base"] == key else _of(same["share"], same["same"], same["n"]),
-            ", ".join(row.get("draft_sources") or []) or "-",
-            str(row["near_ties"]), str(row["errors"]),
-        ])  # fmt: skip
-    lines += _table(
-        ["variant", "HumanEval EM", "HumanEval pass@1", "block pass@1", "block tokens (mean)",
-         "identical to base", "draft sources", "near-ties re-decided", "errors"],
-        quality,
-    )  # fmt: skip
-    typing = []
-    for key, row in rows.items():
-        keys = row.get("keystrokes") or {}
-        typing.append([key, str(keys.get("n", 0)), _ms(keys.get("p50")), _ms(keys.get("p95")),
-                       _num(keys.get("line_exact"))])
-    lines += _table(["variant", "replay keystrokes", "keystroke p50", "keystroke p95",
-                     "line-exact"], typing)
-    cold = [coldfiles.markdown_row(key, row["coldfile"]) for key, row in rows.items()
-            if (row.get("coldfile") or {}).get("files")]
-    if cold:
-        lines += ["First suggestion in never-seen files (opened and asked at once, mid-line; "
-                  "then two characters typed):", "", *coldfiles.TABLE_HEADER, *cold, ""]
-    lines += [f"- {note}" for note in info.get("notes") or []]
-    return lines + ([""] if info.get("notes") else [])
+def options(variant: Variant) -> dict[str, Any]:
+    """What a variant's server is given beside every side's settings."""
+    return {"model": variant.model.path, "speculation": variant.mode}

@@ -13,6 +13,7 @@ import os
 import random
 import sysconfig
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -363,22 +364,26 @@ def make_episode(src: SourceFile, start: int, n_lines: int, cap: int | None = No
 def build_episodes(
     files: list[str],
     n_spans: int,
-    n_lines: int,
+    n_lines: int | Sequence[int],
     seed: int,
     max_keystrokes: int | None = None,
 ) -> list[Episode]:
-    """Episodes for every file, the keystroke cap split evenly between them; a cap of 0 (or
-    no spans) means no replay, for runs of the other task sets alone."""
-    if max_keystrokes == 0 or n_spans == 0:
+    """`n_spans` spans of each size in `n_lines` (lines per span: one size, or several, e.g.
+    one-line and 3-line spans side by side) for every file, the keystroke cap split between
+    them by their lines; a cap of 0 (or no spans) means no replay, for runs of the other task
+    sets alone."""
+    sizes = [n_lines] if isinstance(n_lines, int) else list(n_lines)
+    if max_keystrokes == 0 or n_spans == 0 or not sizes:
         return []
-    n_episodes = max(1, len(files) * n_spans)
-    budget = max(1, max_keystrokes // n_episodes) if max_keystrokes else None
+    total_lines = max(1, len(files) * n_spans) * sum(sizes)
     episodes: list[Episode] = []
     for path in files:
         src = read_source(path)
         rng = random.Random(f"bench-spans:{seed}:{Path(path).name}")
-        for start in choose_spans(src.text, n_spans, n_lines, rng, budget):
-            episodes.append(make_episode(src, start, n_lines, cap=budget))
+        for size in sizes:
+            budget = max(1, max_keystrokes * size // total_lines) if max_keystrokes else None
+            for start in choose_spans(src.text, n_spans, size, rng, budget):
+                episodes.append(make_episode(src, start, size, cap=budget))
     return episodes
 
 

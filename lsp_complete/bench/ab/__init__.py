@@ -2,11 +2,14 @@
 
 This machine's speed moves 2-3x between sessions, so only versions run in the same run can be
 compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
-environment of its own; install.py; several, comma-separated, are A1, A2, ...) and B (the
-candidate: this checkout, or `--candidate REF`) each serve the same keystrokes, files and
-tasks, interleaved unit by unit (drive.py), in scenarios shaped like users (scenarios.py).
-Every measure is reported as B/A for each baseline with a paired bootstrap confidence
-interval and a verdict (stats.py), in `ab-report.md` and `ab-samples.json` (report.py).
+environment of its own: bench/install.py, or a stateless baseline by name: servers.STATELESS;
+several, comma-separated, are A1, A2, ...), the variants (`--models`, `--speculation`: B's code
+with another model or mode, variants.py) and B (the candidate: this checkout, or
+`--candidate REF`) each serve the same keystrokes, files and tasks, interleaved unit by unit
+(drive.py), in scenarios shaped like users (scenarios.py).
+Every measure is reported as B/A for each baseline and variant with a paired bootstrap confidence
+interval and a verdict (measures.py, bench/stats.py), in `ab-report.md` and
+`ab-samples.json` (report.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,35 +25,26 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import coldfiles, humaneval, machine, workload
-from lsp_complete.bench.ab import drive, install, report, stats
+from lsp_complete.bench import coldfiles, humaneval, install, machine, stats, variants, workload
+from lsp_complete.bench.ab import drive, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.baselines import fim_tokens
+from lsp_complete.bench.humaneval import build_block_tasks
 from lsp_complete.bench.records import Sample
-
-# How much work: a full A/B (about half an hour with the 1.5B model on 2 cores) and --quick.
-FULL = {"num_files": 3, "spans": 4, "span_lines": 2, "keystrokes": 480, "humaneval": 100,
-        "cold_files": 6}  # fmt: skip
-QUICK = {"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 24, "humaneval": 4,
-         "cold_files": 1}  # fmt: skip
-PACE_MS = 200.0
-
-
-def _setting(args: argparse.Namespace, name: str) -> Any:
-    value = getattr(args, name, None)
-    return value if value is not None else (QUICK if args.quick else FULL)[name]
+from lsp_complete.bench.servers import STATELESS, Model, StartError, stateless_server
+from lsp_complete.bench.variants import Variant
 
 
 def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
     """The spans, never-seen files and HumanEval lines both versions get; the replayed
     files; where the HumanEval lines come from."""
-    files = workload.replay_files(args.files, args.quick, _setting(args, "num_files"), args.seed)
-    episodes = workload.build_episodes(files, _setting(args, "spans"),
-                                       _setting(args, "span_lines"), args.seed,
-                                       _setting(args, "keystrokes"))
-    cold = coldfiles.build_cases(_setting(args, "cold_files"), args.seed, exclude=files)
-    n_tasks = _setting(args, "humaneval")
+    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
+                                       args.keystrokes)
+    cold = coldfiles.build_cases(args.cold_files, args.seed, exclude=files)
+    n_tasks = args.humaneval
     if args.humaneval_file:
         pool = humaneval.load_single_line_file(args.humaneval_file)
         source = f"{Path(args.humaneval_file).name}, {n_tasks} drawn by the seed"
@@ -74,23 +68,61 @@ def baseline_specs(text: str) -> list[str]:
     return specs
 
 
-def _versions(args: argparse.Namespace
-              ) -> tuple[list[tuple[str, install.ServerVersion]], install.ServerVersion]:
-    """The baselines, each with its side key, and the candidate."""
+def _log_path(cfg: AbConfig, key: str) -> Path:
+    """A side's server log (a variant's key has a slash)."""
+    safe = re.sub(r"[^\w.#-]+", "_", key)
+    return cfg.out / f"ab-server-{safe}.log"
+
+
+def _variants(args: argparse.Namespace, model: Model) -> tuple[list[Variant], list[str]]:
+    """`--speculation` / `--models`, checked before anything runs."""
+    from lsp_complete.models import ModelError
+
+    try:
+        return variants.side_by_side(args.speculation, args.models,
+                                     variants.model_under_test(model[0], model[2]))
+    except (ValueError, ModelError) as err:
+        raise SystemExit(f"bench: {err}") from None
+
+
+def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
+           chosen: list[Variant]) -> list[Side]:
+    """The baselines, each with its side key, then the variants (the candidate's code with
+    another model or speculation mode, each its key), then the candidate: installed
+    versions, or a stateless baseline by its name in servers.STATELESS (in this process, or
+    llama-server)."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
-        specs = baseline_specs(args.baseline)
+        specs = baseline_specs(args.baseline) if args.baseline else []
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    baselines = []
+    named = [*zip(drive.baseline_keys(len(specs)), specs, strict=True),
+             (CANDIDATE, args.candidate)]
+    sides: list[Side] = []
     try:
-        for key, spec in zip(drive.baseline_keys(len(specs)), specs, strict=True):
-            print(f"A/B: installing the baseline {spec} (cached in {cache})", file=sys.stderr)
-            baselines.append((key, install.resolve(spec, cache)))
-        candidate = install.resolve(args.candidate, cache)
-    except install.InstallError as err:
+        for key, spec in named:
+            log_path = _log_path(cfg, key)
+            if spec in STATELESS:
+                sides.append(stateless_server(
+                    STATELESS[spec], cfg.model_path, fim_tokens(model[2]),
+                    tuple(getattr(model[2], "stop", ()) or ()), cfg.threads, cfg.max_tokens,
+                    args.llama_server, log_path, side=key))
+                continue
+            if key != CANDIDATE:
+                print(f"A/B: installing the baseline {spec} (cached in {cache})",
+                      file=sys.stderr)
+            version = install.resolve(spec, cache)
+            print(f"A/B: {key} = {version.describe()}, lsp_complete from "
+                  f"{install.verify(version)}", file=sys.stderr)
+            sides.append(Side(key, version, cfg.init_options(), log_path,
+                              cfg.workspace_folders))
+    except (install.InstallError, ValueError) as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    return baselines, candidate
+    candidate = sides[-1]
+    return sides[:-1] + [
+        Side(v.key, candidate.version, {**cfg.init_options(), **variants.options(v)},
+             _log_path(cfg, v.key),
+             cfg.workspace_folders) for v in chosen] + [candidate]
 
 
 async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
@@ -108,7 +140,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
         runs += mine
         info[scenario.name] = {
             "units": units,
-            "identical": {key: stats.identical_share(mine, scenario.name, key)
+            "identical": {key: measures.identical_share(mine, scenario.name, key)
                           for key in baselines},
             **{side.key: _side_info(side, marks[side.key], mine) for side in sides}}
     return runs, info
@@ -117,7 +149,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
 def _unit_count(scenario: Scenario, work: Work) -> int:
     if scenario.kind == "typing":
         return len(work.episodes)
-    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks)
+    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks_of(scenario))
 
 
 def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRun]
@@ -126,7 +158,7 @@ def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRu
     new_starts, new_peaks = side.startup_ms[starts:], side.peak_rss_mb[peaks:]
     return {
         "errors": sum(r.error is not None for r in runs if r.side == side.key),
-        "startup_ms": statistics.fmean(new_starts) if new_starts else None,
+        "startup_ms": stats.mean(new_starts),
         "peak_rss_mb": max(new_peaks) if new_peaks else None,
         "woke": side.woke - woke,
         # What this server used while another one was driven (should be ~0).
@@ -135,55 +167,54 @@ def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRu
 
 
 def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any], seed: int,
-            resamples: int, baselines: list[str]) -> list[stats.Row]:
+            resamples: int, baselines: list[str]) -> list[measures.Row]:
     """B against each baseline in turn, every scenario's rows."""
-    rows: list[stats.Row] = []
+    rows: list[measures.Row] = []
     for key in baselines:
         for scenario in scenarios:
-            rows += stats.scenario_rows(scenario, runs, seed, resamples, key)
-            rows += stats.language_rows(scenario, runs, seed, resamples, key)
+            rows += measures.scenario_rows(scenario, runs, seed, resamples, key)
+            rows += measures.language_rows(scenario, runs, seed, resamples, key)
             facts = info.get(scenario.name) or {}
             if facts.get("units"):
-                rows.append(stats.rss_row(scenario.name, facts[key]["peak_rss_mb"],
+                rows.append(measures.rss_row(scenario.name, facts[key]["peak_rss_mb"],
                                           facts[CANDIDATE]["peak_rss_mb"], key))
     return rows
 
 
-def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> int:
-    """The A/B run `args` asks for (bench's parser), on the resolved model."""
+def run(args: argparse.Namespace, model: Model) -> int:
+    """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
+    chosen, variant_notes = _variants(args, model)
+    if not args.baseline and not chosen:
+        raise SystemExit("bench: --candidate needs --baseline REF, --models or --speculation")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    model_path, model_name, _spec = model
+    default = [*scenario_specs.DEFAULT, *(["he-block"] if chosen else [])]
     try:
-        scenarios = scenario_specs.parse(args.scenarios or ",".join(scenario_specs.DEFAULT))
+        scenarios = scenario_specs.parse(args.scenarios or ",".join(default))
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    baselines, candidate = _versions(args)
-    versions = [*baselines, (CANDIDATE, candidate)]
     work, files, he_source = build_work(args)
+    if any(s.blocks for s in scenarios):
+        work.blocks = build_block_tasks(args.blocks)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
-        seed=args.seed, pace_ms=args.pace_ms or PACE_MS, settle_s=args.settle_ms / 1000,
+        seed=args.seed, pace_ms=args.pace_ms, settle_s=args.settle_ms / 1000,
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
         old.unlink()
-    for key, version in versions:
-        print(f"A/B: {key} = {version.describe()}, lsp_complete from {install.verify(version)}",
-              file=sys.stderr)
+    sides = _sides(args, cfg, model, chosen)
     began = time.time()
-    sides = [Side(key, version) for key, version in versions]
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
-    except drive.StartError as err:
+    except StartError as err:
         raise SystemExit(f"bench --baseline: {err}") from None
-    keys = [key for key, _ in baselines]
+    keys = [side.key for side in sides if side.key != CANDIDATE]
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
-    meta = _meta(args, cfg, model_name, versions, work, files, he_source, info,
+    meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
                  time.time() - began)
-    paths = report.write(out, meta, rows, runs)
-    print("\n".join(report.tables(meta, rows)))
-    print("\n".join(str(p) for p in paths))
-    return 0
+    meta["notes"] += variant_notes
+    return _written(out, meta, rows, runs)
 
 
 def rerender(out: Path) -> int:
@@ -198,6 +229,12 @@ def rerender(out: Path) -> int:
     scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
     rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"],
                    report.baselines_of(meta))
+    return _written(out, meta, rows, runs)
+
+
+def _written(out: Path, meta: dict[str, Any], rows: list[measures.Row],
+             runs: list[UnitRun]) -> int:
+    """The report and samples written, the tables and where they are printed."""
     paths = report.write(out, meta, rows, runs)
     print("\n".join(report.tables(meta, rows)))
     print("\n".join(str(p) for p in paths))
@@ -207,6 +244,8 @@ def rerender(out: Path) -> int:
 def _verified_after(version: install.ServerVersion) -> str:
     """Where the version's server imported from, checked again after the run; a failed check
     is reported, not a reason to throw the run's samples away."""
+    if version.kind == "stateless":
+        return "in this process (a stateless baseline)"
     try:
         return str(install.verify(version))
     except install.InstallError as err:
@@ -214,13 +253,19 @@ def _verified_after(version: install.ServerVersion) -> str:
 
 
 def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
-          versions: list[tuple[str, install.ServerVersion]], work: Work,
+          servers: list[Side], work: Work,
           files: list[str], he_source: str, info: dict[str, Any], seconds: float
           ) -> dict[str, Any]:
     sides = {}
-    for key, version in versions:
-        sides[key] = {"role": "candidate" if key == CANDIDATE else "baseline",
-                      "described": version.describe(), "label": version.label,
+    for server in servers:
+        key, version = server.key, server.version
+        variant = "speculation" in server.init_options
+        sides[key] = {"role": "candidate" if key == CANDIDATE else
+                      ("variant" if variant else "baseline"), "engine": server.engine,
+                      "described": version.describe() + (
+                          f", model {server.init_options['model']}, speculation "
+                          f"{server.init_options['speculation']}" if variant else ""),
+                      "label": version.label,
                       "kind": version.kind, "commit": version.commit, "dirty": version.dirty,
                       "source_digest": version.source_digest, "python": version.python,
                       "package_dir": _verified_after(version)}
@@ -233,7 +278,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "machine": machine.machine_info(cfg.threads),
         "model": machine.model_info(cfg.model_path, model_name),
         "sides": sides,
-        "baselines": [key for key, _ in versions if key != CANDIDATE],
+        "baselines": [s.key for s in servers if s.key != CANDIDATE],
         "settings": {
             "threads": cfg.threads, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
             "pace_ms": cfg.pace_ms, "settle_ms": cfg.settle_s * 1000,
@@ -247,7 +292,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
         "files": files,
         "scenarios": info,
         "notes": [
-            f"{'Both' if len(versions) == 2 else f'All {len(versions)}'} servers: the same "
+            f"{'Both' if len(servers) == 2 else f'All {len(servers)}'} servers: the same "
             "initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh server and an "
             "empty KV cache folder per scenario, the replayed files' project folders as the "
             "workspace.",

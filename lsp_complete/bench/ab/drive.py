@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench import coldfiles, lsp_driver
-from lsp_complete.bench.ab.install import ServerVersion
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
-from lsp_complete.bench.humaneval import InfillTask, PassRunner
+from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
-from lsp_complete.bench.runner import WARMUP_OFFSET, WARMUP_TEXT, WARMUP_URI, base_server_env
+from lsp_complete.bench.servers import Server
 from lsp_complete.bench.spans import (
     SpanTiming,
     fresh,
@@ -49,10 +46,7 @@ from lsp_complete.bench.spans import (
 from lsp_complete.bench.workload import Episode, first_line
 
 log = logging.getLogger(__name__)
-
-
-class StartError(RuntimeError):
-    """A server could not start or answer its warm-up request: nothing can be compared."""
+Side = Server  # an A/B side: its key B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
 
 
 POLL_S = 0.1
@@ -100,73 +94,21 @@ class UnitRun:
     error: str | None = None
 
 
-@dataclass
-class Side:
-    key: str  # B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
-    version: ServerVersion
-    session: lsp_driver.ServerSession | None = None
-    quiet_cpu_s: float = 0.0  # its CPU counter when it was last seen quiet
-    woke: int = 0  # times it used CPU while another server was being driven
-    idle_cpu_s: float = 0.0  # CPU it used during other servers' turns (should be ~0)
-    startup_ms: list[float] = field(default_factory=list)
-    peak_rss_mb: list[float] = field(default_factory=list)
-    end_rss_mb: list[float] = field(default_factory=list)
-    _cache_dirs: list[str] = field(default_factory=list)
-
-    @property
-    def live(self) -> lsp_driver.ServerSession:
-        assert self.session is not None
-        return self.session
-
-    def cpu(self) -> float:
-        return self.live.cpu_s() or 0.0
-
-
 # --- servers -----------------------------------------------------------------------------------
 
 
-async def start(side: Side, cfg: AbConfig) -> None:
-    """A fresh server for `side`: empty KV cache folder, warmed up, quiet."""
-    cache_dir = tempfile.mkdtemp(prefix=f"lsp-complete-ab-{side.key}-kv-")
-    side._cache_dirs.append(cache_dir)
-    # A crash (a native library's fault) leaves a Python traceback in the server's log.
-    env = side.version.server_env({**base_server_env(cache_dir), "PYTHONFAULTHANDLER": "1"})
-    session = lsp_driver.ServerSession(
-        cfg.model_path, cfg.init_options(), env=env,
-        log_path=cfg.out / f"ab-server-{side.key}.log",
-        workspace_folders=cfg.workspace_folders, python=side.version.python,
-        cwd=side.version.cwd,
-    )  # fmt: skip
-    side.session = session
-    try:
-        side.startup_ms.append(await session.start())
-        session.open(WARMUP_URI, "python", WARMUP_TEXT, 1)
-        await session.inline(WARMUP_URI, WARMUP_TEXT, WARMUP_OFFSET)
-        session.close(WARMUP_URI)
-    except Exception as err:
-        await stop(side)
-        raise StartError(f"the {side.key} server ({side.version.describe()}) failed to start "
-                         f"or to answer a first request: {err}; its log: {session.log_path}"
-                         ) from err
+async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None) -> None:
+    """A fresh server for `side`: empty KV cache folder, `options` beside its settings,
+    warmed up, quiet."""
+    await side.start(options=options)
     await wait_quiet(side, cfg.settle_s)
 
 
 async def stop(side: Side) -> None:
-    session = side.session
-    if session is None:
-        return
-    peak, now = session.peak_rss_mb(), session.rss_mb()
-    if peak is not None:
-        side.peak_rss_mb.append(peak)
-    if now is not None:
-        side.end_rss_mb.append(now)
     try:
-        await session.stop()
+        await side.stop()
     finally:
-        side.session = None
-        for path in side._cache_dirs:
-            shutil.rmtree(path, ignore_errors=True)
-        side._cache_dirs.clear()
+        side.cleanup()
 
 
 async def wait_quiet(side: Side, settle_s: float, timeout_s: float = QUIET_TIMEOUT_S) -> None:
@@ -245,7 +187,7 @@ async def run_units(
             if side.session is not None and not side.live.running:
                 error = error or "the server exited"
                 await stop(side)
-                await start(side, cfg)  # the next units get a fresh one
+                await start(side, cfg, side.options)  # the next units get a fresh one
             else:
                 await wait_quiet(side, cfg.settle_s)
             idle = [other.cpu() - before for other, before in zip(others, others_before,
@@ -267,7 +209,7 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
         session = side.live
         timing = span_timing(scenario, ep, cfg.seed, cfg.pace_ms)
         if scenario.saves:
-            return await _typist_samples(session, scenario, ep, index, timing, side.key)
+            return await _typist_samples(session, scenario, ep, index, timing, side)
         first = None
         with cpu_bound_process(scenario.busy):
             if scenario.moved:
@@ -277,8 +219,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
                 answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
-        samples = key_samples("d", scenario.name, ep, answers, status, with_fresh=True,
-                              side=side.key)
+        samples = key_samples(side.engine, scenario.name, ep, answers, status,
+                              with_fresh=True, side=side.key)
         if first is not None and samples:  # the answer at the spot before the move
             samples[0].extra["before_move_ms"] = first.latency_ms
             samples[0].extra["before_move_error"] = first.error
@@ -294,8 +236,8 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
     return drive
 
 
-async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario, ep: Episode,
-                          index: int, timing: SpanTiming, side: str) -> list[Sample]:
+async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: Episode,
+                          index: int, timing: SpanTiming, side: Side) -> list[Sample]:
     """The span typed by the typist who presses Tab: one sample per request (a key or a Tab
     before it), with what Tab put in (`tab_chars`), whether a wrong suggestion was shown, and
     the span's characters on the first."""
@@ -313,7 +255,8 @@ async def _typist_samples(session: lsp_driver.ServerSession, scenario: Scenario,
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of("d", scenario.name, ep.name, k, c, side=side, fresh=shown,
+        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, side=side.key,
+                                 fresh=shown,
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
@@ -329,12 +272,12 @@ def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
 def open_drive(cases: Sequence[ColdCase]) -> Drive:
     async def drive(side: Side, index: int) -> list[Sample]:
         return await coldfiles.run_lsp(side.live, [cases[index]], workload="open",
-                                       side=side.key)
+                                       side=side.key, engine=side.engine)
 
     return drive
 
 
-def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
+def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask]) -> Drive:
     """Each task its own never-seen document, asked at once or after the scenario's pause.
     Latency runs from didOpen when asked at once, else from the request. Scored afterwards
     (`score_humaneval`): test programs must not run under the other server's turn."""
@@ -353,7 +296,7 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
         session.close(uri)
         c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
                        ("model" if suggestion else "empty"))
-        sample = Sample.of("d", scenario.name, task.name, 0, c,
+        sample = Sample.of(side.engine, scenario.name, task.name, 0, c,
                            exact_match=task.exact_match(c.text), side=side.key)
         if error:
             sample.extra["error"] = error
@@ -362,7 +305,7 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask]) -> Drive:
     return drive
 
 
-def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask],
+def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask | BlockTask],
                     passes: PassRunner) -> None:
     for run in runs:
         for sample in run.samples:
@@ -377,7 +320,11 @@ class Work:
     episodes: list[Episode]
     cold_cases: list[ColdCase]
     tasks: list[InfillTask]
+    blocks: list[BlockTask] = field(default_factory=list)  # he-block's
     passes: PassRunner = field(default_factory=PassRunner)
+
+    def tasks_of(self, scenario: Scenario) -> Sequence[InfillTask | BlockTask]:
+        return self.blocks if scenario.blocks else self.tasks
 
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
@@ -392,17 +339,17 @@ async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side],
         units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]
         drive = open_drive(work.cold_cases)
     else:
-        units = [(t.name, 1) for t in work.tasks]
-        drive = humaneval_drive(scenario, work.tasks)
+        units = [(t.name, 1) for t in work.tasks_of(scenario)]
+        drive = humaneval_drive(scenario, work.tasks_of(scenario))
     if not units:
         return []
     try:
         for side in sides:
-            await start(side, cfg)
+            await start(side, cfg, scenario.options)
         runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
     finally:
         for side in sides:
             await stop(side)
     if scenario.kind == "humaneval":
-        score_humaneval(runs, work.tasks, work.passes)
+        score_humaneval(runs, work.tasks_of(scenario), work.passes)
     return runs

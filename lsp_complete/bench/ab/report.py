@@ -11,31 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lsp_complete.bench import fmt
 from lsp_complete.bench.ab.drive import UnitRun
-from lsp_complete.bench.ab.stats import RSS_TOLERANCE, Row
+from lsp_complete.bench.ab.measures import Row
+from lsp_complete.bench.stats import RSS_TOLERANCE
 
 REPORT_MD = "ab-report.md"
 SAMPLES_JSON = "ab-samples.json"
-
-
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "ms":
-        return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-    if unit == "share":
-        return f"{value * 100:.1f}%"
-    if unit == "s":
-        return f"{value:.3f} s"
-    if unit == "MiB":
-        return f"{value:,.0f} MiB"
-    return f"{value:.2f}"
-
-
-def _x(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return "inf" if math.isinf(value) else f"{value:.2f}x"
 
 
 def _verdict(verdict: str) -> str:
@@ -50,16 +32,10 @@ def baselines_of(meta: dict[str, Any]) -> list[str]:
 def table(rows: Sequence[Row], baseline: str = "A") -> list[str]:
     """B against `baseline`: its rows, one per scenario and measure."""
     a = baseline
-    lines = [f"| scenario | measure | {a} | B | B/{a} | 95% CI | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for row in rows:
-        if row.baseline != baseline:
-            continue
-        ci = "-" if row.low is None else f"{_x(row.low)} - {_x(row.high)}"
-        lines.append(f"| {row.scenario} | {row.measure} | {_value(row.a, row.unit)} | "
-                     f"{_value(row.b, row.unit)} | {_x(row.ratio)} | {ci} | "
-                     f"{_verdict(row.verdict)} |")
-    return lines
+    return fmt.table(["scenario", "measure", a, "B", f"B/{a}", "95% CI", "verdict"], [
+        [row.scenario, row.measure, fmt.value(row.a, row.unit), fmt.value(row.b, row.unit),
+         fmt.x(row.ratio), "-" if row.low is None else f"{fmt.x(row.low)} - {fmt.x(row.high)}",
+         _verdict(row.verdict)] for row in rows if row.baseline == baseline])[:-1]
 
 
 def tables(meta: dict[str, Any], rows: Sequence[Row]) -> list[str]:
@@ -136,27 +112,20 @@ def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
     order = [*keys, "B"]
     each = " / ".join(order)
     alike = "on both" if len(keys) == 1 else f"as B ({' / '.join(keys)})"
-    lines = [
-        "## Scenarios",
-        "",
-        f"| scenario | units | same suggestion {alike} | errors ({each}) | startup ({each}) | "
-        f"idle server woke ({each}) | CPU of the idle server during the others' turns "
-        f"({each}) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, info in meta["scenarios"].items():
-        same = " / ".join(_value(_identical(info, key), "share") for key in keys)
-        lines.append(f"| {name} | {info['units']} | {same} | "
-                     f"{_joined(info, order, 'errors')} | "
-                     f"{_joined(info, order, 'startup_ms', 'ms')} | "
-                     f"{_joined(info, order, 'woke')} | "
-                     f"{_joined(info, order, 'idle_cpu_s', 's')} |")
-    return lines
+    header = ["scenario", "units", f"same suggestion {alike}", f"errors ({each})",
+              f"startup ({each})", f"idle server woke ({each})",
+              f"CPU of the idle server during the others' turns ({each})"]
+    rows = [[name, str(info["units"]),
+             " / ".join(fmt.value(_identical(info, key), "share") for key in keys),
+             _joined(info, order, "errors"), _joined(info, order, "startup_ms", "ms"),
+             _joined(info, order, "woke"), _joined(info, order, "idle_cpu_s", "s")]
+            for name, info in meta["scenarios"].items()]
+    return ["## Scenarios", "", *fmt.table(header, rows)[:-1]]
 
 
 def _joined(info: dict[str, Any], order: Sequence[str], field: str, unit: str = "") -> str:
     values = [info[key][field] for key in order]
-    return " / ".join(_value(v, unit) if unit else str(v) for v in values)
+    return " / ".join(fmt.value(v, unit) if unit else str(v) for v in values)
 
 
 def write(out: Path, meta: dict[str, Any], rows: Sequence[Row],

@@ -24,7 +24,9 @@ Files asked the moment they open:
   open      never-seen files (bench/coldfiles.py): opened and asked at once mid-line, then two
             characters typed;
   he-open   HumanEval single-line: the document opened and asked at once;
-  he-pause  the same, asked 1 s after opening.
+  he-pause  the same, asked 1 s after opening;
+  he-block  HumanEval multi-line: the cursor at the start of a function body, the whole body
+            asked at once (servers given BLOCK_OPTIONS); its time is to the whole suggestion.
 
 A typing scenario is named `timing` (generic client) or `ours:timing`.
 """
@@ -40,13 +42,15 @@ from lsp_complete.bench.workload import Episode
 
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause")
+OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block")
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
 REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
            "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
 AWAITED = ("burst", "rest2s", "moved", "moved-pause")
 HE_PAUSE_S = 1.0
+# he-block's servers: multi-line, whole, never cut short by the time budget.
+BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
 MOVED_PAUSE_S = 3.0
 
 # Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
@@ -84,6 +88,16 @@ class Scenario:
         return self.timing == "saved"
 
     @property
+    def blocks(self) -> bool:
+        """Whole function bodies (HumanEval multi-line) instead of single lines."""
+        return self.name == "he-block"
+
+    @property
+    def options(self) -> dict[str, object]:
+        """What every server of the scenario is given beside the run's settings."""
+        return dict(BLOCK_OPTIONS) if self.blocks else {}
+
+    @property
     def busy(self) -> bool:
         """A CPU-bound process runs beside the server while a span is typed."""
         return self.timing == "busy"
@@ -107,7 +121,7 @@ def parse(text: str) -> list[Scenario]:
 def _one(item: str) -> Scenario:
     if item == "open":
         return Scenario("open", "open")
-    if item in ("he-open", "he-pause"):
+    if item in ("he-open", "he-pause", "he-block"):
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
     client = client or "generic"

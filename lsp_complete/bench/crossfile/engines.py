@@ -11,6 +11,7 @@ from typing import Any
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.crossfile.tasks import CrossFileTask, score
 from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.stats import mean
 from lsp_complete.languages import syntax_for
 from lsp_complete.testing.lsp_client import position_at
 
@@ -37,8 +38,8 @@ VARIANT_LABELS = {
 
 def _sample(variant: str, task: CrossFileTask, c: Completion) -> Sample:
     return Sample.of(
-        "d" if variant.startswith("d") else variant, "crossfile", task.name, 0, c,
-        extra={"variant": variant, "target": task.target, "needed": list(task.needed),
+        "d" if variant.startswith("d") else "b", "crossfile", task.name, 0, c, variant=variant,
+        extra={"target": task.target, "needed": list(task.needed),
                **score(task, c.text)},
     )
 
@@ -101,8 +102,7 @@ async def run_lsp_config(session: Any, tasks: list[CrossFileTask], variant: str,
         await lsp_client.wait_idle(session.client, WAIT_IDLE_S)
         suggestion, latency, error = await session.inline(uri, task.text, task.offset)
         status = await session.status()
-        record = lsp_driver.stats_by_version(status, uri).get(version)
-        c = lsp_driver.completion_with_stats(suggestion, latency, record, error)
+        c = lsp_driver.recorded(status, uri, version, suggestion, latency, error)
         sample = _sample(variant, task, c)
         doc: dict[str, Any] = next(
             (d for d in status.get("documents") or [] if d.get("uri") == uri), {})
@@ -125,20 +125,17 @@ def summarize(samples: list[Sample]) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for variant in VARIANT_LABELS:
         mine = [s for s in samples if s.workload == "crossfile"
-                and s.extra.get("variant") == variant]
+                and s.variant == variant]
         if not mine:
             continue
-        n = len(mine)
-        tokens = [s.extra.get("repo_tokens", 0) for s in mine]
         rss = [s.extra["rss_mib"] for s in mine if s.extra.get("rss_mib") is not None]
         rows[variant] = {
             "label": VARIANT_LABELS[variant],
-            "n": n,
-            "em": sum(s.extra["em"] for s in mine) / n,
-            "needed": sum(s.extra["needed"] for s in mine) / n,
-            "es": sum(s.extra["es"] for s in mine) / n,
-            "repo_tokens_mean": sum(tokens) / n,
-            "latency_mean_ms": sum(s.latency_ms for s in mine) / n,
+            "n": len(mine),
+            **{name: mean(s.extra[key] for s in mine)
+               for name, key in (("em", "em"), ("needed", "needed"), ("es", "es"))},
+            "repo_tokens_mean": mean(s.extra.get("repo_tokens", 0) for s in mine),
+            "latency_mean_ms": mean(s.latency_ms for s in mine),
             "rss_max_mib": max(rss, default=None),
         }
     return rows

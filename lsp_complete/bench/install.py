@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "lsp_complete"
-CHECKOUT_ROOT = Path(__file__).resolve().parents[3]  # the folder this lsp_complete lives in
+CHECKOUT_ROOT = Path(__file__).resolve().parents[2]  # the folder this lsp_complete lives in
 PIP_TIMEOUT_S = 900.0
 _WHERE = "import os, lsp_complete; print(os.path.dirname(os.path.abspath(lsp_complete.__file__)))"
 

@@ -1,0 +1,228 @@
+"""What an A/B reports for each scenario (`measures_for`), and its rows: B (the candidate)
+against each baseline on its own (A, or A1, A2, ...), each measure a ratio B/A with a paired
+bootstrap interval over spans, files or tasks (bench/stats.py). Peak memory is one number per
+server and scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lsp_complete.bench import stats
+from lsp_complete.bench.ab.drive import CANDIDATE, UnitRun
+from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.stats import RESAMPLES, max_pool, mean_pool, pct_pool, per_count_pool
+
+TAB_SHARE = "characters put in by Tab"  # saved: the headline
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    lower_is_better: bool
+    per_unit: Callable[[UnitRun], np.ndarray]  # a unit's values (rows for `pool`)
+    pool: stats.Pool
+    unit: str = ""  # how a value is shown: ms, share, s, chars
+
+
+@dataclass(frozen=True)
+class Row(stats.Comparison):
+    """One measure of one scenario: B against `baseline`."""
+
+    scenario: str
+    measure: str
+    unit: str
+    baseline: str = "A"  # the side `a` is of (B is always the candidate)
+
+
+# --- per-unit values ---------------------------------------------------------------------------
+
+
+def _latencies(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples if s.source != "error"], dtype=float)
+
+
+def _first_latency(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples if s.index == 0 and s.source != "error"],
+                    dtype=float)
+
+
+def _later_latencies(run: UnitRun) -> np.ndarray:
+    """The keys after a span's first: a p95 that mixes in the first keys (slow at a new spot)
+    hides what the keys after them cost."""
+    return np.array([s.latency_ms for s in run.samples if s.index > 0 and s.source != "error"],
+                    dtype=float)
+
+
+def _line_end_latencies(run: UnitRun) -> np.ndarray:
+    return np.array([s.latency_ms for s in run.samples
+                     if s.extra.get("line_end") and s.source != "error"], dtype=float)
+
+
+def _shown_line_exact(run: UnitRun) -> np.ndarray:
+    """Line-exact as the user saw it: an answer that came too late (stale) was never shown."""
+    return np.array([bool(s.line_exact) and s.fresh is not False for s in run.samples],
+                    dtype=float)
+
+
+def _line_exact(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.line_exact) for s in run.samples], dtype=float)
+
+
+def _fresh(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.fresh) for s in run.samples], dtype=float)
+
+
+def _accepted(run: UnitRun) -> np.ndarray:
+    return np.array([s.extra.get("accepted_chars", 0) for s in run.samples], dtype=float)
+
+
+def _exact(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.exact_match) for s in run.samples], dtype=float)
+
+
+def _passed(run: UnitRun) -> np.ndarray:
+    return np.array([bool(s.passed) for s in run.samples], dtype=float)
+
+
+def _tab_chars(run: UnitRun) -> np.ndarray:
+    """(characters put in by Tab, the span's characters): one row a span."""
+    span = next((s.extra["span_chars"] for s in run.samples if "span_chars" in s.extra), 0)
+    return np.array([[sum(s.extra.get("tab_chars", 0) for s in run.samples), span]],
+                    dtype=float)
+
+
+def _wrong_shown(run: UnitRun) -> np.ndarray:
+    """(wrong suggestions shown, keys pressed, Tab included): one row a span."""
+    return np.array([[sum(bool(s.extra.get("wrong")) for s in run.samples), len(run.samples)]],
+                    dtype=float)
+
+
+def _cpu(run: UnitRun) -> np.ndarray:
+    if run.cpu_s is None:
+        return np.empty((0, 2))
+    return np.array([[run.cpu_s, run.keystrokes]], dtype=float)
+
+
+def measures_for(scenario: Scenario) -> list[Measure]:
+    """What is reported for a scenario, in report order. Every typing scenario reports a
+    span's first key and the keys after it apart (p50 and p95 of each): a p95 that mixes in
+    the first keys (slow at a new spot) hides what the keys after them cost."""
+    apart = [Measure("first key of a span p50", True, _first_latency, pct_pool(50), "ms"),
+             Measure("first key of a span p95", True, _first_latency, pct_pool(95), "ms"),
+             Measure("keystroke p50 after a span's first key", True, _later_latencies,
+                     pct_pool(50), "ms"),
+             Measure("keystroke p95 after a span's first key", True, _later_latencies,
+                     pct_pool(95), "ms")]
+    cpu = Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s")
+    fresh = Measure("fresh answers", False, _fresh, mean_pool, "share")
+    if scenario.kind == "typing" and scenario.saves:
+        return [Measure(TAB_SHARE, False, _tab_chars, per_count_pool, "share"),
+                Measure("wrong suggestions shown / key", True, _wrong_shown, per_count_pool,
+                        "share"),
+                fresh, Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
+                *apart, cpu]
+    if scenario.kind == "typing":
+        quality = [Measure("line-exact", False, _line_exact, mean_pool, "share")] \
+            if scenario.awaited else [
+                Measure("line-exact (fresh answers)", False, _shown_line_exact, mean_pool,
+                        "share"), fresh,
+                Measure("wait at a line's end, max", True, _line_end_latencies, max_pool, "ms")]
+        return [Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
+                Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"), *apart,
+                *quality,
+                Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
+                cpu]
+    if scenario.kind == "open":
+        return [
+            Measure("first suggestion p50", True, _first_latency, pct_pool(50), "ms"),
+            Measure("first suggestion max", True, _first_latency, max_pool, "ms"),
+            Measure("line-exact (first 3 keys)", False, _line_exact, mean_pool, "share"),
+            Measure("CPU s / request", True, _cpu, per_count_pool, "s"),
+        ]
+    return [
+        Measure("HumanEval EM", False, _exact, mean_pool, "share"),
+        Measure("HumanEval pass@1", False, _passed, mean_pool, "share"),
+        Measure("answer p50", True, _latencies, pct_pool(50), "ms"),
+        Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
+    ]
+
+
+# --- comparing ---------------------------------------------------------------------------------
+
+
+def paired(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
+           ) -> tuple[list[UnitRun], list[UnitRun]]:
+    """The baseline's and B's runs of the units both completed, in unit order (another
+    baseline's failure leaves the pair in)."""
+    mine = [r for r in runs if r.scenario == scenario and r.error is None]
+    a = {r.unit: r for r in mine if r.side == baseline}
+    b = {r.unit: r for r in mine if r.side == CANDIDATE}
+    units = sorted(set(a) & set(b))
+    return [a[u] for u in units], [b[u] for u in units]
+
+
+def compare(measure: Measure, scenario: str, a_runs: Sequence[UnitRun],
+            b_runs: Sequence[UnitRun], seed: int, resamples: int = RESAMPLES,
+            baseline: str = "A") -> Row:
+    c = stats.compare([measure.per_unit(r) for r in a_runs],
+                      [measure.per_unit(r) for r in b_runs], measure.pool,
+                      measure.lower_is_better, seed, resamples)
+    return Row(**vars(c), scenario=scenario, measure=measure.name, unit=measure.unit,
+               baseline=baseline)
+
+
+def scenario_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
+                  resamples: int = RESAMPLES, baseline: str = "A") -> list[Row]:
+    a_runs, b_runs = paired(runs, scenario.name, baseline)
+    return [compare(m, scenario.name, a_runs, b_runs, seed, resamples, baseline)
+            for m in measures_for(scenario)]
+
+
+def language_of(run: UnitRun) -> str:
+    return next((str(s.extra["language"]) for s in run.samples if "language" in s.extra), "")
+
+
+def language_rows(scenario: Scenario, runs: Sequence[UnitRun], seed: int,
+                  resamples: int = RESAMPLES, baseline: str = "A") -> list[Row]:
+    """A typing scenario's quality in each language on its own line (where it ran more than
+    one): a gain in one language must not hide a loss in another."""
+    if scenario.kind != "typing":
+        return []
+    a_runs, b_runs = paired(runs, scenario.name, baseline)
+    languages = sorted({language_of(run) for run in a_runs} - {""})
+    if len(languages) < 2:
+        return []
+    wanted = {"line-exact", "line-exact (fresh answers)", "characters accepted / key",
+              "keystroke p95 after a span's first key", TAB_SHARE}
+    measures = [m for m in measures_for(scenario) if m.name in wanted]
+    rows = []
+    for language in languages:
+        picks = [i for i, run in enumerate(a_runs) if language_of(run) == language]
+        mine_a, mine_b = [a_runs[i] for i in picks], [b_runs[i] for i in picks]
+        rows += [compare(m, f"{scenario.name} · {language}", mine_a, mine_b, seed, resamples,
+                         baseline) for m in measures]
+    return rows
+
+
+def rss_row(scenario: str, a_mb: float | None, b_mb: float | None,
+            baseline: str = "A") -> Row:
+    r = stats.ratio(a_mb, b_mb)
+    return Row(a_mb, b_mb, r, None, None, stats.one_number_verdict(r), 1, scenario=scenario,
+               measure="peak RSS", unit="MiB", baseline=baseline)
+
+
+def identical_share(runs: Sequence[UnitRun], scenario: str, baseline: str = "A"
+                    ) -> float | None:
+    """The share of requests whose suggestion was the same on the baseline and B (versions
+    that should suggest alike, or one against itself: how much the server's own timing
+    changes its suggestions)."""
+    a_runs, b_runs = paired(runs, scenario, baseline)
+    pairs = [(x.suggestion, y.suggestion)
+             for a, b in zip(a_runs, b_runs, strict=True)
+             for x, y in zip(a.samples, b.samples, strict=False)
+             if x.source != "error" and y.source != "error"]
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else None

@@ -1,0 +1,186 @@
+"""The bench's statistics, for every report: percentiles and means of samples, and ratios with
+paired bootstrap confidence intervals for every comparison (an A/B's B against each baseline,
+(d) against the in-process baselines, a variant against its model's base variant).
+
+The unit of resampling is what was run on both sides: a span, a never-seen file or a task. A
+resample draws unit indices with replacement and recomputes the measure on both sides from the
+same units (percentiles over the pooled values of the drawn units, means over them, amounts
+per count over their rows). The 95% interval is the 2.5th to 97.5th percentile of the
+resampled ratios. Seeded: the same samples give the same intervals.
+
+Verdict: "regression" when the whole interval lies on the worse side of 1 (above it for a time
+or a cost, below it for a quality), "improvement" when it lies on the better side, else
+"same"; none for fewer than MIN_UNITS paired units. One number per side (peak memory) has no
+interval: a ratio beyond RSS_TOLERANCE is called a regression or an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+RSS_TOLERANCE = 0.05
+# Fewer paired units than this give an interval but no verdict: a bootstrap over two or three
+# spans only reshuffles them.
+MIN_UNITS = 5
+
+Pool = Callable[[np.ndarray], float | None]  # a measure over drawn units' values, stacked
+
+
+# --- summaries ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default method); None for no values."""
+    return float(np.percentile(np.asarray(values, dtype=float), pct)) if len(values) else None
+
+
+def mean(values: Iterable[float | bool | None]) -> float | None:
+    """The mean of the known values (None left out); None for none."""
+    known = [float(v) for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def share(flags: Iterable[bool | None]) -> tuple[float | None, int, int]:
+    """(share of the known flags that hold, how many hold, how many are known)."""
+    known = [f for f in flags if f is not None]
+    hits = sum(1 for f in known if f)
+    return (hits / len(known) if known else None), hits, len(known)
+
+
+def latency_summary(latencies: Sequence[float]) -> dict[str, float | int | None]:
+    return {"n": len(latencies), "p50": percentile(latencies, 50),
+            "p95": percentile(latencies, 95), "p99": percentile(latencies, 99),
+            "mean": mean(latencies), "max": max(latencies, default=None)}
+
+
+# --- pools -------------------------------------------------------------------------------------
+
+
+def pct_pool(q: float) -> Pool:
+    def pool(values: np.ndarray) -> float | None:
+        return float(np.percentile(values, q)) if values.size else None
+
+    return pool
+
+
+def mean_pool(values: np.ndarray) -> float | None:
+    return float(values.mean()) if values.size else None
+
+
+def max_pool(values: np.ndarray) -> float | None:
+    return float(values.max()) if values.size else None
+
+
+def per_count_pool(rows: np.ndarray) -> float | None:
+    """Rows of (amount, count), e.g. CPU seconds and requests: the amount per count, over
+    all the drawn rows together."""
+    if not rows.size or rows[:, 1].sum() == 0:
+        return None
+    return float(rows[:, 0].sum() / rows[:, 1].sum())
+
+
+# --- comparing ---------------------------------------------------------------------------------
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """B / A; equal values (0 and 0 too) are 1, anything over nothing is infinite."""
+    if a is None or b is None:
+        return None
+    if a == b:
+        return 1.0
+    return math.inf if a == 0 else b / a
+
+
+def verdict(low: float | None, high: float | None, lower_is_better: bool) -> str:
+    if low is None or high is None:
+        return "n/a"
+    if low > 1:
+        return "regression" if lower_is_better else "improvement"
+    if high < 1:
+        return "improvement" if lower_is_better else "regression"
+    return "same"
+
+
+def one_number_verdict(r: float | None, lower_is_better: bool = True) -> str:
+    """A ratio without an interval (peak memory): beyond RSS_TOLERANCE counts."""
+    if r is None:
+        return "n/a"
+    if abs(r - 1) <= RSS_TOLERANCE:
+        return "same"
+    return "regression" if (r > 1) == lower_is_better else "improvement"
+
+
+def draws(n: int, seed: int, resamples: int = RESAMPLES) -> np.ndarray:
+    """Resampled unit indices, one row per resample."""
+    if not n:
+        return np.empty((0, 0), dtype=int)
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A over paired units: both values, B/A, its interval and the verdict."""
+
+    a: float | None
+    b: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: str  # regression | improvement | same | too few units | n/a
+    n: int  # paired units
+
+
+def compare(a_units: Sequence[np.ndarray], b_units: Sequence[np.ndarray], pool: Pool,
+            lower_is_better: bool, seed: int = 0, resamples: int = RESAMPLES) -> Comparison:
+    """The measure `pool` on A's and B's units (the same units, in the same order) and B/A
+    with its paired bootstrap interval."""
+    a, b = pool(_stack(a_units)), pool(_stack(b_units))
+    ratios = []
+    for picks in draws(len(a_units), seed, resamples):
+        r = ratio(pool(_stack([a_units[i] for i in picks])),
+                  pool(_stack([b_units[i] for i in picks])))
+        if r is not None:
+            ratios.append(r)
+    low = high = None
+    if ratios and len(a_units) > 1:
+        tail = (1 - CONFIDENCE) / 2 * 100
+        # Order statistics, not interpolation: a ratio may be infinite.
+        low = float(np.percentile(ratios, tail, method="lower"))
+        high = float(np.percentile(ratios, 100 - tail, method="higher"))
+    judged = verdict(low, high, lower_is_better) if len(a_units) >= MIN_UNITS \
+        else "too few units"
+    return Comparison(a, b, ratio(a, b), low, high, judged, len(a_units))
+
+
+def by_unit(pairs: Iterable[tuple[str, Any]]) -> dict[str, np.ndarray]:
+    """(unit, value) pairs as each unit's values (a value may be a row, for
+    `per_count_pool`), in first-seen order."""
+    found: dict[str, list[Any]] = {}
+    for unit, value in pairs:
+        found.setdefault(unit, []).append(value)
+    return {unit: np.asarray(values, dtype=float) for unit, values in found.items()}
+
+
+def compare_units(a: dict[str, np.ndarray], b: dict[str, np.ndarray], pool: Pool,
+                  lower_is_better: bool = True, seed: int = 0,
+                  resamples: int = RESAMPLES) -> Comparison:
+    """`compare` over the units both sides have (`by_unit`'s), in A's order."""
+    units = [u for u in a if u in b]
+    return compare([a[u] for u in units], [b[u] for u in units], pool, lower_is_better, seed,
+                   resamples)
