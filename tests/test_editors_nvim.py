@@ -607,3 +607,239 @@ def test_checkhealth_runs_the_doctor(nvim_session, tmp_path, model_path):
         assert check in text, (check, text)
     assert "model ready: tiny" in text, text
     assert "ERROR" not in text, text
+
+
+# ---------------------------------------------------------------------------------------------
+# Next edits (lua/lsp_complete/nes.lua): textDocument/copilotInlineEdit
+# ---------------------------------------------------------------------------------------------
+
+NES_SOURCE = (
+    "def scale(values, factor):\n"
+    "    café = []\n"
+    "    for v in values:\n"
+    "        café.append(v)\n"
+    "    return café\n"
+)
+
+# Record what the plugin sends to the server (method names, in order) for the client's
+# lifetime: wraps the client's request and notify.
+_RECORD_SENT = """
+local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+_G.nes_sent = {}
+local request, notify = client.request, client.notify
+client.request = function(self, method, params, ...)
+  table.insert(_G.nes_sent, { method = method, params = params })
+  return request(self, method, params, ...)
+end
+client.notify = function(self, method, params)
+  table.insert(_G.nes_sent, { method = method, params = params })
+  return notify(self, method, params)
+end
+"""
+
+
+def _nes_buffer(nvim, tmp_path) -> None:
+    """Open NES_SOURCE with the server attached and its model ready; record what is sent."""
+    source = tmp_path / "scale.py"
+    source.write_text(NES_SOURCE)
+    nvim.command(f"edit {source}")
+    _wait_for(
+        "the model to be ready",
+        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
+        .get("model", {}).get("state") == "ready",
+        interval=0.5,
+    )
+    _lua(nvim, _RECORD_SENT)
+
+
+def _sent(nvim, method: str) -> list:
+    return [m["params"] for m in _lua(nvim, "return _G.nes_sent") if m["method"] == method]
+
+
+def _apply(text: str, edit: dict, encoding: str) -> str:
+    """The LSP edit applied to `text` in Python: replace its range by its text."""
+    lines = text.split("\n")
+
+    def offset(pos: dict) -> int:
+        line = lines[pos["line"]]
+        if encoding == "utf-8":
+            column = len(line.encode()[: pos["character"]].decode())
+        elif encoding == "utf-16":
+            units, column = 0, 0
+            while units < pos["character"] and column < len(line):
+                units += 2 if ord(line[column]) > 0xFFFF else 1
+                column += 1
+        else:
+            column = pos["character"]
+        return sum(len(x) + 1 for x in lines[: pos["line"]]) + column
+
+    start, end = offset(edit["range"]["start"]), offset(edit["range"]["end"])
+    return text[:start] + edit["text"] + text[end:]
+
+
+def _nes_marks(nvim) -> dict:
+    """The next edit drawn: the highlighted range and the virtual lines."""
+    return _lua(
+        nvim,
+        """
+        local ns = require("lsp_complete.nes").ns
+        local out = { lines = {} }
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+          local d = m[4]
+          if d.hl_group then
+            out.hl = { m[2], m[3], d.end_row, d.end_col, d.hl_group }
+          end
+          for _, line in ipairs(d.virt_lines or {}) do
+            out.lines[#out.lines + 1] = line[1][1]
+            out.virt_hl = line[1][2]
+          end
+        end
+        return out
+        """,
+    )
+
+
+def test_next_edit_from_the_server_is_shown_and_accepted_exactly(nvim_session, tmp_path):
+    """After an edit, the plugin asks the real server (textDocument/copilotInlineEdit with the
+    buffer's version); its answer is a list of edits. An edit is drawn (replaced range, new
+    lines), announced with didShowInlineEdit, and accepting it gives exactly the buffer the
+    server's edit describes, and runs its command; an empty list draws nothing."""
+    nvim = nvim_session
+    _nes_buffer(nvim, tmp_path)
+    buf = nvim.current.buffer
+    # The user's edit: rename the parameter `factor` to `k`.
+    buf[0] = "def scale(values, k):"
+    nvim.current.window.cursor = (1, 18)
+    nvim.command("LspCompleteNextEdit")
+    state = _wait_for(
+        "the server's answer",
+        lambda: (s := _lua(nvim, "return require('lsp_complete.nes').current(0) or vim.NIL"))
+        and s["responses"] >= 1 and s,
+        interval=0.2,
+    )
+    assert not state.get("last_error"), state
+    asked = _sent(nvim, "textDocument/copilotInlineEdit")
+    assert len(asked) == 1
+    version = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+    assert asked[0]["textDocument"]["version"] == version
+    assert asked[0]["position"] == {"line": 0, "character": 18}
+    result = state["last_result"]
+    assert isinstance(result["edits"], list) and len(result["edits"]) <= 1, result
+    if not result["edits"]:
+        assert _nes_marks(nvim) == {"lines": []}
+        assert _sent(nvim, "textDocument/didShowInlineEdit") == []
+        return
+    edit = result["edits"][0]
+    assert edit["textDocument"]["version"] == version
+    assert state["edit"] == edit
+    assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": edit}]
+    encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+    before = "\n".join(buf[:])
+    expected = _apply(before, edit, encoding)
+    marks = _nes_marks(nvim)
+    start = edit["range"]["start"]["line"]
+    end = edit["range"]["end"]["line"]
+    # The virtual lines are the replaced rows as they will read.
+    assert marks["lines"] == [
+        line.replace("\t", " " * 8)
+        for line in expected.split("\n")[start: start + len(expected.split("\n"))
+                                          - len(before.split("\n")) + end - start + 1]
+    ]
+    nvim.input("<Tab>")
+    _wait_for("the edit applied", lambda: "\n".join(buf[:]) == expected, timeout=10)
+    if edit.get("command"):
+        _wait_for("the command run", lambda: _sent(nvim, "workspace/executeCommand"), timeout=10)
+        assert _sent(nvim, "workspace/executeCommand") == [
+            {"command": edit["command"]["command"], "arguments": edit["command"]["arguments"]}
+        ]
+    assert _nes_marks(nvim) == {"lines": []}
+
+
+def _show(nvim, edit: dict) -> dict:
+    """Hand `edit` to the plugin as the server's answer for the buffer's current version."""
+    return _lua(
+        nvim,
+        """
+        local nes = require('lsp_complete.nes')
+        local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+        local b = vim.api.nvim_get_current_buf()
+        local version = vim.lsp.util.buf_versions[b]
+        local edit = ...
+        edit.textDocument = { uri = vim.uri_from_bufnr(b), version = version }
+        nes._on_result(client, b, version, { edits = { edit } })
+        return edit
+        """,
+        edit,
+    )
+
+
+def test_next_edit_drawing_accepting_and_dropping(nvim_session, tmp_path):
+    """The plugin's side of an answer, with edits chosen here (the tiny model's are random):
+    a multi-line edit keeps its indentation exactly; ranges count in the negotiated encoding
+    (a non-ASCII name before the range); an edit for an older version is not applied; typing
+    and <Esc> clear what is shown."""
+    nvim = nvim_session
+    _nes_buffer(nvim, tmp_path)
+    buf = nvim.current.buffer
+    encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+    units = {"utf-8": len("        café".encode()), "utf-16": 12, "utf-32": 12}[encoding]
+    command = {"title": "accept", "command": "lsp-complete.accepted", "arguments": [{"id": "x"}]}
+
+    # Line 3 `        café.append(v)`: replace `.append(v)` by two statements.
+    edit = {
+        "text": ".append(v * factor)\n        print(v)",
+        "range": {"start": {"line": 3, "character": units},
+                  "end": {"line": 3, "character": units + len(".append(v)")}},
+        "command": command,
+    }
+    nvim.current.window.cursor = (1, 0)
+    shown = _show(nvim, edit)
+    marks = _nes_marks(nvim)
+    assert marks["hl"] == [3, len("        café".encode()), 3, len("        café.append(v)".encode()),
+                           "LspCompleteNextEditDelete"]
+    assert marks["lines"] == ["        café.append(v * factor)", "        print(v)"]
+    assert marks["virt_hl"] == "LspCompleteNextEditAdd"
+    assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": shown}]
+    expected = _apply(NES_SOURCE, shown, encoding)
+    assert expected.split("\n")[3:5] == ["        café.append(v * factor)", "        print(v)"]
+    nvim.command("LspCompleteNextEditAccept")
+    assert "\n".join(buf[:]) + "\n" == expected  # the buffer's lines, without the last EOL
+    assert tuple(nvim.current.window.cursor) == (5, len("        print(v)") - 1)
+    _wait_for("the command run", lambda: _sent(nvim, "workspace/executeCommand"), timeout=10)
+    assert _nes_marks(nvim) == {"lines": []}
+
+    # Shown for a version, then the buffer changes: typing clears it, and an accept of the
+    # stale edit (kept by hand here) changes nothing.
+    bracket = units - 1  # `    café = []`: the `[]` (4 spaces fewer, 3 characters more)
+    _show(nvim, {"text": "[0]", "range": {"start": {"line": 1, "character": bracket},
+                                          "end": {"line": 1, "character": bracket + 2}}})
+    assert _nes_marks(nvim)["lines"] == ["    café = [0]"]
+    stale = _lua(nvim, "return vim.deepcopy(require('lsp_complete.nes')._states["
+                       "vim.api.nvim_get_current_buf()].shown)")
+    buf[0] = "def scale(values, factor, offset):"
+    _wait_for("the edit to go", lambda: _nes_marks(nvim) == {"lines": []}, timeout=10)
+    changed = buf[:]
+    assert _lua(nvim, """
+        local nes = require('lsp_complete.nes')
+        nes._states[vim.api.nvim_get_current_buf()].shown = ...
+        return nes.accept()""", stale) is False
+    assert buf[:] == changed
+
+    # An answer for an older version is not shown at all.
+    _lua(nvim, """
+        local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+        local b = vim.api.nvim_get_current_buf()
+        local old = vim.lsp.util.buf_versions[b] - 1
+        require('lsp_complete.nes')._on_result(client, b, old, { edits = { {
+          text = 'x', textDocument = { uri = vim.uri_from_bufnr(b), version = old },
+          range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 1 } },
+        } } })""")
+    assert _nes_marks(nvim) == {"lines": []}
+
+    # <Esc> in normal mode clears what is shown.
+    _show(nvim, {"text": "factors", "range": {"start": {"line": 0, "character": 18},
+                                              "end": {"line": 0, "character": 24}}})
+    assert _nes_marks(nvim)["lines"] == ["def scale(values, factors, offset):"]
+    nvim.input("<Esc>")
+    _wait_for("the edit to go on <Esc>", lambda: _nes_marks(nvim) == {"lines": []}, timeout=10)
+    assert buf[:] == changed
