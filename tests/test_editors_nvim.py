@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.lsp_helpers import descendants, signal_alive
+from tests.test_next_edit_server import sweep_answer
+from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "editors" / "nvim"
@@ -613,6 +616,8 @@ def test_checkhealth_runs_the_doctor(nvim_session, tmp_path, model_path):
 # Next edits (lua/lsp_complete/nes.lua): textDocument/copilotInlineEdit
 # ---------------------------------------------------------------------------------------------
 
+NES_AREA = "def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n"
+NES_PROPAGATED = NES_AREA.replace("width", "w")
 NES_SOURCE = (
     "def scale(values, factor):\n"
     "    café = []\n"
@@ -699,60 +704,88 @@ def _nes_marks(nvim) -> dict:
     )
 
 
-def test_next_edit_from_the_server_is_shown_and_accepted_exactly(nvim_session, tmp_path):
-    """After an edit, the plugin asks the real server (textDocument/copilotInlineEdit with the
-    buffer's version); its answer is a list of edits. An edit is drawn (replaced range, new
-    lines), announced with didShowInlineEdit, and accepting it gives exactly the buffer the
-    server's edit describes, and runs its command; an empty list draws nothing."""
-    nvim = nvim_session
-    _nes_buffer(nvim, tmp_path)
+@pytest.fixture
+def nvim_remote_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture)
+    """A headless Neovim with the plugin set up against the real server, whose model answers
+    come from the scripted llama-server stand-in (tests/test_remote_engine.py): the tiny
+    model writes gibberish, which no next-edit guard accepts."""
+    _nvim_or_skip()
+    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
+    options = remote_options(fake.url, Path(model_path), remoteHealing="off", nextEditDelayMs=0)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
+          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
+          use_builtin = false,
+        }})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        yield nvim
+
+
+def test_next_edit_from_the_server_is_shown_and_accepted_exactly(
+        nvim_remote_session, fake, tmp_path):  # noqa: F811
+    """The user renames a parameter; after the pause the real server computes the next edit
+    (carry the rename to its use), says lsp-complete/nextEditReady, and the plugin asks
+    (textDocument/copilotInlineEdit with the buffer's version), draws it (replaced range, new
+    lines) and sends didShowInlineEdit; <Tab> in normal mode gives exactly the buffer the
+    server's edit describes and runs its command: the server counts it shown and accepted."""
+    nvim = nvim_remote_session
+    fake.pieces = sweep_answer(NES_PROPAGATED)
+    source = tmp_path / "area.py"
+    source.write_text(NES_AREA)
+    nvim.command(f"edit {source}")
+    _wait_for(
+        "the model to be ready",
+        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
+        .get("model", {}).get("state") == "ready",
+        interval=0.5,
+    )
+    _lua(nvim, _RECORD_SENT)
     buf = nvim.current.buffer
-    # The user's edit: rename the parameter `factor` to `k`.
-    buf[0] = "def scale(values, k):"
-    nvim.current.window.cursor = (1, 18)
-    nvim.command("LspCompleteNextEdit")
+    nvim.current.window.cursor = (1, 9)
+    nvim.input("cww<Esc>")  # `width` -> `w`, typed
+    renamed = NES_AREA.replace("area(width,", "area(w,")
+    _wait_for("the rename", lambda: "\n".join(buf[:]) + "\n" == renamed, timeout=10)
+    version = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+
     state = _wait_for(
-        "the server's answer",
+        "the next edit shown",
         lambda: (s := _lua(nvim, "return require('lsp_complete.nes').current(0) or vim.NIL"))
-        and s["responses"] >= 1 and s,
+        and (s.get("edit") or s.get("last_error")) and s,
         interval=0.2,
     )
     assert not state.get("last_error"), state
     asked = _sent(nvim, "textDocument/copilotInlineEdit")
-    assert len(asked) == 1
-    version = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
-    assert asked[0]["textDocument"]["version"] == version
-    assert asked[0]["position"] == {"line": 0, "character": 18}
-    result = state["last_result"]
-    assert isinstance(result["edits"], list) and len(result["edits"]) <= 1, result
-    if not result["edits"]:
-        assert _nes_marks(nvim) == {"lines": []}
-        assert _sent(nvim, "textDocument/didShowInlineEdit") == []
-        return
-    edit = result["edits"][0]
+    assert asked and asked[-1]["textDocument"]["version"] == version
+    edit = state["edit"]
+    assert state["last_result"] == {"edits": [edit]}
     assert edit["textDocument"]["version"] == version
-    assert state["edit"] == edit
     assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": edit}]
     encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
-    before = "\n".join(buf[:])
-    expected = _apply(before, edit, encoding)
+    assert _apply(renamed, edit, encoding) == NES_PROPAGATED
     marks = _nes_marks(nvim)
-    start = edit["range"]["start"]["line"]
-    end = edit["range"]["end"]["line"]
-    # The virtual lines are the replaced rows as they will read.
-    assert marks["lines"] == [
-        line.replace("\t", " " * 8)
-        for line in expected.split("\n")[start: start + len(expected.split("\n"))
-                                          - len(before.split("\n")) + end - start + 1]
-    ]
+    # `width` -> `w` on line 1: "idth" is highlighted, the line as it will read is shown.
+    assert marks["hl"][:2] == [1, len("    return w")]
+    assert marks["lines"] == ["    return w * height"]
+
     nvim.input("<Tab>")
-    _wait_for("the edit applied", lambda: "\n".join(buf[:]) == expected, timeout=10)
-    if edit.get("command"):
-        _wait_for("the command run", lambda: _sent(nvim, "workspace/executeCommand"), timeout=10)
-        assert _sent(nvim, "workspace/executeCommand") == [
-            {"command": edit["command"]["command"], "arguments": edit["command"]["arguments"]}
-        ]
+    _wait_for("the edit applied", lambda: "\n".join(buf[:]) + "\n" == NES_PROPAGATED,
+              timeout=10)
     assert _nes_marks(nvim) == {"lines": []}
+    assert _sent(nvim, "workspace/executeCommand") == [
+        {"command": edit["command"]["command"], "arguments": edit["command"]["arguments"]}
+    ]
+    # The server counted the edit shown and accepted.
+    _wait_for("the acceptance counted",
+              lambda: _server_counters(nvim).get("nextEditAccepted") == 1, timeout=10)
+    assert _server_counters(nvim)["nextEditShown"] == 1
 
 
 def _show(nvim, edit: dict) -> dict:
@@ -795,8 +828,8 @@ def test_next_edit_drawing_accepting_and_dropping(nvim_session, tmp_path):
     nvim.current.window.cursor = (1, 0)
     shown = _show(nvim, edit)
     marks = _nes_marks(nvim)
-    assert marks["hl"] == [3, len("        café".encode()), 3, len("        café.append(v)".encode()),
-                           "LspCompleteNextEditDelete"]
+    assert marks["hl"] == [3, len("        café".encode()),
+                           3, len("        café.append(v)".encode()), "LspCompleteNextEditDelete"]
     assert marks["lines"] == ["        café.append(v * factor)", "        print(v)"]
     assert marks["virt_hl"] == "LspCompleteNextEditAdd"
     assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": shown}]
@@ -843,3 +876,76 @@ def test_next_edit_drawing_accepting_and_dropping(nvim_session, tmp_path):
     nvim.input("<Esc>")
     _wait_for("the edit to go on <Esc>", lambda: _nes_marks(nvim) == {"lines": []}, timeout=10)
     assert buf[:] == changed
+
+
+def test_sidekick_nvim_shows_and_applies_the_servers_next_edit(tmp_path, model_path, fake):  # noqa: F811
+    """The README's sidekick.nvim setup, with the real sidekick.nvim from
+    $LSP_COMPLETE_SIDEKICK_NVIM (a checkout; skipped without one): the plugin's client is named
+    `copilot_lsp_complete`, so sidekick asks it for next edits (after leaving insert mode),
+    and applying sidekick's edit gives the server's edit and counts it accepted."""
+    sidekick = os.environ.get("LSP_COMPLETE_SIDEKICK_NVIM")
+    if not sidekick or not (Path(sidekick) / "lua" / "sidekick" / "nes" / "init.lua").is_file():
+        pytest.skip("set LSP_COMPLETE_SIDEKICK_NVIM to a sidekick.nvim checkout")
+    nvim_bin = _nvim_or_skip()
+    nes = (Path(sidekick) / "lua" / "sidekick" / "nes" / "init.lua").read_text()
+    if "ctx.request_id" in nes and _nvim_version(nvim_bin) < (0, 12):
+        # sidekick f8eac10 (2026-03-20) matches answers by ctx.request_id, which Neovim 0.11
+        # does not give handlers: with it, sidekick shows no next edit on 0.11 (README).
+        pytest.skip("this sidekick.nvim needs Neovim 0.12 (ctx.request_id)")
+    fake.pieces = sweep_answer(NES_PROPAGATED)
+    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
+    options = {**remote_options(fake.url, Path(model_path), remoteHealing="off",
+                                nextEditDelayMs=0), "nextEdit": "on"}
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.rtp:prepend({sidekick!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          name = "copilot_lsp_complete",
+          next_edit = false,
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
+          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
+          use_builtin = false,
+        }})
+        require("sidekick").setup({{}})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        source = tmp_path / "area.py"
+        source.write_text(NES_AREA)
+        nvim.command(f"edit {source}")
+        _wait_for(
+            "the model to be ready",
+            lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL")
+                     or {}).get("model", {}).get("state") == "ready",
+            interval=0.5,
+        )
+        assert _lua(nvim, "return require('sidekick.config').get_client(0).name") == (
+            "copilot_lsp_complete")
+        buf = nvim.current.buffer
+        nvim.current.window.cursor = (1, 9)
+        nvim.input("cww<Esc>")  # `width` -> `w`; leaving insert mode makes sidekick ask
+        try:
+            _wait_for("sidekick's next edit", lambda: _lua(
+                nvim, "return require('sidekick.nes').have()"), interval=0.2)
+        except AssertionError as exc:
+            state = _lua(nvim, "local n = require('sidekick.nes'); return vim.inspect({ "
+                               "enabled = n.enabled, edits = n._edits, requests = n._requests, "
+                               "version = vim.lsp.util.buf_versions["
+                               "vim.api.nvim_get_current_buf()] })")
+            raise AssertionError(f"{exc}\nsidekick: {state}\ncounters: "
+                                 f"{_server_counters(nvim)}") from None
+        edit = _lua(nvim, "local e = require('sidekick.nes').get("
+                          "vim.api.nvim_get_current_buf())[1]; "
+                          "return { text = e.text, range = e.range }")
+        encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+        renamed = NES_AREA.replace("area(width,", "area(w,")
+        assert _apply(renamed, edit, encoding) == NES_PROPAGATED
+        assert _lua(nvim, "return require('sidekick.nes').apply()") is True
+        _wait_for("the edit applied", lambda: "\n".join(buf[:]) + "\n" == NES_PROPAGATED,
+                  timeout=10)
+        _wait_for("the acceptance counted",
+                  lambda: _server_counters(nvim).get("nextEditAccepted") == 1, timeout=10)

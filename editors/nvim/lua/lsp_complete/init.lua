@@ -29,6 +29,9 @@ M.INSTALL_HINT = 'install it from a checkout of lsp-complete: pipx install ".[de
 ---@field next_edit_accept string|false  apply the next edit shown (normal mode)
 
 M.defaults = {
+  -- The LSP client's name. sidekick.nvim shows next edits of clients whose name contains
+  -- "copilot": name = "copilot_lsp_complete" lets it use this plugin's server (README).
+  name = "lsp_complete",
   -- The server command. `{ "python", "-m", "lsp_complete", "serve" }` works too.
   cmd = { "lsp-complete", "serve" },
   -- Shortcut for init_options.model: a models.toml name or a path to a .gguf file.
@@ -1164,6 +1167,7 @@ function M.setup(opts)
   if opts and opts.disabled_filetypes then
     M.config.disabled_filetypes = opts.disabled_filetypes
   end
+  M.name = M.config.name or M.defaults.name
 
   api.nvim_set_hl(0, "LspCompleteGhost", { link = "Comment", default = true })
   require("lsp_complete.nes").set_highlights()
