@@ -949,3 +949,34 @@ def test_sidekick_nvim_shows_and_applies_the_servers_next_edit(tmp_path, model_p
                   timeout=10)
         _wait_for("the acceptance counted",
                   lambda: _server_counters(nvim).get("nextEditAccepted") == 1, timeout=10)
+
+
+def test_cursor_hold_asks_once_per_text(nvim_session, tmp_path):
+    """CursorHold asks for the next edit when the text changed since the last request, and
+    not again while it stays the same (resting the cursor costs no model run)."""
+    nvim = nvim_session
+    _nes_buffer(nvim, tmp_path)
+    nvim.command("set updatetime=50")
+    # Only CursorHold here: the server's own nextEditReady (after the pause) asks too.
+    _lua(nvim, "require('lsp_complete.nes')._ready = function() end")
+
+    def versions() -> list[int]:
+        return [p["textDocument"]["version"]
+                for p in _sent(nvim, "textDocument/copilotInlineEdit")]
+
+    nvim.current.window.cursor = (1, 0)
+    time.sleep(0.5)  # the opened text: asked once at most, when the cursor rested
+    before = versions()
+    assert len(before) <= 1
+    nvim.input("x")  # a change in normal mode; then the cursor rests
+    _wait_for("a request on CursorHold", lambda: len(versions()) == len(before) + 1, timeout=10)
+    changed = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+    assert versions()[-1] == changed
+    _wait_for("its answer", lambda: not _lua(
+        nvim, "return require('lsp_complete.nes').current(0).pending"), timeout=30)
+    nvim.input("l")  # moves and rests again: the same text, not asked again
+    time.sleep(0.5)
+    assert len(versions()) == len(before) + 1
+    nvim.input("x")
+    _wait_for("a request for the new text", lambda: len(versions()) == len(before) + 2,
+              timeout=10)

@@ -34,6 +34,7 @@ M.ns = api.nvim_create_namespace("lsp_complete_next_edit")
 ---@field requests integer
 ---@field responses integer
 ---@field last_result table?   the last answer as received (for tests and :LspCompleteStatus)
+---@field asked_tick integer?  b:changedtick when it last asked (CursorHold asks once per text)
 
 ---@type table<integer, lsp_complete.NextEditState>
 local states = {}
@@ -187,6 +188,7 @@ function M.request(bufnr)
   end
   local st = state(bufnr)
   M.clear(bufnr)
+  st.asked_tick = api.nvim_buf_get_changedtick(bufnr)
   local version = buf_version(bufnr)
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding or "utf-16")
   params.textDocument.version = version
@@ -290,7 +292,11 @@ function M.attach(bufnr)
     group = group,
     buffer = bufnr,
     callback = function()
-      if not M.visible() and (states[bufnr] or {}).inflight == nil then
+      -- Only for text not asked about yet: resting the cursor in an unchanged buffer would
+      -- make the server run the model for nothing.
+      local st = states[bufnr]
+      local tick = api.nvim_buf_get_changedtick(bufnr)
+      if st and not M.visible() and st.inflight == nil and st.asked_tick ~= tick then
         M.request(bufnr)
       end
     end,
