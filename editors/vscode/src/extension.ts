@@ -600,6 +600,13 @@ class Provider implements vscode.InlineCompletionItemProvider {
   ): Promise<vscode.InlineCompletionList | undefined> {
     const c = client;
     if (!c || clientState !== "running" || !active(document.languageId)) return undefined;
+    // Asked because the server announced a next edit for this text: show that (the trigger is
+    // an explicit one, which would otherwise make the server compute alternatives).
+    if (nextEditWanted(c, document)) {
+      const edit = await nextEdit(c, document, position, token);
+      if (edit) return new vscode.InlineCompletionList([edit]);
+      if (token.isCancellationRequested) return undefined;
+    }
     const params = {
       textDocument: c.code2ProtocolConverter.asTextDocumentIdentifier(document),
       position: c.code2ProtocolConverter.asPosition(position),
@@ -623,10 +630,6 @@ class Provider implements vscode.InlineCompletionItemProvider {
     }
     if (token.isCancellationRequested) return undefined;
     const items = convertResult(result).map((item) => toVscodeItem(c, item));
-    if (items.length === 0 && nextEditWanted(c, document)) {
-      const edit = await nextEdit(c, document, position, token);
-      if (edit) items.push(edit);
-    }
     return new vscode.InlineCompletionList(items);
   }
 }
