@@ -368,3 +368,27 @@ def test_next_edit_overlays_and_tab_applies_the_servers_edit(
     assert _values(out, "TEXT") == [PROPAGATED]
     assert _values(out, "LEFT") == [0]
     assert _values(out, "COUNTERS") == [[1, 1]]
+
+
+def test_next_edit_off_is_told_to_the_server(tmp_path: Path, tiny_model_path: Path) -> None:
+    """lsp-complete-next-edit nil sends :nextEdit "off" (the server computes none), unless the
+    initialization options set :nextEdit themselves; t sends nothing extra."""
+    source = tmp_path / "sample.py"
+    source.write_text("x = 1\n")
+    script = _in_eglot(tiny_model_path, source, """
+        (defun test-options () (eglot-initialization-options (eglot-current-server)))
+        (test-print "OFF" (test-options))
+        (test-print "ASKED" (jsonrpc-request (eglot-current-server)
+                                             :textDocument/copilotInlineEdit
+                                             (list :textDocument
+                                                   (eglot--VersionedTextDocumentIdentifier)
+                                                   :position (eglot--pos-to-lsp-position))))
+        (setq lsp-complete-initialization-options '(:nextEdit "on"))
+        (test-print "KEPT" (test-options))
+        (setq lsp-complete-next-edit t lsp-complete-initialization-options nil)
+        (test-print "ON" (test-options))""", options="(setq lsp-complete-next-edit nil)")
+    out = _run_emacs(script, tmp_path)
+    assert _values(out, "OFF") == [{"nextEdit": "off"}], out[-3000:]
+    assert _values(out, "ASKED") == [{"edits": []}]
+    assert _values(out, "KEPT") == [{"nextEdit": "on"}]
+    assert _values(out, "ON") == [{}]
