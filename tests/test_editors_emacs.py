@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_next_edit_server import PROPAGATED, SOURCE, apply, sweep_answer
+from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
+
 REPO = Path(__file__).resolve().parent.parent
 EL = REPO / "editors" / "emacs" / "lsp-complete.el"
 ANCHOR = "    i = 0.74*(r-y)"
@@ -319,3 +322,73 @@ def test_block_ready_asks_again_only_where_the_block_was_announced(
     out = _run_emacs(script, tmp_path)
     assert not _values(out, "TIMEOUT"), out[-3000:]
     assert _values(out, "ASKED") == [[2], [2], [], [], []], out[-3000:]
+
+
+def test_next_edit_overlays_and_tab_applies_the_servers_edit(
+    tmp_path: Path, tiny_model_path: Path, fake  # noqa: F811  (the fixture)
+) -> None:
+    """Next edits (issue 33): the user renames a parameter; the real server computes the next
+    edit after the pause (its model answer scripted by the llama-server stand-in: carry the
+    rename to the use) and sends lsp-complete/nextEditReady, which Eglot dispatches to our
+    handler; it asks (textDocument/copilotInlineEdit), shows the replaced text with an
+    overlay and tells the server (didShowInlineEdit); TAB applies exactly the server's edit
+    and runs its command: the server counts it shown and accepted."""
+    fake.pieces = sweep_answer(PROPAGATED)
+    source = tmp_path / "area.py"
+    source.write_text(SOURCE)
+    options = remote_options(fake.url, tiny_model_path, remoteHealing="off", nextEditDelayMs=0)
+    plist = " ".join(f":{k} {json.dumps(v)}" for k, v in options.items())
+    script = _in_eglot(tiny_model_path, source, """
+        (defun test-counter (name) (plist-get (plist-get (test-status) :counters) name))
+        (goto-char (point-min)) (forward-char 9)           ; "def area(|width"
+        (execute-kbd-macro (kbd "M-d w"))                   ; `width` -> `w`, typed
+        (eglot--signal-textDocument/didChange)
+        (test-wait "next edit" (lambda () lsp-complete--next-edit) 60)
+        (let ((shown (or (lsp-complete-next-edit-current) (list "" 1 1))))  ; (none: TIMEOUT)
+          (test-print "EDIT" lsp-complete--next-edit)
+          (test-print "REPLACED" (buffer-substring-no-properties (nth 1 shown) (nth 2 shown)))
+          (test-print "FACES" (mapcar (lambda (o) (format "%s" (overlay-get o 'face)))
+                                      lsp-complete--next-edit-overlays)))
+        (test-wait "shown counted" (lambda () (eql (test-counter :nextEditShown) 1)) 10)
+        (execute-kbd-macro (kbd "TAB"))
+        (test-print "TEXT" (buffer-substring-no-properties (point-min) (point-max)))
+        (test-print "LEFT" (length lsp-complete--next-edit-overlays))
+        (test-wait "accepted counted" (lambda () (eql (test-counter :nextEditAccepted) 1)) 10)
+        (test-print "COUNTERS" (list (test-counter :nextEditShown)
+                                     (test-counter :nextEditAccepted)))""",
+        options=f"(setq lsp-complete-initialization-options '({plist}) lsp-complete-delay 3600)")
+    out = _run_emacs(script, tmp_path)
+    assert not _values(out, "TIMEOUT"), out[-3000:]
+    (edit,) = _values(out, "EDIT")
+    renamed = SOURCE.replace("area(width,", "area(w,")
+    assert apply(renamed, edit) == PROPAGATED
+    assert edit["command"]["command"] == "lsp-complete.accepted"
+    assert _values(out, "REPLACED") == ["idth"]  # `return width` -> `return w`
+    assert _values(out, "FACES") == [["lsp-complete-next-edit-delete-face"]]
+    assert _values(out, "TEXT") == [PROPAGATED]
+    assert _values(out, "LEFT") == [0]
+    assert _values(out, "COUNTERS") == [[1, 1]]
+
+
+def test_next_edit_off_is_told_to_the_server(tmp_path: Path, tiny_model_path: Path) -> None:
+    """lsp-complete-next-edit nil sends :nextEdit "off" (the server computes none), unless the
+    initialization options set :nextEdit themselves; t sends nothing extra."""
+    source = tmp_path / "sample.py"
+    source.write_text("x = 1\n")
+    script = _in_eglot(tiny_model_path, source, """
+        (defun test-options () (eglot-initialization-options (eglot-current-server)))
+        (test-print "OFF" (test-options))
+        (test-print "ASKED" (jsonrpc-request (eglot-current-server)
+                                             :textDocument/copilotInlineEdit
+                                             (list :textDocument
+                                                   (eglot--VersionedTextDocumentIdentifier)
+                                                   :position (eglot--pos-to-lsp-position))))
+        (setq lsp-complete-initialization-options '(:nextEdit "on"))
+        (test-print "KEPT" (test-options))
+        (setq lsp-complete-next-edit t lsp-complete-initialization-options nil)
+        (test-print "ON" (test-options))""", options="(setq lsp-complete-next-edit nil)")
+    out = _run_emacs(script, tmp_path)
+    assert _values(out, "OFF") == [{"nextEdit": "off"}], out[-3000:]
+    assert _values(out, "ASKED") == [{"edits": []}]
+    assert _values(out, "KEPT") == [{"nextEdit": "on"}]
+    assert _values(out, "ON") == [{}]

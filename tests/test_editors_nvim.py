@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.lsp_helpers import descendants, signal_alive
+from tests.test_next_edit_server import sweep_answer
+from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "editors" / "nvim"
@@ -607,3 +610,373 @@ def test_checkhealth_runs_the_doctor(nvim_session, tmp_path, model_path):
         assert check in text, (check, text)
     assert "model ready: tiny" in text, text
     assert "ERROR" not in text, text
+
+
+# ---------------------------------------------------------------------------------------------
+# Next edits (lua/lsp_complete/nes.lua): textDocument/copilotInlineEdit
+# ---------------------------------------------------------------------------------------------
+
+NES_AREA = "def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n"
+NES_PROPAGATED = NES_AREA.replace("width", "w")
+NES_SOURCE = (
+    "def scale(values, factor):\n"
+    "    café = []\n"
+    "    for v in values:\n"
+    "        café.append(v)\n"
+    "    return café\n"
+)
+
+# Record what the plugin sends to the server (method names, in order) for the client's
+# lifetime: wraps the client's request and notify.
+_RECORD_SENT = """
+local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+_G.nes_sent = {}
+local request, notify = client.request, client.notify
+client.request = function(self, method, params, ...)
+  table.insert(_G.nes_sent, { method = method, params = params })
+  return request(self, method, params, ...)
+end
+client.notify = function(self, method, params)
+  table.insert(_G.nes_sent, { method = method, params = params })
+  return notify(self, method, params)
+end
+"""
+
+
+def _nes_buffer(nvim, tmp_path) -> None:
+    """Open NES_SOURCE with the server attached and its model ready; record what is sent."""
+    source = tmp_path / "scale.py"
+    source.write_text(NES_SOURCE)
+    nvim.command(f"edit {source}")
+    _wait_for(
+        "the model to be ready",
+        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
+        .get("model", {}).get("state") == "ready",
+        interval=0.5,
+    )
+    _lua(nvim, _RECORD_SENT)
+
+
+def _sent(nvim, method: str) -> list:
+    return [m["params"] for m in _lua(nvim, "return _G.nes_sent") if m["method"] == method]
+
+
+def _apply(text: str, edit: dict, encoding: str) -> str:
+    """The LSP edit applied to `text` in Python: replace its range by its text."""
+    lines = text.split("\n")
+
+    def offset(pos: dict) -> int:
+        line = lines[pos["line"]]
+        if encoding == "utf-8":
+            column = len(line.encode()[: pos["character"]].decode())
+        elif encoding == "utf-16":
+            units, column = 0, 0
+            while units < pos["character"] and column < len(line):
+                units += 2 if ord(line[column]) > 0xFFFF else 1
+                column += 1
+        else:
+            column = pos["character"]
+        return sum(len(x) + 1 for x in lines[: pos["line"]]) + column
+
+    start, end = offset(edit["range"]["start"]), offset(edit["range"]["end"])
+    return text[:start] + edit["text"] + text[end:]
+
+
+def _nes_marks(nvim) -> dict:
+    """The next edit drawn: the highlighted range and the virtual lines."""
+    return _lua(
+        nvim,
+        """
+        local ns = require("lsp_complete.nes").ns
+        local out = { lines = {} }
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+          local d = m[4]
+          if d.hl_group then
+            out.hl = { m[2], m[3], d.end_row, d.end_col, d.hl_group }
+          end
+          for _, line in ipairs(d.virt_lines or {}) do
+            out.lines[#out.lines + 1] = line[1][1]
+            out.virt_hl = line[1][2]
+          end
+        end
+        return out
+        """,
+    )
+
+
+@pytest.fixture
+def nvim_remote_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture)
+    """A headless Neovim with the plugin set up against the real server, whose model answers
+    come from the scripted llama-server stand-in (tests/test_remote_engine.py): the tiny
+    model writes gibberish, which no next-edit guard accepts."""
+    _nvim_or_skip()
+    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
+    options = remote_options(fake.url, Path(model_path), remoteHealing="off", nextEditDelayMs=0)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
+          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
+          use_builtin = false,
+        }})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        yield nvim
+
+
+def test_next_edit_from_the_server_is_shown_and_accepted_exactly(
+        nvim_remote_session, fake, tmp_path):  # noqa: F811
+    """The user renames a parameter; after the pause the real server computes the next edit
+    (carry the rename to its use), says lsp-complete/nextEditReady, and the plugin asks
+    (textDocument/copilotInlineEdit with the buffer's version), draws it (replaced range, new
+    lines) and sends didShowInlineEdit; <Tab> in normal mode gives exactly the buffer the
+    server's edit describes and runs its command: the server counts it shown and accepted."""
+    nvim = nvim_remote_session
+    fake.pieces = sweep_answer(NES_PROPAGATED)
+    source = tmp_path / "area.py"
+    source.write_text(NES_AREA)
+    nvim.command(f"edit {source}")
+    _wait_for(
+        "the model to be ready",
+        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
+        .get("model", {}).get("state") == "ready",
+        interval=0.5,
+    )
+    _lua(nvim, _RECORD_SENT)
+    buf = nvim.current.buffer
+    nvim.current.window.cursor = (1, 9)
+    nvim.input("cww<Esc>")  # `width` -> `w`, typed
+    renamed = NES_AREA.replace("area(width,", "area(w,")
+    _wait_for("the rename", lambda: "\n".join(buf[:]) + "\n" == renamed, timeout=10)
+    version = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+
+    state = _wait_for(
+        "the next edit shown",
+        lambda: (s := _lua(nvim, "return require('lsp_complete.nes').current(0) or vim.NIL"))
+        and (s.get("edit") or s.get("last_error")) and s,
+        interval=0.2,
+    )
+    assert not state.get("last_error"), state
+    asked = _sent(nvim, "textDocument/copilotInlineEdit")
+    assert asked and asked[-1]["textDocument"]["version"] == version
+    edit = state["edit"]
+    assert state["last_result"] == {"edits": [edit]}
+    assert edit["textDocument"]["version"] == version
+    assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": edit}]
+    encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+    assert _apply(renamed, edit, encoding) == NES_PROPAGATED
+    marks = _nes_marks(nvim)
+    # `width` -> `w` on line 1: "idth" is highlighted, the line as it will read is shown.
+    assert marks["hl"][:2] == [1, len("    return w")]
+    assert marks["lines"] == ["    return w * height"]
+
+    nvim.input("<Tab>")
+    _wait_for("the edit applied", lambda: "\n".join(buf[:]) + "\n" == NES_PROPAGATED,
+              timeout=10)
+    assert _nes_marks(nvim) == {"lines": []}
+    assert _sent(nvim, "workspace/executeCommand") == [
+        {"command": edit["command"]["command"], "arguments": edit["command"]["arguments"]}
+    ]
+    # The server counted the edit shown and accepted.
+    _wait_for("the acceptance counted",
+              lambda: _server_counters(nvim).get("nextEditAccepted") == 1, timeout=10)
+    assert _server_counters(nvim)["nextEditShown"] == 1
+
+
+def _show(nvim, edit: dict) -> dict:
+    """Hand `edit` to the plugin as the server's answer for the buffer's current version."""
+    return _lua(
+        nvim,
+        """
+        local nes = require('lsp_complete.nes')
+        local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+        local b = vim.api.nvim_get_current_buf()
+        local version = vim.lsp.util.buf_versions[b]
+        local edit = ...
+        edit.textDocument = { uri = vim.uri_from_bufnr(b), version = version }
+        nes._on_result(client, b, version, { edits = { edit } })
+        return edit
+        """,
+        edit,
+    )
+
+
+def test_next_edit_drawing_accepting_and_dropping(nvim_session, tmp_path):
+    """The plugin's side of an answer, with edits chosen here (the tiny model's are random):
+    a multi-line edit keeps its indentation exactly; ranges count in the negotiated encoding
+    (a non-ASCII name before the range); an edit for an older version is not applied; typing
+    and <Esc> clear what is shown."""
+    nvim = nvim_session
+    _nes_buffer(nvim, tmp_path)
+    buf = nvim.current.buffer
+    encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+    units = {"utf-8": len("        café".encode()), "utf-16": 12, "utf-32": 12}[encoding]
+    command = {"title": "accept", "command": "lsp-complete.accepted", "arguments": [{"id": "x"}]}
+
+    # Line 3 `        café.append(v)`: replace `.append(v)` by two statements.
+    edit = {
+        "text": ".append(v * factor)\n        print(v)",
+        "range": {"start": {"line": 3, "character": units},
+                  "end": {"line": 3, "character": units + len(".append(v)")}},
+        "command": command,
+    }
+    nvim.current.window.cursor = (1, 0)
+    shown = _show(nvim, edit)
+    marks = _nes_marks(nvim)
+    assert marks["hl"] == [3, len("        café".encode()),
+                           3, len("        café.append(v)".encode()), "LspCompleteNextEditDelete"]
+    assert marks["lines"] == ["        café.append(v * factor)", "        print(v)"]
+    assert marks["virt_hl"] == "LspCompleteNextEditAdd"
+    assert _sent(nvim, "textDocument/didShowInlineEdit") == [{"item": shown}]
+    expected = _apply(NES_SOURCE, shown, encoding)
+    assert expected.split("\n")[3:5] == ["        café.append(v * factor)", "        print(v)"]
+    nvim.command("LspCompleteNextEditAccept")
+    assert "\n".join(buf[:]) + "\n" == expected  # the buffer's lines, without the last EOL
+    assert tuple(nvim.current.window.cursor) == (5, len("        print(v)") - 1)
+    _wait_for("the command run", lambda: _sent(nvim, "workspace/executeCommand"), timeout=10)
+    assert _nes_marks(nvim) == {"lines": []}
+
+    # Shown for a version, then the buffer changes: typing clears it, and an accept of the
+    # stale edit (kept by hand here) changes nothing.
+    bracket = units - 1  # `    café = []`: the `[]` (4 spaces fewer, 3 characters more)
+    _show(nvim, {"text": "[0]", "range": {"start": {"line": 1, "character": bracket},
+                                          "end": {"line": 1, "character": bracket + 2}}})
+    assert _nes_marks(nvim)["lines"] == ["    café = [0]"]
+    stale = _lua(nvim, "return vim.deepcopy(require('lsp_complete.nes')._states["
+                       "vim.api.nvim_get_current_buf()].shown)")
+    buf[0] = "def scale(values, factor, offset):"
+    _wait_for("the edit to go", lambda: _nes_marks(nvim) == {"lines": []}, timeout=10)
+    changed = buf[:]
+    assert _lua(nvim, """
+        local nes = require('lsp_complete.nes')
+        nes._states[vim.api.nvim_get_current_buf()].shown = ...
+        return nes.accept()""", stale) is False
+    assert buf[:] == changed
+
+    # An answer for an older version is not shown at all.
+    _lua(nvim, """
+        local client = require('lsp_complete').clients({ bufnr = 0 })[1]
+        local b = vim.api.nvim_get_current_buf()
+        local old = vim.lsp.util.buf_versions[b] - 1
+        require('lsp_complete.nes')._on_result(client, b, old, { edits = { {
+          text = 'x', textDocument = { uri = vim.uri_from_bufnr(b), version = old },
+          range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 1 } },
+        } } })""")
+    assert _nes_marks(nvim) == {"lines": []}
+
+    # <Esc> in normal mode clears what is shown.
+    _show(nvim, {"text": "factors", "range": {"start": {"line": 0, "character": 18},
+                                              "end": {"line": 0, "character": 24}}})
+    assert _nes_marks(nvim)["lines"] == ["def scale(values, factors, offset):"]
+    nvim.input("<Esc>")
+    _wait_for("the edit to go on <Esc>", lambda: _nes_marks(nvim) == {"lines": []}, timeout=10)
+    assert buf[:] == changed
+
+
+def test_sidekick_nvim_shows_and_applies_the_servers_next_edit(tmp_path, model_path, fake):  # noqa: F811
+    """The README's sidekick.nvim setup, with the real sidekick.nvim from
+    $LSP_COMPLETE_SIDEKICK_NVIM (a checkout; skipped without one): the plugin's client is named
+    `copilot_lsp_complete`, so sidekick asks it for next edits (after leaving insert mode),
+    and applying sidekick's edit gives the server's edit and counts it accepted."""
+    sidekick = os.environ.get("LSP_COMPLETE_SIDEKICK_NVIM")
+    if not sidekick or not (Path(sidekick) / "lua" / "sidekick" / "nes" / "init.lua").is_file():
+        pytest.skip("set LSP_COMPLETE_SIDEKICK_NVIM to a sidekick.nvim checkout")
+    nvim_bin = _nvim_or_skip()
+    nes = (Path(sidekick) / "lua" / "sidekick" / "nes" / "init.lua").read_text()
+    if "ctx.request_id" in nes and _nvim_version(nvim_bin) < (0, 12):
+        # sidekick f8eac10 (2026-03-20) matches answers by ctx.request_id, which Neovim 0.11
+        # does not give handlers: with it, sidekick shows no next edit on 0.11 (README).
+        pytest.skip("this sidekick.nvim needs Neovim 0.12 (ctx.request_id)")
+    fake.pieces = sweep_answer(NES_PROPAGATED)
+    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
+    options = {**remote_options(fake.url, Path(model_path), remoteHealing="off",
+                                nextEditDelayMs=0), "nextEdit": "on"}
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.rtp:prepend({sidekick!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          name = "copilot_lsp_complete",
+          next_edit = false,
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
+          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
+          use_builtin = false,
+        }})
+        require("sidekick").setup({{}})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        source = tmp_path / "area.py"
+        source.write_text(NES_AREA)
+        nvim.command(f"edit {source}")
+        _wait_for(
+            "the model to be ready",
+            lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL")
+                     or {}).get("model", {}).get("state") == "ready",
+            interval=0.5,
+        )
+        assert _lua(nvim, "return require('sidekick.config').get_client(0).name") == (
+            "copilot_lsp_complete")
+        buf = nvim.current.buffer
+        nvim.current.window.cursor = (1, 9)
+        nvim.input("cww<Esc>")  # `width` -> `w`; leaving insert mode makes sidekick ask
+        try:
+            _wait_for("sidekick's next edit", lambda: _lua(
+                nvim, "return require('sidekick.nes').have()"), interval=0.2)
+        except AssertionError as exc:
+            state = _lua(nvim, "local n = require('sidekick.nes'); return vim.inspect({ "
+                               "enabled = n.enabled, edits = n._edits, requests = n._requests, "
+                               "version = vim.lsp.util.buf_versions["
+                               "vim.api.nvim_get_current_buf()] })")
+            raise AssertionError(f"{exc}\nsidekick: {state}\ncounters: "
+                                 f"{_server_counters(nvim)}") from None
+        edit = _lua(nvim, "local e = require('sidekick.nes').get("
+                          "vim.api.nvim_get_current_buf())[1]; "
+                          "return { text = e.text, range = e.range }")
+        encoding = _lua(nvim, "return require('lsp_complete').clients()[1].offset_encoding")
+        renamed = NES_AREA.replace("area(width,", "area(w,")
+        assert _apply(renamed, edit, encoding) == NES_PROPAGATED
+        assert _lua(nvim, "return require('sidekick.nes').apply()") is True
+        _wait_for("the edit applied", lambda: "\n".join(buf[:]) + "\n" == NES_PROPAGATED,
+                  timeout=10)
+        _wait_for("the acceptance counted",
+                  lambda: _server_counters(nvim).get("nextEditAccepted") == 1, timeout=10)
+
+
+def test_cursor_hold_asks_once_per_text(nvim_session, tmp_path):
+    """CursorHold asks for the next edit when the text changed since the last request, and
+    not again while it stays the same (resting the cursor costs no model run)."""
+    nvim = nvim_session
+    _nes_buffer(nvim, tmp_path)
+    nvim.command("set updatetime=50")
+    # Only CursorHold here: the server's own nextEditReady (after the pause) asks too.
+    _lua(nvim, "require('lsp_complete.nes')._ready = function() end")
+
+    def versions() -> list[int]:
+        return [p["textDocument"]["version"]
+                for p in _sent(nvim, "textDocument/copilotInlineEdit")]
+
+    nvim.current.window.cursor = (1, 0)
+    time.sleep(0.5)  # the opened text: asked once at most, when the cursor rested
+    before = versions()
+    assert len(before) <= 1
+    nvim.input("x")  # a change in normal mode; then the cursor rests
+    _wait_for("a request on CursorHold", lambda: len(versions()) == len(before) + 1, timeout=10)
+    changed = _lua(nvim, "return vim.lsp.util.buf_versions[vim.api.nvim_get_current_buf()]")
+    assert versions()[-1] == changed
+    _wait_for("its answer", lambda: not _lua(
+        nvim, "return require('lsp_complete.nes').current(0).pending"), timeout=30)
+    nvim.input("l")  # moves and rests again: the same text, not asked again
+    time.sleep(0.5)
+    assert len(versions()) == len(before) + 1
+    nvim.input("x")
+    _wait_for("a request for the new text", lambda: len(versions()) == len(before) + 2,
+              timeout=10)

@@ -91,12 +91,29 @@ shows)."
 (defface lsp-complete-ghost-face '((t :inherit shadow))
   "Face of the ghost text.")
 
+(defcustom lsp-complete-next-edit t
+  "Non-nil: show the next edits the server predicts.
+See `lsp-complete-next-edit-accept'.  Nil also tells the server not to
+compute them (initialization option `:nextEdit' \"off\"), unless
+`lsp-complete-initialization-options' sets `:nextEdit'."
+  :type 'boolean)
+
+(defface lsp-complete-next-edit-delete-face
+  '((t :inherit diff-removed :strike-through t))
+  "Face of the text a next edit replaces.")
+
+(defface lsp-complete-next-edit-add-face '((t :inherit diff-added))
+  "Face of the text a next edit inserts.")
+
 (defclass eglot-lsp-complete (eglot-lsp-server) ()
   :documentation "The lsp-complete language server.")
 
 (cl-defmethod eglot-initialization-options ((_server eglot-lsp-complete))
   "Send `lsp-complete-initialization-options' (an empty object when nil)."
-  (or lsp-complete-initialization-options eglot--{}))
+  (let ((options lsp-complete-initialization-options))
+    (when (and (not lsp-complete-next-edit) (not (plist-member options :nextEdit)))
+      (setq options (append options (list :nextEdit "off"))))
+    (or options eglot--{})))
 
 (cl-defmethod eglot-client-capabilities :around ((_server eglot-lsp-complete))
   "Declare inline completion when `lsp-complete-ghost-text' is on.
@@ -301,6 +318,17 @@ interactively), 2 automatic."
          :error-fn #'ignore
          :timeout-fn #'ignore)))))
 
+;; Server notifications arrive in the connection's process buffer (jsonrpc's filter), not in
+;; the buffer being edited: find that one from the URI.
+(defun lsp-complete--selected-buffer (uri)
+  "The buffer visiting URI when it is the selected window's, else nil."
+  (let* ((path (and (stringp uri)
+                    (if (fboundp 'eglot-uri-to-path)
+                        (eglot-uri-to-path uri)
+                      (eglot--uri-to-path uri))))
+         (buffer (and path (find-buffer-visiting path))))
+    (and buffer (eq buffer (window-buffer (selected-window))) buffer)))
+
 ;; Server -> client: a block beginning with the suggestion shown at `position' is ready.
 (cl-defmethod eglot-handle-notification
   ((_server eglot-lsp-complete) (_method (eql lsp-complete/blockReady))
@@ -308,15 +336,13 @@ interactively), 2 automatic."
   "Ask again where the block was announced, if point is still on that line at or
 after POSITION in the buffer of TEXTDOCUMENT.  The server answers from its
 typing-ahead, with no model call."
-  (let* ((uri (plist-get textDocument :uri))
-         (path (and uri (if (fboundp 'eglot-uri-to-path)
-                            (eglot-uri-to-path uri)
-                          (eglot--uri-to-path uri))))
-         (buffer (and path (find-buffer-visiting path))))
-    (when (and buffer (eq buffer (current-buffer)) lsp-complete-mode
-               (= (1- (line-number-at-pos)) (plist-get position :line))
-               (>= (point) (lsp-complete--position-point position)))
-      (lsp-complete-request 2))))
+  (let ((buffer (lsp-complete--selected-buffer (plist-get textDocument :uri))))
+    (when buffer
+      (with-current-buffer buffer
+        (when (and lsp-complete-mode
+                   (= (1- (line-number-at-pos)) (plist-get position :line))
+                   (>= (point) (lsp-complete--position-point position)))
+          (lsp-complete-request 2))))))
 
 (defun lsp-complete--schedule ()
   "Ask for a suggestion once typing pauses for `lsp-complete-delay' seconds."
@@ -398,6 +424,137 @@ Any other command hides it."
   (interactive)
   (lsp-complete-accept 'line))
 
+;;; Next edits (textDocument/copilotInlineEdit, Copilot's protocol)
+
+(require 'diff-mode)  ; the faces the next-edit faces inherit
+
+(defvar lsp-complete-next-edit-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "TAB") #'lsp-complete-next-edit-accept)
+    (define-key map (kbd "<tab>") #'lsp-complete-next-edit-accept)
+    (define-key map (kbd "C-g") #'lsp-complete-next-edit-dismiss)
+    map)
+  "Keys that act on the next edit while it is shown (and only then).")
+
+(defvar-local lsp-complete--next-edit nil
+  "The next edit shown: the server's plist (:text :range :textDocument :command).")
+(defvar-local lsp-complete--next-edit-overlays nil)
+(defvar-local lsp-complete--next-edit-seq 0 "Number of the newest next-edit request.")
+
+;; After the ghost text's keys, so that TAB accepts ghost text first when both are shown.
+(add-to-list 'lsp-complete--emulation-alist
+             `(lsp-complete--next-edit . ,lsp-complete-next-edit-map) t)
+
+(defun lsp-complete--version ()
+  "The version of this buffer's text that the server has (Eglot's)."
+  eglot--versioned-identifier)
+
+(defun lsp-complete-next-edit-dismiss ()
+  "Hide the next edit and forget it."
+  (interactive)
+  (mapc #'delete-overlay lsp-complete--next-edit-overlays)
+  (setq lsp-complete--next-edit-overlays nil
+        lsp-complete--next-edit nil))
+
+(defun lsp-complete--next-edit-region (edit)
+  "The region (BEG . END) EDIT replaces."
+  (let ((range (plist-get edit :range)))
+    (cons (lsp-complete--position-point (plist-get range :start))
+          (lsp-complete--position-point (plist-get range :end)))))
+
+(defun lsp-complete--next-edit-show (edit)
+  "Show EDIT: the text it replaces struck through, the new text after it."
+  (lsp-complete-next-edit-dismiss)
+  (let* ((region (lsp-complete--next-edit-region edit))
+         (text (plist-get edit :text)))
+    (when (< (car region) (cdr region))
+      (let ((overlay (make-overlay (car region) (cdr region))))
+        (overlay-put overlay 'face 'lsp-complete-next-edit-delete-face)
+        (overlay-put overlay 'lsp-complete-next-edit t)
+        (push overlay lsp-complete--next-edit-overlays)))
+    (when (and (stringp text) (not (string-empty-p text)))
+      ;; An empty overlay carrying only the new text (not `evaporate', which would delete it).
+      (let ((overlay (make-overlay (cdr region) (cdr region))))
+        (overlay-put overlay 'after-string
+                     (propertize text 'face 'lsp-complete-next-edit-add-face))
+        (overlay-put overlay 'lsp-complete-next-edit t)
+        (push overlay lsp-complete--next-edit-overlays)))
+    (setq lsp-complete--next-edit edit)
+    (let ((server (lsp-complete--server)))
+      (when server
+        (jsonrpc-notify server :textDocument/didShowInlineEdit (list :item edit))))))
+
+(defun lsp-complete-next-edit-current ()
+  "The next edit shown: (TEXT BEG END), or nil."
+  (when lsp-complete--next-edit
+    (let ((region (lsp-complete--next-edit-region lsp-complete--next-edit)))
+      (list (plist-get lsp-complete--next-edit :text) (car region) (cdr region)))))
+
+(defun lsp-complete-next-edit-request ()
+  "Ask the server for the next edit at point now."
+  (interactive)
+  (let ((server (lsp-complete--server)))
+    (when (and server lsp-complete-next-edit)
+      (when (fboundp 'eglot--signal-textDocument/didChange)
+        (eglot--signal-textDocument/didChange))
+      (let ((buffer (current-buffer))
+            (version (lsp-complete--version))
+            (seq (cl-incf lsp-complete--next-edit-seq)))
+        (jsonrpc-async-request
+         server :textDocument/copilotInlineEdit
+         (list :textDocument (eglot--VersionedTextDocumentIdentifier)
+               :position (eglot--pos-to-lsp-position)
+               :context (list :triggerKind 2))
+         :success-fn
+         (lambda (result)
+           (when (buffer-live-p buffer)
+             (with-current-buffer buffer
+               (let ((edit (car (append (plist-get result :edits) nil))))
+                 ;; The newest answer, for the text as it still is.
+                 (when (and edit (= seq lsp-complete--next-edit-seq)
+                            (equal version (lsp-complete--version))
+                            (equal (plist-get (plist-get edit :textDocument) :version)
+                                   version))
+                   (lsp-complete--next-edit-show edit))))))
+         :error-fn #'ignore
+         :timeout-fn #'ignore)))))
+
+(defun lsp-complete-next-edit-accept ()
+  "Apply the next edit shown, exactly as the server sent it, and run its command.
+Nothing happens when the buffer changed since it was computed."
+  (interactive)
+  (let ((edit lsp-complete--next-edit))
+    (lsp-complete-next-edit-dismiss)
+    (when (and edit (equal (plist-get (plist-get edit :textDocument) :version)
+                           (lsp-complete--version)))
+      (let ((region (lsp-complete--next-edit-region edit)))
+        (goto-char (car region))
+        (delete-region (car region) (cdr region))
+        (insert (plist-get edit :text))
+        (lsp-complete--run-command (plist-get edit :command))))))
+
+(defvar-local lsp-complete--next-edit-tick nil)
+
+(defun lsp-complete--next-edit-post-command ()
+  "Drop the next edit shown once the text changes (its range would be wrong)."
+  (let ((tick (buffer-chars-modified-tick)))
+    (unless (equal tick lsp-complete--next-edit-tick)
+      (setq lsp-complete--next-edit-tick tick)
+      (when lsp-complete--next-edit
+        (lsp-complete-next-edit-dismiss)))))
+
+;; Server -> client: a next edit is ready for this version of a document.
+(cl-defmethod eglot-handle-notification
+  ((_server eglot-lsp-complete) (_method (eql lsp-complete/nextEditReady))
+   &key textDocument &allow-other-keys)
+  "Ask for the next edit when it is for the selected buffer at its current version."
+  (let ((buffer (lsp-complete--selected-buffer (plist-get textDocument :uri))))
+    (when buffer
+      (with-current-buffer buffer
+        (when (and lsp-complete-mode lsp-complete-next-edit
+                   (equal (plist-get textDocument :version) (lsp-complete--version)))
+          (lsp-complete-next-edit-request))))))
+
 ;;;###autoload
 (define-minor-mode lsp-complete-mode
   "Ghost text from the lsp-complete server of this Eglot buffer.
@@ -407,9 +564,13 @@ commands hide it.  \\[lsp-complete-request] asks for one at once."
   :lighter " ghost"
   (if lsp-complete-mode
       (progn
-        (setq lsp-complete--tick (buffer-chars-modified-tick))
-        (add-hook 'post-command-hook #'lsp-complete--post-command nil t))
+        (setq lsp-complete--tick (buffer-chars-modified-tick)
+              lsp-complete--next-edit-tick (buffer-chars-modified-tick))
+        (add-hook 'post-command-hook #'lsp-complete--post-command nil t)
+        (add-hook 'post-command-hook #'lsp-complete--next-edit-post-command nil t))
     (remove-hook 'post-command-hook #'lsp-complete--post-command t)
+    (remove-hook 'post-command-hook #'lsp-complete--next-edit-post-command t)
+    (lsp-complete-next-edit-dismiss)
     (when (timerp lsp-complete--timer)
       (cancel-timer lsp-complete--timer))
     (lsp-complete-dismiss)))

@@ -15,6 +15,9 @@ local commands = {
   LspCompleteToggle = { "toggle", "lsp-complete: suggestions on/off" },
   LspCompleteStatus = { "show_status", "lsp-complete: model, state, last latency, counters" },
   LspCompleteRestart = { "restart", "lsp-complete: restart the server" },
+  LspCompleteNextEdit = { "next_edit", "lsp-complete: ask for the next edit at the cursor" },
+  LspCompleteNextEditAccept = { "next_edit_accept", "lsp-complete: apply the next edit shown" },
+  LspCompleteNextEditDismiss = { "next_edit_dismiss", "lsp-complete: hide the next edit shown" },
 }
 for name, spec in pairs(commands) do
   vim.api.nvim_create_user_command(name, function()

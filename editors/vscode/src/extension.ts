@@ -16,7 +16,16 @@ import {
   BLOCK_READY_METHOD,
   BlockReadyParams,
   CURSOR_METHOD,
+  DID_SHOW_NEXT_EDIT_METHOD,
+  LspNextEditResult,
+  NEXT_EDIT_METHOD,
+  NEXT_EDIT_READY_METHOD,
+  NextEditReadyParams,
   blockStillWanted,
+  nextEditItem,
+  nextEditParams,
+  nextEditReadyWanted,
+  pickNextEdit,
   ConvertedItem,
   INSTALL_HINT,
   InitializationOptions,
@@ -69,6 +78,8 @@ let cursorTimer: NodeJS.Timeout | undefined;
 let on = true;
 /** The initializationOptions the running server was started or last updated with. */
 let sentOptions: InitializationOptions = {};
+/** The server said a next edit is ready for this document version: the provider asks for it. */
+let nextEditReady: { uri: string; version: number } | undefined;
 
 /**
  * Tells the server that this client shows inline completions itself (LSP 3.18), so that it does
@@ -100,6 +111,7 @@ function readSettings(): Settings {
     multiline: c.get<string>("multiline"),
     enabled: c.get<Record<string, unknown>>("enabled"),
     debounceMs: c.get<number | null>("debounceMs"),
+    nextEdit: c.get<boolean>("nextEdit"),
   };
 }
 
@@ -132,6 +144,16 @@ function createClient(): LanguageClient {
     if (blockStillWanted(params, uri, cursor)) {
       void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
     }
+  });
+  c.onNotification(NEXT_EDIT_READY_METHOD, (params: NextEditReadyParams) => {
+    const editor = vscode.window.activeTextEditor;
+    if (client !== c || !editor || readSettings().nextEdit === false) return;
+    const uri = c.code2ProtocolConverter.asUri(editor.document.uri);
+    const version = editor.document.version;
+    if (!nextEditReadyWanted(params, uri, version)) return;
+    // Ask through VS Code's inline suggestions: the provider then fetches the edit.
+    nextEditReady = { uri, version };
+    void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
   });
   c.onDidChangeState((e) => {
     if (client !== c) return; // an old client stopping during a restart
@@ -578,6 +600,13 @@ class Provider implements vscode.InlineCompletionItemProvider {
   ): Promise<vscode.InlineCompletionList | undefined> {
     const c = client;
     if (!c || clientState !== "running" || !active(document.languageId)) return undefined;
+    // Asked because the server announced a next edit for this text: show that (the trigger is
+    // an explicit one, which would otherwise make the server compute alternatives).
+    if (nextEditWanted(c, document)) {
+      const edit = await nextEdit(c, document, position, token);
+      if (edit) return new vscode.InlineCompletionList([edit]);
+      if (token.isCancellationRequested) return undefined;
+    }
     const params = {
       textDocument: c.code2ProtocolConverter.asTextDocumentIdentifier(document),
       position: c.code2ProtocolConverter.asPosition(position),
@@ -603,6 +632,52 @@ class Provider implements vscode.InlineCompletionItemProvider {
     const items = convertResult(result).map((item) => toVscodeItem(c, item));
     return new vscode.InlineCompletionList(items);
   }
+}
+
+/** Whether to ask for a next edit: the server announced one for this document version. */
+function nextEditWanted(c: LanguageClient, document: vscode.TextDocument): boolean {
+  const ready = nextEditReady;
+  if (!ready || readSettings().nextEdit === false) return false;
+  if (ready.version !== document.version) {
+    nextEditReady = undefined; // typed since: that edit is gone
+    return false;
+  }
+  return ready.uri === c.code2ProtocolConverter.asUri(document.uri);
+}
+
+/**
+ * The server's next edit, as an inline completion item whose range is the text it replaces
+ * (VS Code shows an item whose range spans lines as an edit); accepting it runs the edit's
+ * command. The server is told it was shown when it is handed to VS Code (the stable API has no
+ * "shown" hook for inline completions).
+ */
+async function nextEdit(
+  c: LanguageClient,
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  token: vscode.CancellationToken,
+): Promise<vscode.InlineCompletionItem | undefined> {
+  const uri = c.code2ProtocolConverter.asUri(document.uri);
+  const version = document.version;
+  let result: LspNextEditResult;
+  try {
+    result = await c.sendRequest<LspNextEditResult>(
+      NEXT_EDIT_METHOD,
+      nextEditParams(uri, version, c.code2ProtocolConverter.asPosition(position)),
+      token,
+    );
+  } catch (err) {
+    if (!token.isCancellationRequested) output.appendLine(`${NEXT_EDIT_METHOD} failed: ${String(err)}`);
+    return undefined;
+  }
+  nextEditReady = undefined;
+  if (token.isCancellationRequested || document.version !== version) return undefined;
+  const edit = pickNextEdit(result, uri, version);
+  if (!edit) return undefined;
+  c.sendNotification(DID_SHOW_NEXT_EDIT_METHOD, { item: edit }).catch((err) =>
+    output.appendLine(`${DID_SHOW_NEXT_EDIT_METHOD} failed: ${String(err)}`),
+  );
+  return toVscodeItem(c, nextEditItem(edit));
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {

@@ -70,6 +70,8 @@ export interface Settings {
   multiline?: string | null;
   enabled?: Record<string, unknown> | null;
   debounceMs?: number | null;
+  /** Next-edit suggestions on/off (the server's `nextEdit`: "on"/"off"). */
+  nextEdit?: boolean | null;
 }
 
 /** initializationOptions the server understands (all optional, camelCase). */
@@ -82,6 +84,7 @@ export interface InitializationOptions {
   multiline?: Multiline;
   enabled?: Record<string, boolean>;
   debounceMs?: number;
+  nextEdit?: "on" | "off";
 }
 
 /** The setting keys that become initializationOptions (same name on both sides). */
@@ -94,6 +97,7 @@ export const INIT_OPTION_KEYS = [
   "multiline",
   "enabled",
   "debounceMs",
+  "nextEdit",
 ] as const;
 
 function intOrUndefined(value: unknown, min: number): number | undefined {
@@ -138,6 +142,7 @@ export function toInitializationOptions(settings: Settings): InitializationOptio
   }
   const debounceMs = intOrUndefined(settings.debounceMs, 0);
   if (debounceMs !== undefined) out.debounceMs = debounceMs;
+  if (typeof settings.nextEdit === "boolean") out.nextEdit = settings.nextEdit ? "on" : "off";
   return out;
 }
 
@@ -750,4 +755,67 @@ export function pipProgressMessage(line: string): string | undefined {
   if (text.startsWith("Installing collected packages")) return "installing…";
   if (text.startsWith("Successfully installed")) return "installed";
   return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Next edits (textDocument/copilotInlineEdit, Copilot's protocol; issue 33)
+// ---------------------------------------------------------------------------------------------
+
+/** Client -> server request: the next edit for a document version at a position. */
+export const NEXT_EDIT_METHOD = "textDocument/copilotInlineEdit";
+/** Client -> server notification {item}: an edit was shown. */
+export const DID_SHOW_NEXT_EDIT_METHOD = "textDocument/didShowInlineEdit";
+/** Server -> client notification {textDocument: {uri, version}}: a next edit is ready. */
+export const NEXT_EDIT_READY_METHOD = "lsp-complete/nextEditReady";
+
+export interface LspNextEdit {
+  text: string;
+  range: LspRange;
+  textDocument: { uri: string; version?: number | null };
+  command?: LspCommand;
+}
+
+export type LspNextEditResult = { edits?: LspNextEdit[] } | null | undefined;
+
+export interface NextEditReadyParams {
+  textDocument: { uri: string; version?: number | null };
+}
+
+/** The params of NEXT_EDIT_METHOD (as Copilot's clients send them). */
+export function nextEditParams(uri: string, version: number, position: LspPosition) {
+  return {
+    textDocument: { uri, version },
+    position: { line: position.line, character: position.character },
+    context: { triggerKind: 2 },
+  };
+}
+
+/**
+ * The edit to show from the server's answer: the first of its alternatives, when it is for
+ * this document at this version (an answer for older text would land in the wrong place).
+ */
+export function pickNextEdit(result: LspNextEditResult, uri: string, version: number): LspNextEdit | undefined {
+  const edits = result && Array.isArray(result.edits) ? result.edits : [];
+  const edit = edits[0];
+  if (!edit || typeof edit.text !== "string" || !isRange(edit.range)) return undefined;
+  const doc = edit.textDocument;
+  if (!doc || doc.uri !== uri) return undefined;
+  if (typeof doc.version === "number" && doc.version !== version) return undefined;
+  return edit;
+}
+
+/** Whether a nextEditReady is for the document (at the version) the user is looking at. */
+export function nextEditReadyWanted(params: NextEditReadyParams, uri: string, version: number): boolean {
+  const doc = params && params.textDocument;
+  if (!doc || doc.uri !== uri) return false;
+  return typeof doc.version !== "number" || doc.version === version;
+}
+
+/** The plain item VS Code shows for a next edit: its text over its range, as an edit; the
+ * accept hook runs the edit's command. */
+export function nextEditItem(edit: LspNextEdit): ConvertedItem {
+  const out: ConvertedItem = { insertText: edit.text, snippet: false, range: edit.range };
+  const command = toAcceptCommand(edit.command);
+  if (command) out.command = command;
+  return out;
 }

@@ -26,8 +26,12 @@ M.INSTALL_HINT = 'install it from a checkout of lsp-complete: pipx install ".[de
 ---@field trigger string|false      ask for a suggestion now
 ---@field next string|false         show the next alternative suggestion
 ---@field prev string|false         show the previous alternative suggestion
+---@field next_edit_accept string|false  apply the next edit shown (normal mode)
 
 M.defaults = {
+  -- The LSP client's name. sidekick.nvim shows next edits of clients whose name contains
+  -- "copilot": name = "copilot_lsp_complete" lets it use this plugin's server (README).
+  name = "lsp_complete",
   -- The server command. `{ "python", "-m", "lsp_complete", "serve" }` works too.
   cmd = { "lsp-complete", "serve" },
   -- Shortcut for init_options.model: a models.toml name or a path to a .gguf file.
@@ -58,6 +62,10 @@ M.defaults = {
   virt_text_pos = "inline",
   -- Hide the ghost text while the completion menu is open; it comes back when the menu closes.
   hide_during_completion = true,
+  -- Next-edit suggestions: the edit the server predicts after yours, shown where it goes
+  -- (asked on CursorHold and when the server says one is ready). false also tells the server
+  -- not to compute them (init_options.nextEdit = "off").
+  next_edit = true,
   keys = {
     accept = "<Tab>",
     accept_word = "<C-Right>",
@@ -66,6 +74,9 @@ M.defaults = {
     trigger = "<M-\\>",
     next = "<M-]>",
     prev = "<M-[>",
+    -- Normal mode (and insert mode when no ghost text is shown, with `accept`): apply the
+    -- next edit shown.
+    next_edit_accept = "<Tab>",
   },
 }
 
@@ -799,9 +810,13 @@ local function map_key(bufnr, lhs, action, desc)
   if not lhs or lhs == "" then
     return
   end
+  local nes_accept = lhs == (M.config.keys or {}).next_edit_accept
   vim.keymap.set("i", lhs, function()
     if M.visible() then
       return ("<Cmd>lua require('lsp_complete').%s<CR>"):format(action)
+    end
+    if nes_accept and require("lsp_complete.nes").visible() then
+      return "<Cmd>lua require('lsp_complete.nes').accept()<CR>"
     end
     return lhs
   end, { buffer = bufnr, expr = true, replace_keycodes = true, silent = true, desc = "lsp-complete: " .. desc })
@@ -863,6 +878,9 @@ function M._on_attach(client, bufnr)
     end,
   })
   M.cursor_moved(bufnr, client.id) -- where the cursor is when the file opens
+  if M.config.next_edit ~= false then
+    require("lsp_complete.nes").attach(bufnr)
+  end
   if using_builtin() then
     pcall(vim.lsp.inline_completion.enable, true, { bufnr = bufnr })
     set_keys(bufnr)
@@ -960,6 +978,9 @@ local function init_options()
   if M.config.model and opts.model == nil then
     opts.model = M.config.model
   end
+  if M.config.next_edit == false and opts.nextEdit == nil then
+    opts.nextEdit = "off"
+  end
   return opts
 end
 
@@ -999,6 +1020,9 @@ function M.attach(bufnr)
     handlers = {
       [M.BLOCK_READY_METHOD] = function(_, params)
         M._block_ready(params)
+      end,
+      [require("lsp_complete.nes").READY_METHOD] = function(_, params)
+        require("lsp_complete.nes")._ready(params)
       end,
     },
     on_attach = function(client, b)
@@ -1051,7 +1075,25 @@ function M.enable(on)
     for bufnr in pairs(states) do
       reset(bufnr)
     end
+    for bufnr in pairs(require("lsp_complete.nes")._states) do
+      require("lsp_complete.nes").clear(bufnr)
+    end
   end
+end
+
+--- Ask for the next edit at the cursor now (:LspCompleteNextEdit).
+function M.next_edit()
+  require("lsp_complete.nes").request(0)
+end
+
+--- Apply the next edit shown (:LspCompleteNextEditAccept).
+function M.next_edit_accept()
+  require("lsp_complete.nes").accept()
+end
+
+--- Hide the next edit shown (:LspCompleteNextEditDismiss).
+function M.next_edit_dismiss()
+  require("lsp_complete.nes").clear(0)
 end
 
 function M.toggle()
@@ -1125,13 +1167,16 @@ function M.setup(opts)
   if opts and opts.disabled_filetypes then
     M.config.disabled_filetypes = opts.disabled_filetypes
   end
+  M.name = M.config.name or M.defaults.name
 
   api.nvim_set_hl(0, "LspCompleteGhost", { link = "Comment", default = true })
+  require("lsp_complete.nes").set_highlights()
   api.nvim_clear_autocmds({ group = augroup })
   api.nvim_create_autocmd("ColorScheme", {
     group = augroup,
     callback = function()
       api.nvim_set_hl(0, "LspCompleteGhost", { link = "Comment", default = true })
+      require("lsp_complete.nes").set_highlights()
     end,
   })
   api.nvim_create_autocmd("FileType", {

@@ -41,6 +41,13 @@ import {
   toInitializationOptions,
   toLspTriggerKind,
   venvLayout,
+  NEXT_EDIT_METHOD,
+  DID_SHOW_NEXT_EDIT_METHOD,
+  NEXT_EDIT_READY_METHOD,
+  nextEditItem,
+  nextEditParams,
+  nextEditReadyWanted,
+  pickNextEdit,
 } from "../logic";
 
 const range = { start: { line: 3, character: 4 }, end: { line: 3, character: 9 } };
@@ -111,8 +118,12 @@ describe("toInitializationOptions", () => {
       multiline: "always",
       enabled: { go: false },
       debounceMs: 10,
+      nextEdit: false,
     });
     assert.deepEqual(Object.keys(opts).sort(), [...INIT_OPTION_KEYS].sort());
+    assert.equal(opts.nextEdit, "off");
+    assert.equal(toInitializationOptions({ nextEdit: true }).nextEdit, "on");
+    assert.equal(toInitializationOptions({ nextEdit: null }).nextEdit, undefined);
   });
 });
 
@@ -303,9 +314,11 @@ describe("package.json", () => {
       "multiline",
       "enabled",
       "debounceMs",
+      "nextEdit",
     ]) {
       assert.ok(`lspComplete.${key}` in props, key);
     }
+    assert.equal(props["lspComplete.nextEdit"].default, true);
     assert.equal(props["lspComplete.serverPath"].default, "lsp-complete");
     assert.deepEqual(props["lspComplete.multiline"].enum, ["auto", "always", "never"]);
   });
@@ -507,5 +520,58 @@ describe("guided setup", () => {
       "install it from a checkout of lsp-complete: pipx install \".[default-model]\" " +
         "(or pip install \".[default-model]\" in a virtual environment), then run lsp-complete doctor",
     );
+  });
+});
+
+describe("next edits", () => {
+  const uri = "file:///w/area.py";
+  const range = { start: { line: 1, character: 12 }, end: { line: 1, character: 16 } };
+  const command = { title: "Accept next edit", command: "lsp-complete.accepted", arguments: [{ id: "e1" }] };
+  const edit = { text: "", range, textDocument: { uri, version: 7 }, command };
+
+  it("speaks Copilot's method names and our ready notification", () => {
+    assert.equal(NEXT_EDIT_METHOD, "textDocument/copilotInlineEdit");
+    assert.equal(DID_SHOW_NEXT_EDIT_METHOD, "textDocument/didShowInlineEdit");
+    assert.equal(NEXT_EDIT_READY_METHOD, "lsp-complete/nextEditReady");
+  });
+
+  it("asks with the document's version, as sidekick.nvim and copilot.el do", () => {
+    assert.deepEqual(nextEditParams(uri, 7, { line: 0, character: 10 }), {
+      textDocument: { uri, version: 7 },
+      position: { line: 0, character: 10 },
+      context: { triggerKind: 2 },
+    });
+  });
+
+  it("shows the first edit, only for this document at this version", () => {
+    assert.equal(pickNextEdit({ edits: [edit, { ...edit, text: "x" }] }, uri, 7), edit);
+    assert.equal(pickNextEdit({ edits: [edit] }, uri, 8), undefined); // typed since
+    assert.equal(pickNextEdit({ edits: [edit] }, "file:///w/other.py", 7), undefined);
+    assert.equal(pickNextEdit({ edits: [] }, uri, 7), undefined); // nothing to change
+    assert.equal(pickNextEdit(null, uri, 7), undefined);
+    assert.equal(pickNextEdit({ edits: [{ ...edit, range: { start: range.start } } as never] }, uri, 7), undefined);
+    // An edit without a version is taken to be for the version asked.
+    const unversioned = { ...edit, textDocument: { uri } };
+    assert.equal(pickNextEdit({ edits: [unversioned] }, uri, 7), unversioned);
+  });
+
+  it("asks only when the announced edit is for the document and version shown", () => {
+    assert.ok(nextEditReadyWanted({ textDocument: { uri, version: 7 } }, uri, 7));
+    assert.ok(!nextEditReadyWanted({ textDocument: { uri, version: 6 } }, uri, 7));
+    assert.ok(!nextEditReadyWanted({ textDocument: { uri: "file:///w/b.py", version: 7 } }, uri, 7));
+  });
+
+  it("becomes an item over the replaced range whose accept runs the edit's command", () => {
+    assert.deepEqual(nextEditItem(edit), {
+      insertText: "",
+      snippet: false,
+      range,
+      command: {
+        title: "Accept next edit",
+        command: ACCEPT_COMMAND_ID,
+        arguments: [{ command: "lsp-complete.accepted", arguments: [{ id: "e1" }] }],
+      },
+    });
+    assert.deepEqual(nextEditItem({ ...edit, command: undefined }), { insertText: "", snippet: false, range });
   });
 });
