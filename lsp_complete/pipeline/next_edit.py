@@ -27,7 +27,9 @@ EXTRA_TOKENS = 96
 MAX_TOKENS = 1024
 
 
-NEXT_EDIT_KEY = "\0next-edit"
+# Printable, in a scheme of ours that no document has: the status lists the engine's sequences
+# by key, and some clients' JSON readers (Emacs') refuse a whole message holding a NUL.
+NEXT_EDIT_KEY = "lsp-complete:next-edit"
 
 
 def next_edit_key(uri: str) -> str:
