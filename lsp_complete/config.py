@@ -146,8 +146,12 @@ def _snake(name: str) -> str:
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # Keys of the editors' own settings that arrive in the same section (the VS Code extension's
 # `lspComplete.serverPath` starts the server; it is not ours to complain about), and TCP mode's
-# `token` (checked and taken out before settings are read; over stdio it means nothing).
-CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "trace", "token"})
+# `token` (checked and taken out before settings are read; over stdio it means nothing), and
+# what Copilot's clients (copilot.el, copilot-lsp) send their own server, which a user may
+# point at ours for next edits.
+CLIENT_ONLY_KEYS = frozenset({"serverPath", "serverArgs", "statusPollSeconds", "trace", "token",
+                              "editorInfo", "editorPluginInfo", "networkProxy",
+                              "nextEditSuggestions"})
 # Settings come from the client, and the key in the variable `apiKeyEnv` names is sent to
 # `engineUrl`: a client may name only our own variables, or the one named at launch.
 API_KEY_ENV_PREFIX = "LSP_COMPLETE_"

@@ -153,6 +153,31 @@ async def test_a_client_that_never_asks_costs_no_next_edit_work(tiny_model_path:
         await client.shutdown_session()
 
 
+async def test_copilot_el_is_served_as_it_speaks(fake, tiny_model_path) -> None:  # noqa: F811
+    """copilot.el sends Copilot's own initialization options, and accepts a next edit with
+    `workspace/executeCommand` as a notification (no id; copilot-nes.el): no "unknown
+    setting" warning, and the accept is counted."""
+    fake.pieces = sweep_answer(PROPAGATED)
+    copilot = {"editorInfo": {"name": "Emacs", "version": "28.2"},
+               "editorPluginInfo": {"name": "copilot.el", "version": "0.3"},
+               "networkProxy": None}
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", **copilot))
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        (edit,) = await next_edit(client, uri, 2, 0, 10)
+        # (Sent raw: lsprotocol's client knows executeCommand only as a request.)
+        client.protocol._send_data({"jsonrpc": "2.0", "method": "workspace/executeCommand",
+                                    "params": edit["command"]})
+        counters = (await wait_idle(client))["counters"]
+        assert counters["nextEditAccepted"] == 1
+        assert not [m.message for m in client.messages if "setting" in m.message]
+    finally:
+        await client.shutdown_session()
+
+
 async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = sweep_answer(PROPAGATED)
     client = await start_server(None, remote_options(fake.url, tiny_model_path,

@@ -103,6 +103,9 @@ class Protocol(LanguageServerProtocol):
             return
         if not self._admit(method, msg_id if has_id else None, has_id):
             return
+        if method == types.WORKSPACE_EXECUTE_COMMAND and not has_id:
+            self._command_notification(payload.get("params"))
+            return
         try:
             message = self.structure_message(payload)
         except Exception as exc:  # pygls logged the details
@@ -136,6 +139,19 @@ class Protocol(LanguageServerProtocol):
                 self.send_error(msg_id, INVALID_REQUEST, "the server is shutting down")
             return False
         return True
+
+    def _command_notification(self, params: Any) -> None:
+        """`workspace/executeCommand` sent without an id (copilot.el accepts a next edit so):
+        run the command, answer nothing. pygls would fail to read it as a request."""
+        command = params.get("command") if isinstance(params, dict) else None
+        handler = self.fm.commands.get(command) if isinstance(command, str) else None
+        if handler is None:
+            log.warning("ignoring an executeCommand notification: %.200r", params)
+            return
+        try:
+            handler(params.get("arguments") or [])
+        except Exception:
+            log.exception("command %s failed", command)
 
     def _handle_client_response(self, payload: dict[str, Any]) -> None:
         if not valid_id(payload.get("id")) or payload.get("jsonrpc") != self.VERSION:
