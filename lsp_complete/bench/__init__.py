@@ -119,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--baseline-cache", metavar="DIR",
                     help="where installed versions are kept (default: the lsp-complete cache "
                     "folder's bench-baselines)")
+    p.add_argument("--next-edit", metavar="REPO[,REPO...]",
+                   help="next-edit tasks mined from these git repositories' commits, run "
+                   "over copilotInlineEdit (bench/nextedit.py); nothing else runs")
+    p.add_argument("--next-edit-tasks", metavar="DIR", help="next-edit tasks saved as "
+                   "ExampleSpec markdown (a run writes them to OUT/nextedit-tasks/)")
+    p.add_argument("--next-edit-cap", type=int, help="next-edit tasks per repository "
+                   "(default 18, quick 2), and a third as many silence tasks")
     p.add_argument("--rerender", metavar="DIR",
                    help="rebuild report.md and latency.png from DIR/samples.json (or an A/B "
                    "run's ab-report.md from DIR/ab-samples.json), run nothing")
@@ -202,6 +209,10 @@ def main(argv: list[str]) -> int:
         return rerender(folder)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.next_edit or args.next_edit_tasks:
+        from lsp_complete.bench import nextedit
+
+        return nextedit.main(args, *_resolve_model(args, out)[:2])
     if args.baseline or args.candidate:
         from lsp_complete.bench import ab
 

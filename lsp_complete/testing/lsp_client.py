@@ -273,3 +273,24 @@ async def wait_for_state(client: LanguageClient, states: tuple[str, ...], timeou
 async def wait_idle(client: LanguageClient, timeout: float = 30.0) -> dict[str, Any]:
     """The server's status once its worker has nothing running or queued (or at the timeout)."""
     return await poll_status(client, lambda st: st["scheduler"]["idle"], timeout)
+
+
+# --- next edits (Copilot's protocol, as sidekick.nvim speaks it) -------------------------------
+
+INLINE_EDIT = "textDocument/copilotInlineEdit"
+
+
+def did_focus(client: LanguageClient, uri: str) -> None:
+    """What sidekick.nvim sends when a buffer gets the focus (Copilot's server wants it)."""
+    client.protocol.notify("textDocument/didFocus", {"textDocument": {"uri": uri}})
+
+
+def inline_edit_params(uri: str, version: int, line: int, char: int) -> dict[str, Any]:
+    """sidekick.nvim's request: the cursor, the buffer's version, triggerKind 2."""
+    return {"textDocument": {"uri": uri, "version": version},
+            "position": {"line": line, "character": char},
+            "context": {"triggerKind": 2}}
+
+
+async def inline_edit(client: LanguageClient, params: dict[str, Any]) -> Any:
+    return await client.protocol.send_request_async(INLINE_EDIT, params)
