@@ -3,9 +3,10 @@
 Each setting is declared once, with its default, type and (for numbers) its range, in the group
 of what it affects: `EngineSettings` (a change needs a new engine: the model is loaded again),
 `CompletionSettings` (one suggestion), `DocumentSettings` (which files get suggestions, and
-when), `CacheSettings` (the KV cache on disk). `Settings` is all of them at once, so every
-setting is still read flat (`settings.max_tokens`) and arrives flat on the wire: the camelCase
-key is the field's name (`maxTokens` is `max_tokens`).
+when), `NextEditSettings` (next-edit suggestions), `CacheSettings` (the KV cache on disk).
+`Settings` is all of them at once, so every setting is still read flat (`settings.max_tokens`)
+and arrives flat on the wire: the camelCase key is the field's name (`maxTokens` is
+`max_tokens`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,17 @@ class DocumentSettings:
 
 
 @dataclass(frozen=True)
+class NextEditSettings:
+    """Next-edit suggestions (textDocument/copilotInlineEdit): applies from the next edit."""
+
+    next_edit: str = _choice("on", ("on", "off"))  # off: answered with no edits, none computed
+    # The pause after an edit before the next edit is computed (in idle time).
+    next_edit_delay_ms: int = _int(500, 0, 600_000)
+    # A models.toml name; None: the completion model (the only one supported for now).
+    next_edit_model: str | None = None
+
+
+@dataclass(frozen=True)
 class CacheSettings:
     """The KV cache kept on disk between sessions (read when the engine is made)."""
 
@@ -114,7 +126,8 @@ class CacheSettings:
 
 # Bases in reverse order: a dataclass lists the fields of its last base first.
 @dataclass(frozen=True)
-class Settings(CacheSettings, DocumentSettings, CompletionSettings, EngineSettings):
+class Settings(CacheSettings, NextEditSettings, DocumentSettings, CompletionSettings,
+               EngineSettings):
     """Every setting, read flat; `engine_settings` is the part that needs a new engine."""
 
     @property
@@ -183,7 +196,7 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
 
 
 def _check(spec: dataclasses.Field[Any], value: Any) -> str | None:
-    if spec.name == "model":
+    if spec.name in ("model", "next_edit_model"):
         return None if value is None or isinstance(value, str) else "expected a string"
     if spec.name == "enabled":
         if isinstance(value, dict) and all(isinstance(v, bool) for v in value.values()):

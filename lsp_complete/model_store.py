@@ -137,7 +137,7 @@ def _resolve_path(path: Path, registry: Mapping[str, ModelSpec]) -> ResolvedMode
         verify_model_file(path, entry, fix=f"download {entry.file} again")
         return ResolvedModel(path, entry)
     _check_complete(path, fix=f"the file is incomplete; {fix}")
-    return ResolvedModel(path, spec_from_gguf(path))
+    return ResolvedModel(path, spec_from_gguf(path, registry))
 
 
 def _matching_entry(path: Path, registry: Mapping[str, ModelSpec]) -> ModelSpec | None:

@@ -20,6 +20,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 GGUF_MAGIC = b"GGUF"
 FIM_ORDERS = ("psm", "spm")
+NEXT_EDIT_FORMATS = ("chat", "sweep")
 
 
 class ModelError(Exception):
@@ -41,6 +42,26 @@ class FimTemplate:
     file_sep: str | None = None
     repo_name: str | None = None
     order: str = "psm"
+
+
+@dataclass(frozen=True)
+class NextEditTemplate:
+    """How a model is asked for the next edit (nextedit/prompt.py renders it).
+
+    format "chat": a ChatML conversation (`turn_start` role ... `turn_end`): `system`, then
+    the recent edits as a diff and the window with the cursor marked, the rewritten window
+    answered in a fenced block. format "sweep": `file_sep`-separated pseudo-files (Sweep
+    Next-Edit): `{path}.diff` blocks, `original/{path}`, `current/{path}`, `updated/{path}`.
+    The window is `above` lines above the cursor line and `below` lines below it.
+    """
+
+    format: str
+    above: int
+    below: int
+    system: str = ""
+    turn_start: str = ""
+    turn_end: str = ""
+    file_sep: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +112,8 @@ class ModelSpec:
     # A smaller entry of the same vocabulary that drafts tokens for this one (speculative
     # decoding, setting `speculation`); None: prompt lookup only.
     draft: str | None = None
+    # How it is asked for next-edit suggestions; None: it is not (the server says so).
+    next_edit: NextEditTemplate | None = None
 
 
 # --------------------------------------------------------------------------- registry
@@ -109,9 +132,13 @@ _ENTRY_FIELDS = frozenset(
         "recommended",
         "sources",
         "draft",
+        "next_edit",
     }
 )
 _FIM_FIELDS = frozenset({"prefix", "suffix", "middle", "file_sep", "repo_name", "order"})
+_NEXT_EDIT_FIELDS = frozenset(
+    {"format", "above", "below", "system", "turn_start", "turn_end", "file_sep"}
+)
 _RECOMMENDED_KEYS = ("threads", "context", "max_tokens")
 _SOURCE_FIELDS: dict[str, frozenset[str]] = {
     "pypi-parts": frozenset({"kind", "packages", "module_paths"}),
@@ -257,7 +284,28 @@ def _parse_entry(name: str, raw: Any, where: str) -> ModelSpec:
         sources=_parse_sources(raw["sources"], where),
         default=default,
         draft=_opt_str_field(raw, "draft", where),
+        next_edit=None if raw.get("next_edit") is None
+        else _parse_next_edit(raw["next_edit"], f"{where}, table 'next_edit'"),
     )
+
+
+def _parse_next_edit(raw: Any, where: str) -> NextEditTemplate:
+    if not isinstance(raw, dict):
+        _fail(where, "must be a table")
+    _check_keys(raw, _NEXT_EDIT_FIELDS, where)
+    fmt = raw.get("format")
+    if fmt not in NEXT_EDIT_FORMATS:
+        _fail(where, f"field 'format' must be one of {', '.join(NEXT_EDIT_FORMATS)}, got {fmt!r}")
+    needed = ("system", "turn_start", "turn_end") if fmt == "chat" else ("file_sep",)
+    template = NextEditTemplate(
+        format=fmt,
+        above=_int_field(raw, "above", where, minimum=0),
+        below=_int_field(raw, "below", where, minimum=0),
+        **{key: _str_field(raw, key, where) for key in needed},
+    )
+    if template.above + template.below > 64:
+        _fail(where, "the window (above + below) is at most 64 lines")
+    return template
 
 
 def _parse_fim(raw: Any, where: str) -> FimTemplate:
@@ -704,8 +752,24 @@ def _unused_fim_warnings(where: str, vocab: set[str], meta: Mapping[str, Any]) -
     return []
 
 
-def spec_from_gguf(path: Path) -> ModelSpec:
-    """A registry-less spec for a bare .gguf: arch, context and template read from the file."""
+def infer_next_edit_from_vocab(
+    tokens: Collection[str], registry: Mapping[str, ModelSpec]
+) -> NextEditTemplate | None:
+    """The next-edit format of a bare .gguf: a registry entry's whose markers are all tokens
+    of this vocabulary, a chat one first (an instruct model follows the instruction). A model
+    with only the repository markers gets the "sweep" format, which is Qwen2.5-Coder's
+    repository pretraining layout (file separators) that Sweep built on."""
+    templates = [s.next_edit for s in registry.values() if s.next_edit is not None]
+    for template in sorted(templates, key=lambda t: t.format != "chat"):
+        markers = (template.turn_start, template.turn_end, template.file_sep)
+        if all(_in_vocab(m, tokens) for m in markers if m):
+            return template
+    return None
+
+
+def spec_from_gguf(path: Path, registry: Mapping[str, ModelSpec] | None = None) -> ModelSpec:
+    """A registry-less spec for a bare .gguf: arch, context and template read from the file
+    (the next-edit format too, from the `registry`'s formats, when one is given)."""
     meta = read_gguf_info(path, arrays=(_TOKENS_KEY, _TOKEN_TYPES_KEY)).metadata
     arch = meta.get("general.architecture")
     arch = arch if isinstance(arch, str) else "unknown"
@@ -731,4 +795,5 @@ def spec_from_gguf(path: Path) -> ModelSpec:
         recommended={"threads": 0, "context": 4096, "max_tokens": 64},
         sources=(),
         default=False,
+        next_edit=infer_next_edit_from_vocab(vocab, registry) if registry else None,
     )

@@ -11,6 +11,7 @@ from lsp_complete.config import (
     CompletionSettings,
     DocumentSettings,
     EngineSettings,
+    NextEditSettings,
     Settings,
     _check,
     parse_settings,
@@ -23,7 +24,8 @@ WIRE_KEYS = {
     "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
     "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
     "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
-    "speculation", "repoContextTokens", "alternatives",
+    "speculation", "repoContextTokens", "alternatives", "nextEdit", "nextEditDelayMs",
+    "nextEditModel",
 }
 # What needs a new engine when it changes (the model is loaded again).
 RELOAD_KEYS = {
@@ -41,7 +43,8 @@ def _camel(name: str) -> str:
 def test_the_wire_keys_are_the_settings_fields_and_each_is_in_one_group() -> None:
     names = [f.name for f in dataclasses.fields(Settings)]
     assert {_camel(n) for n in names} == WIRE_KEYS
-    groups = (EngineSettings, CompletionSettings, DocumentSettings, CacheSettings)
+    groups = (EngineSettings, CompletionSettings, DocumentSettings, NextEditSettings,
+              CacheSettings)
     grouped = [f.name for g in groups for f in dataclasses.fields(g)]
     assert sorted(grouped) == sorted(names)  # each field in exactly one group
     assert {_camel(f.name) for f in dataclasses.fields(EngineSettings)} == RELOAD_KEYS
@@ -57,7 +60,7 @@ def test_every_default_passes_its_own_check() -> None:
 _FIELD_OF = {_camel(f.name): f.name for f in dataclasses.fields(Settings)}
 _OTHER_VALUE = {"model": "other.gguf", "engine": "openai", "multiline": "never",
                 "remoteHealing": "off", "enabled": {"python": False}, "speculation": "off",
-                "threadPolicy": "fixed"}
+                "threadPolicy": "fixed", "nextEdit": "off", "nextEditModel": "other"}
 
 
 @pytest.mark.parametrize("key", sorted(WIRE_KEYS))

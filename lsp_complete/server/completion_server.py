@@ -4,6 +4,7 @@ collaborators it uses (never the server itself).
 The parts, one job each: `EditorClient` (what is said to and asked of the editor),
 `ModelHost` (model lifecycle), `RepoHost` (workspace roots and repository blocks),
 `OpenFiles` (documents, their state and idle work), `Suggester` (suggestion requests),
+`NextEdits` (next-edit suggestions),
 `Telemetry` (counters and records). The server itself holds the settings (parts read the
 current ones through a callable), the worker thread (scheduler) and typing-ahead.
 """
@@ -27,6 +28,7 @@ from lsp_complete.server.client import EditorClient
 from lsp_complete.server.completion import Suggester
 from lsp_complete.server.files import OpenFiles
 from lsp_complete.server.model import ModelHost
+from lsp_complete.server.next_edit import NextEdits
 from lsp_complete.server.protocol import SECTION, Protocol
 from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.status import RECENT_LIMIT, server_status
@@ -73,6 +75,8 @@ class CompletionServer(LanguageServer):
                                self.repo, self.typeahead, self.telemetry, self._idle_error)
         self.suggester = Suggester(self.files, self.model, self.repo, self.typeahead,
                                    self.telemetry, self.scheduler, current, self.client)
+        self.next_edits = NextEdits(self.files, self.model, self.telemetry, self.scheduler,
+                                    current, self.client)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
         self._loading = False  # load_model's loop is running
         self._model_wanted = False  # `initialized` asked for the model: settings reload it
@@ -156,6 +160,8 @@ class CompletionServer(LanguageServer):
         """The client went away without `exit` (TCP mode keeps serving): forget the files it
         opened (their caches are saved) and the settings it sent, so that the next client
         starts as on a fresh launch and sees nothing of this one."""
+        for uri in list(self.files.documents):
+            self.next_edits.closed(uri)
         self.files.close_all()
         self.settings = self.launch_settings
         self.model.use_settings(self.settings)

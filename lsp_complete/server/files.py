@@ -55,6 +55,8 @@ SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger fil
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
 TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose trees are kept
+# An edit over more lines than this is not kept as next-edit history (nor read line by line).
+HISTORY_MAX_LINES = 40
 
 
 def climb_key(uri: str) -> str:
@@ -186,11 +188,24 @@ class OpenFiles:
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
                 rng = (r.start.line, r.start.character, r.end.line, r.end.character)
+                first = min(max(r.start.line, 0), doc.line_count - 1)
+                last = min(max(r.end.line, first), doc.line_count - 1)
+                added = change.text.count("\n")
+                small = last - first <= HISTORY_MAX_LINES and added <= HISTORY_MAX_LINES
+                before = [doc.line_text(n) for n in range(first, last + 1)] if small else []
                 start = doc.apply_change(change.text, rng, encoding)
+                if small:
+                    state.history.record(
+                        first, before, [doc.line_text(n) for n in range(first, first + added + 1)])
+                else:  # a big paste or cut: the blocks' line numbers say nothing any more
+                    state.history.clear()
+                state.edit_cursor = start + len(change.text)
                 # A keystroke must not rescan the file: only big pastes are checked again.
                 recheck = recheck or len(change.text) > 4096 or "\x00" in change.text
             else:
                 start = doc.apply_change(change.text, None, encoding)
+                state.history.clear()  # (no client of ours sends whole texts as edits)
+                state.edit_cursor = None
                 recheck = True
             state.edited_at(start)
         doc.version = params.text_document.version

@@ -14,7 +14,14 @@ from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.completion import inline_item, menu_item
 from lsp_complete.server.completion_server import CompletionServer
 from lsp_complete.server.framing import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
-from lsp_complete.server.protocol import ACCEPT_COMMAND, CURSOR_METHOD, SECTION, STATUS_METHOD
+from lsp_complete.server.protocol import (
+    ACCEPT_COMMAND,
+    CURSOR_METHOD,
+    DID_SHOW_NEXT_EDIT_METHOD,
+    NEXT_EDIT_METHOD,
+    SECTION,
+    STATUS_METHOD,
+)
 from lsp_complete.server.tcp import serve_tcp
 from lsp_complete.server.telemetry import RECENT_LIMIT
 
@@ -48,9 +55,11 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompletionServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.files.change(params)
+        ls.next_edits.edited(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompletionServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.next_edits.closed(params.text_document.uri)
         ls.files.close(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -102,7 +111,18 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
 
     @server.command(ACCEPT_COMMAND)
     def accepted(ls: CompletionServer, args: Any) -> None:
-        ls.telemetry.accepted(str(_arg(args, "id") or ""))
+        suggestion_id = str(_arg(args, "id") or "")
+        ls.telemetry.accepted(suggestion_id)
+        uri = _arg(args, "uri")
+        ls.next_edits.accepted(suggestion_id, uri if isinstance(uri, str) else None)
+
+    @server.feature(NEXT_EDIT_METHOD)
+    async def next_edit(ls: CompletionServer, params: Any) -> dict[str, Any]:
+        return await ls.next_edits.request(params)
+
+    @server.feature(DID_SHOW_NEXT_EDIT_METHOD)
+    def did_show_next_edit(ls: CompletionServer, params: Any) -> None:
+        ls.next_edits.shown(_arg(params, "item"))
 
     @server.feature(CURSOR_METHOD)
     def did_move_cursor(ls: CompletionServer, params: Any) -> None:

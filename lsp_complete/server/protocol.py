@@ -30,6 +30,15 @@ CURSOR_METHOD = "lsp-complete/didMoveCursor"
 # with the one-line suggestion shown there is ready; asking again there (or typing on through
 # the line) is answered with it from typing-ahead.
 BLOCK_READY_METHOD = "lsp-complete/blockReady"
+# Copilot's next-edit protocol (sidekick.nvim, copilot-lsp, copilot.el speak it): a request
+# {textDocument: {uri, version}, position, context?} answered {edits: [{text, range,
+# textDocument: {uri, version}, command}]} (alternatives: we send at most one; [] means
+# nothing to change), and a notification {item: <the edit>} when the client shows one.
+NEXT_EDIT_METHOD = "textDocument/copilotInlineEdit"
+DID_SHOW_NEXT_EDIT_METHOD = "textDocument/didShowInlineEdit"
+# Server -> client notification {textDocument: {uri, version}}: a next edit for that version
+# is ready; asking for it (NEXT_EDIT_METHOD) answers at once.
+NEXT_EDIT_READY_METHOD = "lsp-complete/nextEditReady"
 ACCEPT_COMMAND = "lsp-complete.accepted"
 SECTION = "lspComplete"  # the settings section in workspace/configuration
 
@@ -246,7 +255,9 @@ def advertise_for_client(server: types.ServerCapabilities,
     if shows_inline_completion(client):
         server.completion_provider = None
     server.experimental = {"lspComplete": {"statusRequest": STATUS_METHOD,
-                                           "cursorNotification": CURSOR_METHOD}}
+                                           "cursorNotification": CURSOR_METHOD,
+                                           "nextEditRequest": NEXT_EDIT_METHOD,
+                                           "nextEditReadyNotification": NEXT_EDIT_READY_METHOD}}
 
 
 def _is_plain_function(handler: Any) -> bool:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from lsp_complete.nextedit.history import EditHistory
 from lsp_complete.pipeline import Completer, Completion, Prepared
 from lsp_complete.scheduler import Job
 
@@ -95,6 +96,9 @@ class DocState(LoopOwned):
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
     shown: Shown | None = None  # until the text changes or the cursor leaves the spot
     small_answers: int = 0  # model answers from a smaller prompt than the full one, since open
+    # The recent edits (next-edit prompts) and where the last one left the cursor.
+    history: EditHistory = field(default_factory=EditHistory)
+    edit_cursor: int | None = None
 
     def edit_begins(self) -> None:
         """An edit: idle work planned for the old text is moot."""

@@ -58,6 +58,12 @@ class Telemetry:
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
             "cursorMoves": 0, "alternativesShown": 0, "blocks": 0,
+            # Next edits: computed (each answer of the model), what it came to (an edit,
+            # nothing to change, an answer the guards refused, an engine error), and the edits
+            # the client showed (didShowInlineEdit) and accepted.
+            "nextEditComputed": 0, "nextEditEdits": 0, "nextEditNothing": 0,
+            "nextEditRejected": 0, "nextEditErrors": 0, "nextEditShown": 0,
+            "nextEditAccepted": 0,
         }
         self._suggestions: dict[str, dict[str, Any]] = {}
 

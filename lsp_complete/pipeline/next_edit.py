@@ -1,0 +1,73 @@
+"""One next-edit suggestion on the worker thread: prompt (nextedit/prompt.py) -> engine ->
+the rewritten window read back and guarded -> the smallest replacement in the window.
+
+The engine is asked under a key of its own per file (`next_edit_key`), not the file's: the
+next-edit prompt shares nothing with the file's FIM prompt, so in the file's sequence it would
+throw away what the next keystroke reuses; in its own sequence the instruction and the history
+stay cached from one request to the next, and prompt-lookup speculation (not available to
+`aside` work) drafts the copied window from the prompt.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from lsp_complete.engine.base import CancelToken, Engine, GenerationRequest, GenerationResult
+from lsp_complete.models import NextEditTemplate
+from lsp_complete.nextedit.diff import Replacement, smallest_replacement
+from lsp_complete.nextedit.history import EditBlock
+from lsp_complete.nextedit.prompt import NextEditPrompt, Window, parse_answer, render
+from lsp_complete.prompt import SegmentTokenizer
+
+# The rewrite copies the window: its tokens, and room for an edit that adds a few lines.
+EXTRA_TOKENS = 96
+MAX_TOKENS = 1024
+
+
+def next_edit_key(uri: str) -> str:
+    """The engine key of a file's next-edit prompts (keys starting with the URI are the
+    file's work: shutdown and close stop it)."""
+    return uri + "\0next-edit"
+
+
+@dataclass
+class NextEditAnswer:
+    replacement: Replacement | None  # None: nothing to change (or nothing to trust)
+    outcome: str  # edit | same | rejected | cancelled | error
+    result: GenerationResult | None = None
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    error: str = ""
+    raw: str = field(default="", repr=False)
+
+
+def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: NextEditTemplate,
+                      stop: tuple[str, ...], speculation: str, key: str, window: Window,
+                      history: list[EditBlock], cancel: CancelToken) -> NextEditAnswer:
+    started = time.perf_counter()
+    prompt = render(template, window, history, stop)
+    segments = [[t for text, special in part for t in tokenize(text, special=special)]
+                for part in prompt.parts]
+    window_tokens = len(tokenize(window.text))
+    request = GenerationRequest(
+        key=key, segments=[s for s in segments if s], single_line=False,
+        max_tokens=min(MAX_TOKENS, window_tokens + EXTRA_TOKENS), stop=prompt.stop,
+        speculation=speculation,
+    )
+    result = engine.complete(request, cancel)
+    answer = NextEditAnswer(None, "cancelled", result, prompt_tokens=len(request.tokens),
+                            raw=result.text)
+    if not cancel.cancelled:
+        finished = result.stop_reason in ("eog", "stop")
+        rewritten = parse_answer(template, result.text, finished, window.text)
+        if rewritten is None:
+            answer.outcome = "rejected"
+        else:
+            answer.replacement = smallest_replacement(window.text, rewritten)
+            answer.outcome = "edit" if answer.replacement else "same"
+    answer.latency_ms = (time.perf_counter() - started) * 1000
+    return answer
+
+
+__all__ = ["NextEditAnswer", "NextEditPrompt", "next_edit_key", "suggest_next_edit"]

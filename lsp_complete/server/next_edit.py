@@ -1,0 +1,292 @@
+"""Next-edit suggestions (textDocument/copilotInlineEdit): *when* they are computed, the
+answer kept per (file, version), and the edit the client gets.
+
+An edit schedules one after a pause (`nextEditDelayMs`); an accepted suggestion (inline or
+next edit) schedules one at once. It runs as idle work on the worker (a keystroke's
+suggestion preempts it at once, and any edit of the file cancels it): never per keystroke.
+The answer is kept for the file's version and the window it covers; a request finds it ready,
+joins the one running, or starts one; an answer for another version never answers.
+Our own clients are told when an edit is ready (NEXT_EDIT_READY_METHOD).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+
+from lsp_complete.config import Settings
+from lsp_complete.documents import Document
+from lsp_complete.engine.base import CancelToken
+from lsp_complete.nextedit.prompt import Window, original_window, window_lines
+from lsp_complete.pipeline import NextEditAnswer, next_edit_key
+from lsp_complete.scheduler import Job, Scheduler
+from lsp_complete.server.client import EditorClient
+from lsp_complete.server.files import OpenFiles
+from lsp_complete.server.model import ModelHost
+from lsp_complete.server.protocol import ACCEPT_COMMAND, NEXT_EDIT_READY_METHOD
+from lsp_complete.server.state import DocState
+from lsp_complete.server.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+_EDITS_KEPT = 256  # edits sent whose show / accept is still counted
+_OUTCOME_COUNTERS = {"edit": "nextEditEdits", "same": "nextEditNothing",
+                     "rejected": "nextEditRejected"}
+
+
+@dataclass
+class Pending:
+    """A next edit computed (or being computed) for one version of one open file."""
+
+    doc: Document
+    state: DocState
+    version: int
+    first_line: int  # the window it rewrites
+    last_line: int
+    task: asyncio.Task[dict[str, Any] | None]
+    job: Job | None = None
+
+
+class NextEdits:
+    def __init__(self, files: OpenFiles, model: ModelHost, telemetry: Telemetry,
+                 scheduler: Scheduler, settings: Callable[[], Settings],
+                 client: EditorClient) -> None:
+        self._files = files
+        self._model = model
+        self._telemetry = telemetry
+        self._scheduler = scheduler
+        self._settings = settings
+        self._client = client
+        self._pending: dict[str, Pending] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._sent: OrderedDict[str, dict[str, Any]] = OrderedDict()  # id -> {uri, shown}
+
+    # ------------------------------------------------------------------ triggers
+
+    def edited(self, uri: str) -> None:
+        """didChange: what was computed or running for the old text is moot; plan the next
+        edit after the pause."""
+        self._drop(uri)
+        if self._settings().next_edit == "on":
+            self._after(uri, self._settings().next_edit_delay_ms / 1000)
+
+    def accepted(self, suggestion_id: str, uri: str | None) -> None:
+        """The accept command of a suggestion (ours or inline): count it, and compute the next
+        edit now (the client applied the edit before running the command)."""
+        sent = self._sent.pop(suggestion_id, None)
+        if sent is not None:
+            self._telemetry.counters["nextEditAccepted"] += 1
+            uri = sent["uri"]
+        if uri is not None and uri in self._files.documents and \
+                self._settings().next_edit == "on":
+            self._after(uri, 0)
+
+    def shown(self, item: Any) -> None:
+        """didShowInlineEdit: count an edit we sent the first time it is shown."""
+        suggestion_id = _edit_id(item)
+        sent = self._sent.get(suggestion_id) if suggestion_id else None
+        if sent is None:
+            log.debug("didShowInlineEdit for an edit not sent here: %.200r", item)
+            return
+        if not sent["shown"]:
+            sent["shown"] = True
+            self._telemetry.counters["nextEditShown"] += 1
+
+    def closed(self, uri: str) -> None:
+        self._drop(uri)
+        completer = self._model.completer
+        if completer is not None:
+            self._scheduler.submit_background(
+                next_edit_key(uri) + "\0forget", lambda _c: completer.forget_next_edit(uri))
+
+    def _after(self, uri: str, delay_s: float) -> None:
+        old = self._timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        doc = self._files.documents.get(uri)
+        if doc is None:
+            return
+        version = doc.version
+
+        def fire() -> None:
+            self._timers.pop(uri, None)
+            state = self._files.states.get(uri)
+            if self._files.documents.get(uri) is not doc or doc.version != version or \
+                    state is None:
+                return
+            cursor = state.edit_cursor if state.edit_cursor is not None else state.last_cursor
+            if cursor is not None and cursor <= len(doc.text):
+                self._start(uri, doc, state, doc.line_of(cursor), cursor)
+
+        self._timers[uri] = asyncio.get_running_loop().call_later(delay_s, fire)
+
+    def _drop(self, uri: str) -> None:
+        timer = self._timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        pending = self._pending.pop(uri, None)
+        if pending is not None and pending.job is not None:
+            self._scheduler.cancel(pending.job)
+
+    # ------------------------------------------------------------------ the request
+
+    async def request(self, params: Any) -> dict[str, Any]:
+        """textDocument/copilotInlineEdit: {edits: [the edit]} or {edits: []}."""
+        uri = _get(_get(params, "textDocument"), "uri")
+        version = _get(_get(params, "textDocument"), "version")
+        position = _get(params, "position")
+        line, character = _get(position, "line"), _get(position, "character")
+        if not isinstance(uri, str) or not _is_int(line) or not _is_int(character) or (
+                version is not None and not _is_int(version)):
+            self._client.tell(f"lsp-complete: malformed textDocument/copilotInlineEdit params: "
+                              f"{str(params)[:200]}", types.MessageType.Warning,
+                              once_key="next-edit-params")
+            return {"edits": []}
+        doc, state = self._files.documents.get(uri), self._files.states.get(uri)
+        if doc is None or state is None or self._settings().next_edit != "on":
+            return {"edits": []}
+        if version is not None and version != doc.version:
+            return {"edits": []}  # asked for another text than the one here
+        if not 0 <= line < doc.line_count or character < 0:
+            return {"edits": []}
+        version = doc.version
+        pending = self._pending.get(uri)
+        if pending is None or not (pending.doc is doc and pending.version == version
+                                   and pending.first_line <= line <= pending.last_line):
+            cursor = doc.offset_at(line, character, self._client.encoding)
+            pending = self._start(uri, doc, state, line, cursor)
+            if pending is None:
+                return {"edits": []}
+        with contextlib.suppress(asyncio.CancelledError):
+            edit = await asyncio.shield(pending.task)
+            if edit is not None and self._files.documents.get(uri) is doc \
+                    and doc.version == version:
+                return {"edits": [edit]}
+        return {"edits": []}
+
+    # ------------------------------------------------------------------ computing
+
+    def _start(self, uri: str, doc: Document, state: DocState, line: int,
+               cursor: int) -> Pending | None:
+        """Compute the next edit for the window around `line` in idle time."""
+        completer = self._model.completer
+        if completer is None or not self._model.ready or state.disabled_reason:
+            return None
+        if not self._settings().language_enabled(doc.language_id) or not self._supported():
+            return None
+        template = completer.spec.next_edit
+        assert template is not None  # (_supported)
+        first, last = window_lines(doc.line_count, line, template)
+        start = doc.line_range(first)[0]
+        end = doc.line_range(last)[1]
+        lines = [doc.line_text(n) for n in range(first, last + 1)]
+        history = list(state.history.blocks)
+        window = Window(path=_path(uri), language_id=doc.language_id, text=doc.text[start:end],
+                        first_line=first, cursor=min(max(cursor - start, 0), end - start),
+                        original=original_window(lines, first, state.history.last))
+        self._drop(uri)
+        job = self._scheduler.submit_background(
+            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel))
+        version = doc.version
+        encoding = self._client.encoding
+
+        async def answer() -> dict[str, Any] | None:
+            result: NextEditAnswer | None = await asyncio.wrap_future(job.future)
+            if result is None or result.outcome == "cancelled":
+                return None
+            counters = self._telemetry.counters
+            counters["nextEditComputed"] += 1
+            counters[_OUTCOME_COUNTERS.get(result.outcome, "nextEditErrors")] += 1
+            if result.error:
+                self._client.tell_failure("engine-error", f"lsp-complete: {result.error}")
+            rep = result.replacement
+            if rep is None or self._files.documents.get(uri) is not doc \
+                    or doc.version != version:
+                return None
+            edit = self._edit(uri, doc, start + rep.start, start + rep.end, rep.text, encoding)
+            self._client.notify(NEXT_EDIT_READY_METHOD,
+                                {"textDocument": {"uri": uri, "version": version}})
+            return edit
+
+        task = asyncio.get_running_loop().create_task(answer())
+        pending = self._pending[uri] = Pending(doc, state, version, first, last, task, job)
+        return pending
+
+    def _supported(self) -> bool:
+        """The model in use can make next edits; else tell once why not."""
+        settings, completer = self._settings(), self._model.completer
+        assert completer is not None
+        wanted = settings.next_edit_model
+        if wanted is not None and wanted not in (completer.spec.name, settings.model):
+            self._client.tell(
+                f"lsp-complete: nextEditModel {wanted!r}: only the completion model makes next "
+                "edits for now; set nextEditModel to null or to the model's name (or set "
+                "`model` to it)", types.MessageType.Warning, once_key="next-edit-model")
+            return False
+        if completer.spec.next_edit is None:
+            self._client.tell(
+                f"lsp-complete: the model {completer.spec.name!r} has no next-edit format in "
+                "models.toml: no next-edit suggestions", types.MessageType.Info,
+                once_key="next-edit-format")
+            return False
+        return True
+
+    def _edit(self, uri: str, doc: Document, start: int, end: int, text: str,
+              encoding: str) -> dict[str, Any]:
+        suggestion_id = uuid.uuid4().hex[:12]
+        self._sent[suggestion_id] = {"uri": uri, "shown": False}
+        if len(self._sent) > _EDITS_KEPT:
+            self._sent.popitem(last=False)
+        (sl, sc), (el, ec) = doc.position_at(start, encoding), doc.position_at(end, encoding)
+        return {
+            "text": text,
+            "range": {"start": {"line": sl, "character": sc},
+                      "end": {"line": el, "character": ec}},
+            "textDocument": {"uri": uri, "version": doc.version},
+            "command": {"title": "Accept next edit", "command": ACCEPT_COMMAND,
+                        "arguments": [{"id": suggestion_id}]},
+        }
+
+
+def _guarded(completer: Any, uri: str, window: Window, history: list[Any],
+             cancel: CancelToken) -> NextEditAnswer | None:
+    """On the worker; a failure is logged and answers nothing (the worker survives)."""
+    try:
+        answer: NextEditAnswer = completer.next_edit(uri, window, history, cancel)
+        return answer
+    except Exception:
+        log.exception("next edit failed for %s", uri)
+        return None
+
+
+def _path(uri: str) -> str:
+    return unquote(uri.rsplit("/", 1)[-1]) or "file"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _get(value: Any, name: str) -> Any:
+    """A field of custom params: a dict or a pygls Object (a namedtuple)."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None) if hasattr(value, "_asdict") else None
+
+
+def _edit_id(item: Any) -> str | None:
+    """The id in an edit's accept command ({item: {command: {arguments: [{id}]}}})."""
+    arguments = _get(_get(item, "command"), "arguments")
+    if isinstance(arguments, list | tuple) and arguments:
+        found = _get(arguments[0], "id")
+        return found if isinstance(found, str) else None
+    return None

@@ -1,0 +1,245 @@
+"""Next-edit suggestions through the real server (issue 33): a client that speaks
+`textDocument/copilotInlineEdit` exactly as sidekick.nvim does (make_position_params, plus
+textDocument.version and context.triggerKind 2; lua/sidekick/nes/init.lua), and
+`textDocument/didShowInlineEdit`.
+
+The tiny model runs in process for what does not depend on what it writes (off, stale
+versions, cancellation, malformed params); the edits themselves come from a scripted
+llama-server stand-in (the tiny model writes gibberish, which no guard accepts), as in
+test_blocks.py. The real model's two cases are in test_real_model_next_edit below (slow)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from lsp_complete.server.protocol import (
+    DID_SHOW_NEXT_EDIT_METHOD,
+    NEXT_EDIT_METHOD,
+    NEXT_EDIT_READY_METHOD,
+)
+from lsp_complete.testing.lsp_client import (
+    insert,
+    open_doc,
+    plain,
+    replace,
+    status,
+    wait_idle,
+)
+from tests.lsp_helpers import start_server
+from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
+
+SOURCE = "def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n"
+# The user renamed `width` to `w` on line 0; the model is to carry it to line 1.
+RENAMED = SOURCE.replace("area(width,", "area(w,")
+PROPAGATED = RENAMED.replace("return width *", "return w *")
+
+
+def sidekick_params(uri: str, version: int, line: int, character: int) -> dict[str, Any]:
+    """What sidekick.nvim sends: vim.lsp.util.make_position_params, then the buffer's version
+    and context = { triggerKind = 2 }."""
+    return {"textDocument": {"uri": uri, "version": version},
+            "position": {"line": line, "character": character},
+            "context": {"triggerKind": 2}}
+
+
+async def next_edit(client: Any, uri: str, version: int, line: int,
+                    character: int) -> list[dict[str, Any]]:
+    answer = plain(await client.protocol.send_request_async(
+        NEXT_EDIT_METHOD, sidekick_params(uri, version, line, character)))
+    assert isinstance(answer, dict) and isinstance(answer["edits"], list), answer
+    return answer["edits"]
+
+
+def rename_width(client: Any, uri: str) -> None:
+    """Version 2: `width` -> `w` in the signature, as typed over the word."""
+    where = types.Range(start=types.Position(line=0, character=9),
+                        end=types.Position(line=0, character=14))
+    replace(client, uri, 2, where, "w")
+
+
+def apply(text: str, edit: dict[str, Any]) -> str:
+    lines = text.split("\n")
+    start, end = edit["range"]["start"], edit["range"]["end"]
+
+    def offset(pos: dict[str, int]) -> int:
+        return sum(len(line) + 1 for line in lines[: pos["line"]]) + pos["character"]
+
+    return text[: offset(start)] + edit["text"] + text[offset(end):]
+
+
+def sweep_answer(window: str) -> list[str]:
+    """The stand-in's stream: the rewritten window, then the next pseudo-file's separator
+    (the tiny model's vocabulary has <|file_sep|>: its format is "sweep")."""
+    return ["\n", window[: len(window) // 2], window[len(window) // 2:], "\n<|file_sep|>x"]
+
+
+async def test_sidekick_gets_the_edit_for_the_version_it_asked(
+        fake, tiny_model_path, engine) -> None:  # noqa: F811
+    # The window (10 lines above and below the cursor) is the whole file (its last line is
+    # the empty one after the last line break).
+    fake.pieces = sweep_answer(PROPAGATED)
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", nextEditDelayMs=0))
+    try:
+        uri = "file:///work/area.py"
+        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        params = await asyncio.wait_for(ready, 60)  # computed after the pause, unasked
+        assert params.textDocument.uri == uri and params.textDocument.version == 2
+        asked = len(fake.posts("/v1/completions"))
+        (edit,) = await next_edit(client, uri, 2, 0, 10)
+        assert len(fake.posts("/v1/completions")) == asked  # the ready answer
+        assert edit["textDocument"] == {"uri": uri, "version": 2}
+        # The smallest replacement: `width` -> `w` deletes "idth".
+        assert edit["range"] == {"start": {"line": 1, "character": 12},
+                                 "end": {"line": 1, "character": 16}}
+        assert edit["text"] == ""
+        assert apply(RENAMED, edit) == PROPAGATED
+        prompt = fake.posts("/v1/completions")[-1]["prompt"]
+        # The history, then the window before and after the edit, as Sweep's format has it
+        # (the separators are special tokens, which detokenize to nothing).
+        text = engine.detokenize(prompt)
+        assert text == ("area.py.diff\noriginal:\ndef area(width, height):\nupdated:\n"
+                        f"def area(w, height):\noriginal/area.py\n{SOURCE}\n"
+                        f"current/area.py\n{RENAMED}\nupdated/area.py")
+        command = edit["command"]
+        assert command["command"] == "lsp-complete.accepted"
+        # Shown (twice: counted once), then accepted as sidekick does it: apply, then the
+        # command.
+        for _ in range(2):
+            client.protocol.notify(DID_SHOW_NEXT_EDIT_METHOD, {"item": edit})
+        replace(client, uri, 3, types.Range(start=types.Position(line=1, character=12),
+                                            end=types.Position(line=1, character=16)), "")
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=command["command"], arguments=command["arguments"]))
+        counters = (await status(client))["counters"]
+        assert counters["nextEditShown"] == 1 and counters["nextEditAccepted"] == 1
+        assert counters["nextEditEdits"] >= 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_model_path) -> None:  # noqa: F811
+    fake.pieces = sweep_answer(PROPAGATED)
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", nextEditDelayMs=0))
+    try:
+        uri = "file:///work/area.py"
+        ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        await asyncio.wait_for(ready, 60)
+        # A keystroke at the end of the file (version 3): the version-2 edit is stale.
+        insert(client, uri, 3, 5, 0, "#")
+        assert await next_edit(client, uri, 2, 0, 10) == []
+        # Asked for version 3, it is computed for version 3 (its range in that text).
+        fake.pieces = sweep_answer(PROPAGATED + "#")
+        edits = await next_edit(client, uri, 3, 0, 10)
+        assert [e["textDocument"]["version"] for e in edits] == [3]
+        assert apply(RENAMED + "#", edits[0]) == PROPAGATED + "#"
+    finally:
+        await client.shutdown_session()
+
+
+async def test_nothing_to_change_is_an_empty_answer(fake, tiny_model_path) -> None:  # noqa: F811
+    fake.pieces = sweep_answer(SOURCE)  # the window unchanged
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000))
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        assert await next_edit(client, uri, 1, 4, 0) == []
+        assert (await status(client))["counters"]["nextEditNothing"] == 1
+        fake.pieces = sweep_answer(SOURCE * 2)  # the window twice: not a rewrite
+        insert(client, uri, 2, 5, 0, "")
+        assert await next_edit(client, uri, 2, 4, 0) == []
+        fake.pieces = sweep_answer("<|fim_middle|>" + SOURCE)  # the template leaked
+        insert(client, uri, 3, 5, 0, "")
+        assert await next_edit(client, uri, 3, 4, 0) == []
+        assert (await status(client))["counters"]["nextEditRejected"] == 2
+    finally:
+        await client.shutdown_session()
+
+
+async def test_next_edit_off_answers_empty_and_runs_no_model(tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEdit": "off", "nextEditDelayMs": 0})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        await asyncio.sleep(0.3)  # past the pause
+        before = (await wait_idle(client))["engineCounters"]["calls"]
+        assert await next_edit(client, uri, 2, 0, 10) == []
+        st = await wait_idle(client)
+        assert st["engineCounters"]["calls"] == before
+        assert st["counters"]["nextEditComputed"] == 0
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_keystroke_cancels_the_next_edit_being_computed(tiny_model_path: Path) -> None:
+    # Every decode takes 40 ms: the rewrite (the window's tokens and more) takes seconds.
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000},
+                                env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "40"})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        base = (await wait_idle(client))["engineCounters"]
+        asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
+        for _ in range(1000):  # until the rewrite is being generated
+            counters = (await status(client))["engineCounters"]
+            if counters["tokens_generated"] > base["tokens_generated"] + 2:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"no next edit computed: {counters}")
+        insert(client, uri, 3, 5, 0, "#")  # a keystroke, no request
+        assert await asyncio.wait_for(asked, 30) == []  # stale now
+        st = await wait_idle(client)
+        counters = st["engineCounters"]
+        assert counters["max_tokens_after_cancel"] <= 1, counters  # stopped at once
+        await asyncio.sleep(0.3)
+        assert (await status(client))["engineCounters"] == counters  # no further work
+        assert st["counters"]["nextEditComputed"] == 0  # (cancelled: nothing came of it)
+    finally:
+        await client.shutdown_session()
+
+
+@pytest.mark.parametrize("params", [
+    {"textDocument": {"uri": "file:///work/area.py", "version": "two"},
+     "position": {"line": 0, "character": 0}},
+    {"textDocument": {"uri": 5}, "position": {"line": 0, "character": 0}},
+    {"position": {"line": "x"}},
+    [1, 2, 3],
+    {"textDocument": {"uri": "file:///work/area.py", "version": 1},
+     "position": {"line": 99, "character": 0}},
+    {"textDocument": {"uri": "file:///work/never-opened.py", "version": 1},
+     "position": {"line": 0, "character": 0}},
+])
+async def test_malformed_params_get_an_error_or_nothing_and_the_server_serves_on(
+        tiny_model_path: Path, params: Any) -> None:
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        try:
+            answer = plain(await client.protocol.send_request_async(NEXT_EDIT_METHOD, params))
+        except Exception as exc:  # an error response is fine too
+            assert "Invalid" in str(exc) or "invalid" in str(exc), exc
+        else:
+            assert answer == {"edits": []}
+        client.protocol.notify(DID_SHOW_NEXT_EDIT_METHOD, {"item": params})
+        client.protocol.notify(DID_SHOW_NEXT_EDIT_METHOD, params)
+        st = await status(client)  # still serving
+        assert st["model"]["state"] == "ready" and st["counters"]["nextEditShown"] == 0
+    finally:
+        await client.shutdown_session()
