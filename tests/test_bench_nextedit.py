@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lsp_complete.bench import nextedit
 from lsp_complete.bench.nextedit import NEXT, SILENCE, Outcome, Task
+from lsp_complete.models import NextEditTemplate
+
+WINDOW = NextEditTemplate(format="chat", above=2, below=5)
 
 BASE = "".join(f"def f{i}(value):\n    total = {i}\n    return value + total\n\n\n"
                for i in range(12))
@@ -67,7 +71,9 @@ def test_mining_finds_one_next_edit_and_one_silence_task(repo: dict[str, str]) -
     assert "total = 2\n    return amount" in nxt.expected and "= 90" not in nxt.expected
     # The user typed "amount" over "value": the cursor rests after it.
     assert nxt.edited[: nxt.cursor].endswith("def f2(amount")
-    assert nxt.distance() == 2 and nxt.within_window() is True
+    assert nxt.distance() == 2 and nxt.within_window(WINDOW) is True
+    assert nxt.within_window(replace(WINDOW, below=1)) is False
+    assert nxt.within_window(None) is None
     silence = next(t for t in tasks if t.kind == SILENCE)
     assert silence.expected == silence.edited and silence.distance() is None
     assert nextedit.mine(repo["root"], seed=0, per_repo=0) == []

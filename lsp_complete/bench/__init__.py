@@ -212,7 +212,7 @@ def main(argv: list[str]) -> int:
     if args.next_edit or args.next_edit_tasks:
         from lsp_complete.bench import nextedit
 
-        return nextedit.main(args, *_resolve_model(args, out)[:2])
+        return nextedit.main(args, *_resolve_model(args, out))
     if args.baseline or args.candidate:
         from lsp_complete.bench import ab
 

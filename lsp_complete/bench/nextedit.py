@@ -42,16 +42,14 @@ from lsp_complete.bench.ab.stats import CONFIDENCE, RESAMPLES, draws
 from lsp_complete.bench.metrics import percentile
 from lsp_complete.bench.runner import WARMUP_TEXT, BenchConfig, ServerRunner
 from lsp_complete.languages import language_of_path
+from lsp_complete.models import NextEditTemplate
+from lsp_complete.nextedit.prompt import window_lines
 from lsp_complete.testing import lsp_client
 
 # The user stops typing, and the editor asks this much later (copilot.el asks after 0.5 s
 # idle); latency is counted from the request.
 PAUSE_MS = 500.0
 REQUEST_TIMEOUT_S = 120.0
-# The lines around the cursor the server rewrites (the issue: Copilot's 2 above, 5 below).
-# A next hunk outside them is reported apart: the server cannot reach it.
-WINDOW_ABOVE = 2
-WINDOW_BELOW = 5
 # What a "next edit" is: a few lines on each side of a hunk, a typed edit a person types.
 HUNK_MAX_LINES = 5
 TYPED_MAX_CHARS = 400
@@ -178,13 +176,18 @@ class Task:
             return 0
         return span[0] - line if span[0] > line else line - max(span[1] - 1, span[0])
 
-    def within_window(self) -> bool | None:
-        """Whether the whole expected hunk lies in the lines the server rewrites."""
-        if self.kind != NEXT:
+    def within_window(self, template: NextEditTemplate | None) -> bool | None:
+        """Whether the server can make the expected hunk: all of it inside the window of
+        lines the model rewrites (the model's next-edit template: above / below the cursor
+        line). A hunk beyond it is reported apart."""
+        if self.kind != NEXT or template is None:
             return None
-        first, end = _next_span(self.edited, self.expected)
+        start, end = _next_span(self.edited, self.expected)
         line = self.edited.count("\n", 0, self.cursor)
-        return line - WINDOW_ABOVE <= first and max(end, first + 1) <= line + WINDOW_BELOW + 1
+        first, last = window_lines(self.edited.count("\n") + 1, line, template)
+        if start == end:  # an insertion before line `start`: the rewrite can add lines there
+            return first <= start <= last + 1
+        return first <= start and end - 1 <= last
 
 
 def _next_span(edited: str, expected: str) -> tuple[int, int]:
@@ -435,19 +438,20 @@ def from_markdown(text: str) -> Task:
                 expected=apply_diff(edited, patches[0][1]) if patches else edited)
 
 
-def save_tasks(tasks: Sequence[Task], folder: Path) -> None:
+def save_tasks(tasks: Sequence[Task], folder: Path,
+               template: NextEditTemplate | None = None) -> None:
     """Each task as ExampleSpec markdown, and tasks.json: what re-mines them (no code)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, task in enumerate(tasks):
         (folder / f"{i:03d}-{task.name}.md").write_text(to_markdown(task), encoding="utf-8")
-    listing = [task_listing(t) for t in tasks]
+    listing = [task_listing(t, template) for t in tasks]
     (folder / "tasks.json").write_text(json.dumps(listing, indent=1) + "\n", encoding="utf-8")
 
 
-def task_listing(task: Task) -> dict[str, Any]:
+def task_listing(task: Task, template: NextEditTemplate | None = None) -> dict[str, Any]:
     return {"name": task.name, "repo": task.repo, "commit": task.commit, "path": task.path,
             "kind": task.kind, "language": task.language, "distance": task.distance(),
-            "within_window": task.within_window()}
+            "within_window": task.within_window(template)}
 
 
 def load_tasks(folder: Path) -> list[Task]:
@@ -543,9 +547,11 @@ async def type_edit(client: Any, uri: str, task: Task) -> int:
     return version
 
 
-async def run_task(session: Any, task: Task, index: int) -> Outcome:
+async def run_task(session: Any, task: Task, index: int,
+                   template: NextEditTemplate | None = None) -> Outcome:
     client = session.client
-    outcome = Outcome(task.name, task.language, task.kind, task.distance(), task.within_window())
+    outcome = Outcome(task.name, task.language, task.kind, task.distance(),
+                      task.within_window(template))
     uri = f"file:///lsp-complete-bench/nextedit/{index:03d}/{task.path}"
     cpu_before = session.cpu_s()
     session.open(uri, task.language, task.before, 1)
@@ -578,15 +584,18 @@ async def _warm_up(session: Any) -> None:
     await run_task(session, replace(warm, expected=warm.edited), 999)
 
 
-async def run_all(cfg: BenchConfig, tasks: Sequence[Task]) -> tuple[list[Outcome], dict]:
+async def run_all(cfg: BenchConfig, tasks: Sequence[Task],
+                  template: NextEditTemplate | None) -> tuple[list[Outcome], dict]:
     runner = ServerRunner(cfg, extra_options={"nextEdit": "on"})
     outcomes: list[Outcome] = []
     try:
         session = await runner.start(runner.new_cache_dir())
+        # The server tells its own clients an edit is ready; sidekick.nvim ignores it.
+        session.client.feature(lsp_client.NEXT_EDIT_READY)(_ignore)
         try:
             await _warm_up(session)
             for i, task in enumerate(tasks):
-                outcomes.append(await run_task(session, task, i))
+                outcomes.append(await run_task(session, task, i, template))
                 print(f"next-edit {i + 1}/{len(tasks)} {task.name}: "
                       f"{_verdict(outcomes[-1])}", file=sys.stderr)
         finally:
@@ -596,6 +605,10 @@ async def run_all(cfg: BenchConfig, tasks: Sequence[Task]) -> tuple[list[Outcome
     extras = {"peak_rss_mb": max(runner.peaks, default=None),
               "startup_ms": min(runner.startups, default=None)}
     return outcomes, extras
+
+
+def _ignore(*_args: Any) -> None:
+    pass
 
 
 def _verdict(o: Outcome) -> str:
@@ -671,8 +684,7 @@ COLUMNS = (
     ("tasks (next / silence)", lambda r: f"{r['next_edit_tasks']} / {r['silence_tasks']}"),
     ("exact next edit", lambda r: _rate(r["exact"])),
     ("relaxed (trailing ws)", lambda r: _rate(r["relaxed"])),
-    (f"exact, in window ({WINDOW_ABOVE} above, {WINDOW_BELOW} below)",
-     lambda r: _rate(r["exact_within_window"])),
+    ("exact, next hunk in the window", lambda r: _rate(r["exact_within_window"])),
     ("exact, beyond window", lambda r: _rate(r["exact_beyond_window"])),
     ("no edit where one follows", lambda r: _rate(r["no_edit_on_next"])),
     ("correct silence", lambda r: _rate(r["correct_silence"])),
@@ -699,6 +711,7 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
         "# lsp-complete bench: next-edit suggestions", "",
         f"{meta['date']} · model {meta['model'].get('name') or meta['model'].get('file')} · "
         f"{meta['settings']['threads']} threads · {meta['machine'].get('cpu', '')}", "",
+        f"Rewrite window (the model's next-edit template): {_window(meta)}.", "",
         "Rates with 95% bootstrap intervals over the tasks "
         f"({RESAMPLES} resamples). Latency: from the end of a {PAUSE_MS:.0f} ms pause after "
         "the edit to the answer of `textDocument/copilotInlineEdit`. CPU: the server "
@@ -712,15 +725,25 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
     return "\n".join(lines)
 
 
+def _window(meta: dict[str, Any]) -> str:
+    window = meta["settings"].get("window")
+    if not window:
+        return "none (the model has no next-edit template)"
+    return f"{window['above']} lines above the cursor line, {window['below']} below"
+
+
 def meta_of(args: argparse.Namespace, cfg: BenchConfig, tasks: Sequence[Task],
-            sources: Sequence[str], seconds: float) -> dict[str, Any]:
+            sources: Sequence[str], seconds: float,
+            template: NextEditTemplate | None) -> dict[str, Any]:
+    window = None if template is None else {"above": template.above, "below": template.below,
+                                            "format": template.format}
     return {
         "date": machine.now_utc(),
         "machine": machine.machine_info(cfg.threads),
         "model": machine.model_info(cfg.model_path, cfg.model_name),
         "versions": machine.package_versions(),
         "settings": {"threads": cfg.threads, "seed": args.seed, "pause_ms": PAUSE_MS,
-                     "window": [WINDOW_ABOVE, WINDOW_BELOW], "sources": list(sources),
+                     "window": window, "sources": list(sources),
                      "tasks": len(tasks), "run_seconds": round(seconds)},
         "notes": [
             "Tasks are mined from commits that change one source file: the first hunk is "
@@ -746,21 +769,24 @@ def tasks_of(args: argparse.Namespace) -> tuple[list[Task], list[str]]:
     return tasks, repos
 
 
-def main(args: argparse.Namespace, model_path: str, model_name: str | None) -> int:
+def main(args: argparse.Namespace, model_path: str, model_name: str | None, spec: Any) -> int:
     out = Path(args.out)
     tasks, sources = tasks_of(args)
     if not tasks:
         raise SystemExit("bench: no next-edit task found")
-    save_tasks(tasks, out / "nextedit-tasks")
+    # The server rewrites the window its model's template names (none: it suggests nothing).
+    template: NextEditTemplate | None = getattr(spec, "next_edit", None)
+    save_tasks(tasks, out / "nextedit-tasks", template)
     print(f"bench: {sum(t.kind == NEXT for t in tasks)} next-edit and "
           f"{sum(t.kind == SILENCE for t in tasks)} silence tasks", file=sys.stderr)
     cfg = BenchConfig(model_path=model_path, model_name=model_name, fim=None, stop=(),
                       engines=("d",), threads=args.threads, max_tokens=args.max_tokens,
                       pace_ms=0.0, llama_server=None, out=out)
     began = time.time()
-    outcomes, extras = asyncio.run(run_all(cfg, tasks))
+    outcomes, extras = asyncio.run(run_all(cfg, tasks, template))
     summary = summarize(outcomes, args.seed)
-    meta = meta_of(args, cfg, tasks, sources, time.time() - began) | {"server": extras}
+    meta = meta_of(args, cfg, tasks, sources, time.time() - began, template)
+    meta["server"] = extras
     (out / "nextedit.json").write_text(json.dumps(
         {"meta": meta, "summary": summary, "outcomes": [asdict(o) for o in outcomes]},
         indent=1) + "\n", encoding="utf-8")

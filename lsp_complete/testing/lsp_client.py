@@ -2,7 +2,8 @@
 
 Owns what such a client sends and reads: the `lsp-complete serve` command line, client
 capabilities, initialize / shutdown, didOpen, didChange (insert at a position, replace the whole
-text), didClose, `lsp-complete/didMoveCursor`, the inline completion request, polling
+text), didClose, `lsp-complete/didMoveCursor`, the inline completion request, the next-edit
+request as sidekick.nvim sends it (`textDocument/copilotInlineEdit`, after didFocus), polling
 `lsp-complete/status`, and the conversions between code-point offsets, LSP positions (UTF-16
 columns, the protocol default) and the text a suggestion adds at the cursor.
 
@@ -278,6 +279,7 @@ async def wait_idle(client: LanguageClient, timeout: float = 30.0) -> dict[str, 
 # --- next edits (Copilot's protocol, as sidekick.nvim speaks it) -------------------------------
 
 INLINE_EDIT = "textDocument/copilotInlineEdit"
+NEXT_EDIT_READY = "lsp-complete/nextEditReady"  # ours: told when an edit is ready
 
 
 def did_focus(client: LanguageClient, uri: str) -> None:
