@@ -183,6 +183,8 @@ def test_bench_next_edit_runs_end_to_end(repo: dict[str, str], tiny_model_path: 
         line = task.edited.count("\n", 0, task.cursor)
         assert request["position"] == {
             "line": line, "character": task.cursor - task.edited.rfind("\n", 0, task.cursor) - 1}
+        # Each task's work ran to an answer the server counted (edit, nothing, rejected).
+        assert "nextEditComputed" in outcome["server"], outcome
     report = (out / "nextedit-report.md").read_text()
     for label, _get in nextedit.COLUMNS:
         assert f"| {label} |" in report

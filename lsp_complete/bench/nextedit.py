@@ -486,6 +486,9 @@ class Outcome:
     edit: dict[str, Any] | None = None
     request: dict[str, Any] = field(default_factory=dict)  # the params sent
     versions: int = 0  # didChange notifications sent
+    # The server's nextEdit* counters that moved during the task (what the model answered:
+    # nextEditNothing, nextEditRejected, ...; none: the work was cancelled).
+    server: list[str] = field(default_factory=list)
 
     @property
     def wrong_shown(self) -> bool:
@@ -562,6 +565,7 @@ async def run_task(session: Any, task: Task, index: int,
     at = lsp_client.position_at(task.edited, task.cursor)
     params = lsp_client.inline_edit_params(uri, version, at.line, at.character)
     outcome.request = params
+    counted = await _next_edit_counters(client)
     began = time.perf_counter()
     try:
         answer = await asyncio.wait_for(lsp_client.inline_edit(client, params), REQUEST_TIMEOUT_S)
@@ -574,6 +578,8 @@ async def run_task(session: Any, task: Task, index: int,
         outcome.cpu_s = cpu_after - cpu_before
     session.close(uri)
     await lsp_client.wait_idle(client)  # the next task starts on a quiet server
+    after = await _next_edit_counters(client)
+    outcome.server = sorted(k for k, v in after.items() if v > counted.get(k, 0))
     return judge(task, outcome, lsp_client.plain(answer), version)
 
 
@@ -605,6 +611,11 @@ async def run_all(cfg: BenchConfig, tasks: Sequence[Task],
     extras = {"peak_rss_mb": max(runner.peaks, default=None),
               "startup_ms": min(runner.startups, default=None)}
     return outcomes, extras
+
+
+async def _next_edit_counters(client: Any) -> dict[str, int]:
+    counters = (await lsp_client.status(client, 0)).get("counters") or {}
+    return {k: v for k, v in counters.items() if k.startswith("nextEdit")}
 
 
 def _ignore(*_args: Any) -> None:
@@ -706,7 +717,7 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
             for label, get in COLUMNS]
     task_rows = [f"| {o.name} | {o.language} | {o.kind} | "
                  f"{'–' if o.distance is None else o.distance} | {_verdict(o)} | "
-                 f"{_ms(o.latency_ms)} |" for o in outcomes]
+                 f"{_ms(o.latency_ms)} | {', '.join(o.server) or '–'} |" for o in outcomes]
     lines = [
         "# lsp-complete bench: next-edit suggestions", "",
         f"{meta['date']} · model {meta['model'].get('name') or meta['model'].get('file')} · "
@@ -719,8 +730,11 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
         head, rule, *rows, "",
         *[f"- {note}" for note in meta.get("notes", [])], "",
         "## Tasks", "",
-        "| task | language | kind | lines to the next hunk | result | latency ms |",
-        "|---|---|---|---|---|---|", *task_rows, "",
+        "| task | language | kind | lines to the next hunk | result | latency ms | server |",
+        "|---|---|---|---|---|---|---|", *task_rows, "",
+        "server: the server's nextEdit counters that moved during the task (nextEditNothing: "
+        "the model kept the window as it was; none: the work was cancelled or never ran).",
+        "",
     ]
     return "\n".join(lines)
 
