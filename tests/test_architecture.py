@@ -81,7 +81,7 @@ def _cycles(graph: dict[str, set[str]], within: str) -> list[list[str]]:
 def test_no_import_circle_in_the_server_or_the_pipeline() -> None:
     graph = _graph()
     for package in ("lsp_complete.server", "lsp_complete.pipeline", "lsp_complete.engine",
-                    "lsp_complete.context", "lsp_complete.bench"):
+                    "lsp_complete.context", "lsp_complete.bench", "lsp_complete.nextedit"):
         assert _cycles(graph, package) == [], package
 
 
@@ -105,3 +105,14 @@ def test_only_the_pipeline_and_the_daemon_reach_the_engine_from_the_server_side(
 
 def test_config_imports_nothing_of_the_package() -> None:
     assert _graph()["lsp_complete.config"] == set()
+
+
+def test_next_edit_parts_are_pure() -> None:
+    """The history, prompts and diff of next edits are plain functions over text: they use
+    the registry's templates and the sanitizer, never the engine, the worker or the server."""
+    graph = _graph()
+    allowed = {"lsp_complete.models", "lsp_complete.postprocess"}
+    for name, imports in graph.items():
+        if name.startswith("lsp_complete.nextedit"):
+            outside = {m for m in imports if not m.startswith("lsp_complete.nextedit")}
+            assert outside <= allowed, f"{name} imports {outside - allowed}"

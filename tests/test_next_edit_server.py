@@ -137,10 +137,10 @@ async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_mode
         rename_width(client, uri)
         await asyncio.wait_for(ready, 60)
         # A keystroke at the end of the file (version 3): the version-2 edit is stale.
+        fake.pieces = sweep_answer(PROPAGATED + "#")  # (before: the pause is 0 ms)
         insert(client, uri, 3, 5, 0, "#")
         assert await next_edit(client, uri, 2, 0, 10) == []
         # Asked for version 3, it is computed for version 3 (its range in that text).
-        fake.pieces = sweep_answer(PROPAGATED + "#")
         edits = await next_edit(client, uri, 3, 0, 10)
         assert [e["textDocument"]["version"] for e in edits] == [3]
         assert apply(RENAMED + "#", edits[0]) == PROPAGATED + "#"
@@ -241,5 +241,103 @@ async def test_malformed_params_get_an_error_or_nothing_and_the_server_serves_on
         client.protocol.notify(DID_SHOW_NEXT_EDIT_METHOD, params)
         st = await status(client)  # still serving
         assert st["model"]["state"] == "ready" and st["counters"]["nextEditShown"] == 0
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_again(
+        tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000},
+                                env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "20"})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        base = (await wait_idle(client))["engineCounters"]
+        asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
+        for _ in range(1000):  # until the rewrite is being generated
+            counters = (await status(client))["engineCounters"]
+            if counters["tokens_generated"] > base["tokens_generated"] + 2:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"no next edit computed: {counters}")
+        # An inline request at the same version (a cursor move, no edit) goes first...
+        await client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=4, character=0),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        # ...and the next edit is computed again for the request, to its end (the tiny
+        # model's gibberish: refused, nothing to show).
+        assert await asyncio.wait_for(asked, 120) == []
+        st = await status(client)
+        # The next edit twice (stopped, then to its end) and the suggestion in between.
+        assert st["engineCounters"]["calls"] == base["calls"] + 3
+        assert st["counters"]["nextEditComputed"] == 1
+        assert st["counters"]["nextEditRejected"] == 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_another_next_edit_model_is_refused_with_a_message(tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditModel": "sweep-next-edit-1.5b",
+                                                  "nextEditDelayMs": 60_000})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        rename_width(client, uri)
+        base = (await wait_idle(client))["engineCounters"]["calls"]
+        for _ in range(2):
+            assert await next_edit(client, uri, 2, 0, 10) == []
+        told = [m.message for m in client.messages if "nextEditModel" in m.message]
+        assert len(told) == 1 and "only the completion model" in told[0]  # told once
+        assert (await wait_idle(client))["engineCounters"]["calls"] == base
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_request_during_the_pause_is_computed_once(
+        tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 300},
+                                env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "20"})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        base = (await wait_idle(client))["engineCounters"]["calls"]
+        rename_width(client, uri)
+        # Asked at once: the work (3 s: each decode takes 20 ms) outlasts the pause, which
+        # must not start it again.
+        assert await next_edit(client, uri, 2, 0, 10) == []  # (gibberish: refused)
+        st = await wait_idle(client)
+        assert st["engineCounters"]["calls"] == base + 1  # computed once, not again
+        assert st["counters"]["nextEditComputed"] == 1
+    finally:
+        await client.shutdown_session()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_the_range_is_in_the_negotiated_encoding(fake, tiny_model_path,  # noqa: F811
+                                                       encoding: str) -> None:
+    text = "def tag(width):\n    return '🏷️ naïve ' + width\n"
+    after = text.replace("tag(width)", "tag(w)")
+    fake.pieces = sweep_answer(after.replace("+ width", "+ w"))
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000),
+                                encodings=[encoding])
+    try:
+        uri = "file:///work/tag.py"
+        open_doc(client, uri, text)
+        replace(client, uri, 2, types.Range(start=types.Position(line=0, character=8),
+                                            end=types.Position(line=0, character=13)), "w")
+        (edit,) = await next_edit(client, uri, 2, 0, 9)
+        line = after.split("\n")[1]
+        start = line.index("+ width") + 3  # "idth" goes, in code points
+        units = {"utf-16": lambda s: len(s.encode("utf-16-le")) // 2,
+                 "utf-8": lambda s: len(s.encode("utf-8"))}[encoding]
+        assert edit["range"] == {"start": {"line": 1, "character": units(line[:start])},
+                                 "end": {"line": 1, "character": units(line[:start + 4])}}
+        assert edit["text"] == ""
     finally:
         await client.shutdown_session()

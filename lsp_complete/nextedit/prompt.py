@@ -21,7 +21,7 @@ _SPECIAL = re.compile(r"<\|[a-z_]+\|>|<(?:fim|file|repo)_[a-z]+>")
 # An answer whose text shrinks to under this share of the window deleted most of it.
 MIN_KEPT_SHARE = 0.5
 # Windows shorter than this (non-blank characters) are not judged by what an answer keeps.
-_JUDGED_CHARS = 24
+_JUDGED_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,19 @@ class Window:
     first_line: int  # the document line the window starts at
     cursor: int  # offset of the cursor in `text`
     original: str  # the window before the newest edit (Sweep's original/ pseudo-file)
+
+    @property
+    def crlf(self) -> bool:
+        return "\r\n" in self.text
+
+    @property
+    def shown(self) -> str:
+        """The window as the model sees it: lines broken by "\n" (a CRLF file too)."""
+        return self.text.replace("\r\n", "\n")
+
+    def in_text(self, rewritten: str) -> str:
+        """A rewrite of `shown` with the window's own line breaks."""
+        return rewritten.replace("\n", "\r\n") if self.crlf else rewritten
 
 
 Piece = tuple[str, bool]  # text, and whether it is a template marker (a special token)
@@ -90,7 +103,9 @@ def _render_chat(template: NextEditTemplate, window: Window, history: list[EditB
                  f"{hunks}\n{_FENCE}\n\n")
     else:
         edits = "No recent edits.\n\n"
-    marked = window.text[: window.cursor] + CURSOR_MARKER + window.text[window.cursor:]
+    shown = window.shown
+    cursor = window.cursor - window.text[: window.cursor].count("\r\n")
+    marked = shown[:cursor] + CURSOR_MARKER + shown[cursor:]
     fence = f"{_FENCE}{window.language_id}"
     code = (f"The code around my cursor ({CURSOR_MARKER} marks it) in {window.path}:\n"
             f"{fence}\n{marked}\n{_FENCE}\nRewrite this code with my next edit.")
@@ -118,7 +133,7 @@ def _render_sweep(template: NextEditTemplate, window: Window, history: list[Edit
                   False))
     )
     code = (sep, (f"original/{path}\n{window.original}\n", False),
-            sep, (f"current/{path}\n{window.text}\n", False),
+            sep, (f"current/{path}\n{window.shown}\n", False),
             sep, (f"updated/{path}", False))  # (Sweep's own prompt ends there: no newline)
     return NextEditPrompt((edits, code), (*stop, template.file_sep))
 
@@ -149,8 +164,9 @@ def parse_answer(template: NextEditTemplate, raw: str, finished: bool,
         body = text[1:] if text.startswith("\n") else text
         body = body[:-1] if body.endswith("\n") else body
     body = body.replace(CURSOR_MARKER, "")
-    if body.endswith("\n") and not window.endswith("\n"):
-        body = body[:-1]  # the line break after the window's last line
+    # The window's own blank lines at its end: models drop or add those at will (the 1.5B
+    # model dropped the empty last line of a file), which is no edit anyone wants.
+    body = body.rstrip("\n") + "\n" * (len(window) - len(window.rstrip("\n")))
     return body if plausible(body, window) else None
 
 

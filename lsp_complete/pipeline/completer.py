@@ -30,7 +30,7 @@ from lsp_complete.engine.factory import load_engine
 from lsp_complete.models import ModelSpec
 from lsp_complete.nextedit.history import EditBlock
 from lsp_complete.nextedit.prompt import Window
-from lsp_complete.pipeline.next_edit import NextEditAnswer, next_edit_key, suggest_next_edit
+from lsp_complete.pipeline.next_edit import NextEditAnswer, suggest_next_edit
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.pipeline.prompt_cache import PromptCache, Switch
 from lsp_complete.postprocess import (
@@ -217,7 +217,7 @@ class Completer:
             return None
         return text
 
-    def next_edit(self, uri: str, window: Window, history: list[EditBlock],
+    def next_edit(self, window: Window, history: list[EditBlock],
                   cancel: CancelToken) -> NextEditAnswer:
         """The next edit in `window` (`pipeline.next_edit`): the model's format must be known
         (`spec.next_edit`, which the server checks first). Errors are data, as `run`'s are."""
@@ -226,15 +226,10 @@ class Completer:
         started = time.perf_counter()
         try:
             return suggest_next_edit(self.engine, self.tokenize, template, self.spec.stop,
-                                     self.settings.speculation, next_edit_key(uri), window,
-                                     history, cancel)
+                                     self.settings.speculation, window, history, cancel)
         except (RemoteEngineError, ModelFileChanged) as exc:
             return NextEditAnswer(None, "error", None, (time.perf_counter() - started) * 1000,
                                   error=str(exc))
-
-    def forget_next_edit(self, uri: str) -> None:
-        """The file was closed: free its next-edit prompt's cells."""
-        self.engine.forget(next_edit_key(uri))
 
     # ------------------------------------------------------------------ idle work
 

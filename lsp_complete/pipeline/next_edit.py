@@ -1,11 +1,12 @@
 """One next-edit suggestion on the worker thread: prompt (nextedit/prompt.py) -> engine ->
 the rewritten window read back and guarded -> the smallest replacement in the window.
 
-The engine is asked under a key of its own per file (`next_edit_key`), not the file's: the
-next-edit prompt shares nothing with the file's FIM prompt, so in the file's sequence it would
-throw away what the next keystroke reuses; in its own sequence the instruction and the history
-stay cached from one request to the next, and prompt-lookup speculation (not available to
-`aside` work) drafts the copied window from the prompt.
+The engine is asked under one key of its own (`NEXT_EDIT_KEY`), for every file: the
+next-edit prompt shares nothing with a file's FIM prompt, so in the file's sequence it would
+throw away what the next keystroke reuses (and `aside` generation, which leaves it alone, has
+no speculation); in its own sequence the instruction and the history stay cached from one
+request to the next, prompt-lookup speculation drafts the copied window from the prompt, and
+it takes one of the engine's `slots`, not one per edited file.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ EXTRA_TOKENS = 96
 MAX_TOKENS = 1024
 
 
+NEXT_EDIT_KEY = "\0next-edit"
+
+
 def next_edit_key(uri: str) -> str:
-    """The engine key of a file's next-edit prompts (keys starting with the URI are the
+    """The scheduler key of a file's next-edit work (keys starting with the URI are the
     file's work: shutdown and close stop it)."""
     return uri + "\0next-edit"
 
@@ -43,15 +47,15 @@ class NextEditAnswer:
 
 
 def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: NextEditTemplate,
-                      stop: tuple[str, ...], speculation: str, key: str, window: Window,
+                      stop: tuple[str, ...], speculation: str, window: Window,
                       history: list[EditBlock], cancel: CancelToken) -> NextEditAnswer:
     started = time.perf_counter()
     prompt = render(template, window, history, stop)
     segments = [[t for text, special in part for t in tokenize(text, special=special)]
                 for part in prompt.parts]
-    window_tokens = len(tokenize(window.text))
+    window_tokens = len(tokenize(window.shown))
     request = GenerationRequest(
-        key=key, segments=[s for s in segments if s], single_line=False,
+        key=NEXT_EDIT_KEY, segments=[s for s in segments if s], single_line=False,
         max_tokens=min(MAX_TOKENS, window_tokens + EXTRA_TOKENS), stop=prompt.stop,
         speculation=speculation,
     )
@@ -60,14 +64,15 @@ def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: Next
                             raw=result.text)
     if not cancel.cancelled:
         finished = result.stop_reason in ("eog", "stop")
-        rewritten = parse_answer(template, result.text, finished, window.text)
+        rewritten = parse_answer(template, result.text, finished, window.shown)
         if rewritten is None:
             answer.outcome = "rejected"
         else:
-            answer.replacement = smallest_replacement(window.text, rewritten)
+            answer.replacement = smallest_replacement(window.text, window.in_text(rewritten))
             answer.outcome = "edit" if answer.replacement else "same"
     answer.latency_ms = (time.perf_counter() - started) * 1000
     return answer
 
 
-__all__ = ["NextEditAnswer", "NextEditPrompt", "next_edit_key", "suggest_next_edit"]
+__all__ = ["NEXT_EDIT_KEY", "NextEditAnswer", "NextEditPrompt", "next_edit_key",
+           "suggest_next_edit"]

@@ -12,6 +12,9 @@ in the state it was planned for (`DocState.current`) before it touches the file'
 its answer is applied to the file's state on the event loop. Its engine failures go to one
 callback (`on_idle_error`); a failure to save a KV cache (a full disk) is a warning, told once.
 
+Each edit is also kept as next-edit history (`DocState.history`: the lines it touched before
+and after it; server/next_edit.py reads it).
+
 A file's size is checked before it is parsed: one over the limit is tracked as text only (no
 syntax tree, no suggestions) until edits bring it back under. A large file under the limit is
 parsed on the event loop in short slices between other messages (tree-sitter keeps the GIL, so

@@ -12,8 +12,8 @@ Our own clients are told when an edit is ready (NEXT_EDIT_READY_METHOD).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -38,6 +38,8 @@ from lsp_complete.server.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+# A request whose work was preempted (not by an edit) starts it again, this many times at most.
+_ATTEMPTS = 3
 _EDITS_KEPT = 256  # edits sent whose show / accept is still counted
 _OUTCOME_COUNTERS = {"edit": "nextEditEdits", "same": "nextEditNothing",
                      "rejected": "nextEditRejected"}
@@ -52,8 +54,15 @@ class Pending:
     version: int
     first_line: int  # the window it rewrites
     last_line: int
-    task: asyncio.Task[dict[str, Any] | None]
-    job: Job | None = None
+    job: Job
+    task: asyncio.Task[dict[str, Any] | None] | None = None
+    # The work was stopped before it answered (a keystroke's suggestion preempts idle work):
+    # the next request here starts it again.
+    stopped: bool = False
+
+    def answers(self, doc: Document, line: int) -> bool:
+        return (self.doc is doc and self.version == doc.version and not self.stopped
+                and self.first_line <= line <= self.last_line)
 
 
 class NextEdits:
@@ -103,10 +112,6 @@ class NextEdits:
 
     def closed(self, uri: str) -> None:
         self._drop(uri)
-        completer = self._model.completer
-        if completer is not None:
-            self._scheduler.submit_background(
-                next_edit_key(uri) + "\0forget", lambda _c: completer.forget_next_edit(uri))
 
     def _after(self, uri: str, delay_s: float) -> None:
         old = self._timers.pop(uri, None)
@@ -124,8 +129,12 @@ class NextEdits:
                     state is None:
                 return
             cursor = state.edit_cursor if state.edit_cursor is not None else state.last_cursor
-            if cursor is not None and cursor <= len(doc.text):
-                self._start(uri, doc, state, doc.line_of(cursor), cursor)
+            if cursor is None or cursor > len(doc.text):
+                return
+            line = doc.line_of(cursor)
+            pending = self._pending.get(uri)
+            if pending is None or not pending.answers(doc, line):  # (a request started it)
+                self._start(uri, doc, state, line, cursor, asked=False)
 
         self._timers[uri] = asyncio.get_running_loop().call_later(delay_s, fire)
 
@@ -134,7 +143,7 @@ class NextEdits:
         if timer is not None:
             timer.cancel()
         pending = self._pending.pop(uri, None)
-        if pending is not None and pending.job is not None:
+        if pending is not None:
             self._scheduler.cancel(pending.job)
 
     # ------------------------------------------------------------------ the request
@@ -159,25 +168,31 @@ class NextEdits:
         if not 0 <= line < doc.line_count or character < 0:
             return {"edits": []}
         version = doc.version
-        pending = self._pending.get(uri)
-        if pending is None or not (pending.doc is doc and pending.version == version
-                                   and pending.first_line <= line <= pending.last_line):
-            cursor = doc.offset_at(line, character, self._client.encoding)
-            pending = self._start(uri, doc, state, line, cursor)
-            if pending is None:
-                return {"edits": []}
-        with contextlib.suppress(asyncio.CancelledError):
+        for _ in range(_ATTEMPTS):
+            pending = self._pending.get(uri)
+            if pending is None or not pending.answers(doc, line):
+                cursor = doc.offset_at(line, character, self._client.encoding)
+                pending = self._start(uri, doc, state, line, cursor, asked=True)
+                if pending is None:
+                    break
+            assert pending.task is not None
+            # ($/cancelRequest cancels this wait, not the work: another request may want it.)
             edit = await asyncio.shield(pending.task)
-            if edit is not None and self._files.documents.get(uri) is doc \
-                    and doc.version == version:
+            if self._files.documents.get(uri) is not doc or doc.version != version:
+                break  # the text changed meanwhile: whatever came is stale
+            if edit is not None:
                 return {"edits": [edit]}
+            if not pending.stopped:
+                break  # nothing to change
+            # A suggestion request preempted the work while this text stayed: again.
         return {"edits": []}
 
     # ------------------------------------------------------------------ computing
 
-    def _start(self, uri: str, doc: Document, state: DocState, line: int,
-               cursor: int) -> Pending | None:
-        """Compute the next edit for the window around `line` in idle time."""
+    def _start(self, uri: str, doc: Document, state: DocState, line: int, cursor: int,
+               asked: bool) -> Pending | None:
+        """Compute the next edit for the window around `line` in idle time; `asked` (a
+        client waits for it): before the other idle work queued."""
         completer = self._model.completer
         if completer is None or not self._model.ready or state.disabled_reason:
             return None
@@ -195,14 +210,21 @@ class NextEdits:
                         original=original_window(lines, first, state.history.last))
         self._drop(uri)
         job = self._scheduler.submit_background(
-            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel))
+            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel),
+            first=asked)
         version = doc.version
         encoding = self._client.encoding
+        planned = time.perf_counter()
+
+        pending = self._pending[uri] = Pending(doc, state, doc.version, first, last, job)
 
         async def answer() -> dict[str, Any] | None:
             result: NextEditAnswer | None = await asyncio.wrap_future(job.future)
             if result is None or result.outcome == "cancelled":
+                pending.stopped = True
                 return None
+            self._telemetry.record_next_edit(uri, version, planned, result.outcome,
+                                             result.result, result.prompt_tokens)
             counters = self._telemetry.counters
             counters["nextEditComputed"] += 1
             counters[_OUTCOME_COUNTERS.get(result.outcome, "nextEditErrors")] += 1
@@ -217,8 +239,7 @@ class NextEdits:
                                 {"textDocument": {"uri": uri, "version": version}})
             return edit
 
-        task = asyncio.get_running_loop().create_task(answer())
-        pending = self._pending[uri] = Pending(doc, state, version, first, last, task, job)
+        pending.task = asyncio.get_running_loop().create_task(answer())
         return pending
 
     def _supported(self) -> bool:
@@ -261,7 +282,7 @@ def _guarded(completer: Any, uri: str, window: Window, history: list[Any],
              cancel: CancelToken) -> NextEditAnswer | None:
     """On the worker; a failure is logged and answers nothing (the worker survives)."""
     try:
-        answer: NextEditAnswer = completer.next_edit(uri, window, history, cancel)
+        answer: NextEditAnswer = completer.next_edit(window, history, cancel)
         return answer
     except Exception:
         log.exception("next edit failed for %s", uri)

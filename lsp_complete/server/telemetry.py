@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from lsp_complete.engine.base import GenerationResult
 from lsp_complete.pipeline import Completion
 
 RECENT_LIMIT = 2000
@@ -20,7 +21,8 @@ class RequestRecord:
     uri: str
     version: int
     latency_ms: float
-    source: str  # model | typeahead | superseded | empty | not-ready | cancelled
+    # model | typeahead | superseded | empty | not-ready | cancelled | next-edit:<outcome>
+    source: str
     prompt_tokens: int = 0
     reused_tokens: int = 0
     encoded_tokens: int = 0
@@ -79,6 +81,21 @@ class Telemetry:
             record.verify_steps = completion.result.verify_steps
             record.draft_tokens = completion.result.draft_tokens
             record.accepted_tokens = completion.result.accepted_tokens
+        self.recent.append(record)
+
+    def record_next_edit(self, uri: str, version: int, started: float, outcome: str,
+                         result: GenerationResult | None, prompt_tokens: int) -> None:
+        """A next edit computed (source "next-edit:<outcome>"): from when it was planned."""
+        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000,
+                               f"next-edit:{outcome}", prompt_tokens=prompt_tokens)
+        if result is not None:
+            record.reused_tokens = result.reused_tokens
+            record.encoded_tokens = result.encoded_tokens
+            record.generated_tokens = result.generated_tokens
+            record.generate_ms = result.generate_ms
+            record.verify_steps = result.verify_steps
+            record.draft_tokens = result.draft_tokens
+            record.accepted_tokens = result.accepted_tokens
         self.recent.append(record)
 
     def shown(self, uri: str, text: str, alternative: bool = False) -> str:
