@@ -161,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="how long a server must be quiet before the other's turn")
     ab_opts.add_argument("--baseline-cache", metavar="DIR", help="where installed versions are "
                          "kept (default: the lsp-complete cache folder's bench-baselines)")
+    p.add_argument("--next-edit", metavar="REPO[,REPO...]",
+                   help="next-edit tasks mined from these git repositories' commits, run "
+                   "over copilotInlineEdit (bench/nextedit.py); nothing else runs")
+    p.add_argument("--next-edit-tasks", metavar="DIR", help="next-edit tasks saved as "
+                   "ExampleSpec markdown (a run writes them to OUT/nextedit-tasks/)")
+    p.add_argument("--next-edit-cap", type=int, help="next-edit tasks per repository "
+                   "(default 18, quick 2), and a third as many silence tasks")
     return p
 
 
@@ -360,7 +367,14 @@ def _meta(
 # A full baselines run stays modest because baseline (a) costs seconds per keystroke on 2
 # cores; `--quick` is a smoke run of about a minute. A full A/B takes about an hour with the
 # 1.5B model on 2 cores: one-line and 3-line spans side by side.
+def run_next_edit(args: argparse.Namespace, model: Model) -> int:
+    from lsp_complete.bench import nextedit
+
+    return nextedit.main(args, *model)
+
+
 MODES = [
+    Mode("next-edit", lambda args: bool(args.next_edit or args.next_edit_tasks), run_next_edit),
     Mode("ab", lambda args: bool(args.baseline or args.candidate or args.speculation
                                  or args.models), ab.run,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,

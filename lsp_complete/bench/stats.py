@@ -129,6 +129,15 @@ def draws(n: int, seed: int, resamples: int = RESAMPLES) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
+def mean_interval(values: Sequence[float], seed: int,
+                  resamples: int = RESAMPLES) -> tuple[float, float]:
+    """A bootstrap interval (CONFIDENCE) of the mean of `values`, resampled as units."""
+    array = np.asarray(values, dtype=float)
+    means = array[draws(len(array), seed, resamples)].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
 def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0)
 

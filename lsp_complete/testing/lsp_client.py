@@ -2,7 +2,8 @@
 
 Owns what such a client sends and reads: the `lsp-complete serve` command line, client
 capabilities, initialize / shutdown, didOpen, didChange (insert at a position, replace the whole
-text), didClose, `lsp-complete/didMoveCursor`, the inline completion request, polling
+text), didClose, `lsp-complete/didMoveCursor`, the inline completion request, the next-edit
+request as sidekick.nvim sends it (`textDocument/copilotInlineEdit`, after didFocus), polling
 `lsp-complete/status`, and the conversions between code-point offsets, LSP positions (UTF-16
 columns, the protocol default) and the text a suggestion adds at the cursor.
 
@@ -273,3 +274,25 @@ async def wait_for_state(client: LanguageClient, states: tuple[str, ...], timeou
 async def wait_idle(client: LanguageClient, timeout: float = 30.0) -> dict[str, Any]:
     """The server's status once its worker has nothing running or queued (or at the timeout)."""
     return await poll_status(client, lambda st: st["scheduler"]["idle"], timeout)
+
+
+# --- next edits (Copilot's protocol, as sidekick.nvim speaks it) -------------------------------
+
+INLINE_EDIT = "textDocument/copilotInlineEdit"
+NEXT_EDIT_READY = "lsp-complete/nextEditReady"  # ours: told when an edit is ready
+
+
+def did_focus(client: LanguageClient, uri: str) -> None:
+    """What sidekick.nvim sends when a buffer gets the focus (Copilot's server wants it)."""
+    client.protocol.notify("textDocument/didFocus", {"textDocument": {"uri": uri}})
+
+
+def inline_edit_params(uri: str, version: int, line: int, char: int) -> dict[str, Any]:
+    """sidekick.nvim's request: the cursor, the buffer's version, triggerKind 2."""
+    return {"textDocument": {"uri": uri, "version": version},
+            "position": {"line": line, "character": char},
+            "context": {"triggerKind": 2}}
+
+
+async def inline_edit(client: LanguageClient, params: dict[str, Any]) -> Any:
+    return await client.protocol.send_request_async(INLINE_EDIT, params)
