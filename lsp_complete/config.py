@@ -110,7 +110,10 @@ class DocumentSettings:
 class NextEditSettings:
     """Next-edit suggestions (textDocument/copilotInlineEdit): applies from the next edit."""
 
-    next_edit: str = _choice("on", ("on", "off"))  # off: answered with no edits, none computed
+    # auto: computed when a client asks, and ahead of its requests once it has asked (most
+    # clients never ask: they cost nothing); on: ahead from the start (our clients, opted in);
+    # off: answered with no edits, none computed.
+    next_edit: str = _choice("auto", ("auto", "on", "off"))
     # The pause after an edit before the next edit is computed (in idle time).
     next_edit_delay_ms: int = _int(500, 0, 600_000)
     # A models.toml name; None: the completion model (the only one supported for now).

@@ -356,7 +356,8 @@ def test_next_edit_overlays_and_tab_applies_the_servers_edit(
         (test-wait "accepted counted" (lambda () (eql (test-counter :nextEditAccepted) 1)) 10)
         (test-print "COUNTERS" (list (test-counter :nextEditShown)
                                      (test-counter :nextEditAccepted)))""",
-        options=f"(setq lsp-complete-initialization-options '({plist}) lsp-complete-delay 3600)")
+        options=f"(setq lsp-complete-initialization-options '({plist}) lsp-complete-delay 3600"
+                " lsp-complete-next-edit t)")
     out = _run_emacs(script, tmp_path)
     assert not _values(out, "TIMEOUT"), out[-3000:]
     (edit,) = _values(out, "EDIT")
@@ -371,8 +372,9 @@ def test_next_edit_overlays_and_tab_applies_the_servers_edit(
 
 
 def test_next_edit_off_is_told_to_the_server(tmp_path: Path, tiny_model_path: Path) -> None:
-    """lsp-complete-next-edit nil sends :nextEdit "off" (the server computes none), unless the
-    initialization options set :nextEdit themselves; t sends nothing extra."""
+    """lsp-complete-next-edit nil (the default) sends :nextEdit "off" (the server computes
+    none), t sends "on" (computed ahead), unless the initialization options set :nextEdit
+    themselves."""
     source = tmp_path / "sample.py"
     source.write_text("x = 1\n")
     script = _in_eglot(tiny_model_path, source, """
@@ -386,9 +388,9 @@ def test_next_edit_off_is_told_to_the_server(tmp_path: Path, tiny_model_path: Pa
         (setq lsp-complete-initialization-options '(:nextEdit "on"))
         (test-print "KEPT" (test-options))
         (setq lsp-complete-next-edit t lsp-complete-initialization-options nil)
-        (test-print "ON" (test-options))""", options="(setq lsp-complete-next-edit nil)")
+        (test-print "ON" (test-options))""")
     out = _run_emacs(script, tmp_path)
     assert _values(out, "OFF") == [{"nextEdit": "off"}], out[-3000:]
     assert _values(out, "ASKED") == [{"edits": []}]
     assert _values(out, "KEPT") == [{"nextEdit": "on"}]
-    assert _values(out, "ON") == [{}]
+    assert _values(out, "ON") == [{"nextEdit": "on"}]

@@ -644,7 +644,9 @@ end
 
 
 def _nes_buffer(nvim, tmp_path) -> None:
-    """Open NES_SOURCE with the server attached and its model ready; record what is sent."""
+    """Next edits turned on (off by default); open NES_SOURCE with the server attached and its
+    model ready; record what is sent."""
+    _lua(nvim, "require('lsp_complete').config.next_edit = true")
     source = tmp_path / "scale.py"
     source.write_text(NES_SOURCE)
     nvim.command(f"edit {source}")
@@ -722,6 +724,7 @@ def nvim_remote_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture
           cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
           init_options = vim.json.decode({json.dumps(json.dumps(options))}),
           use_builtin = false,
+          next_edit = true,
         }})
         """
     )

@@ -91,11 +91,13 @@ shows)."
 (defface lsp-complete-ghost-face '((t :inherit shadow))
   "Face of the ghost text.")
 
-(defcustom lsp-complete-next-edit t
+(defcustom lsp-complete-next-edit nil
   "Non-nil: show the next edits the server predicts.
-See `lsp-complete-next-edit-accept'.  Nil also tells the server not to
-compute them (initialization option `:nextEdit' \"off\"), unless
-`lsp-complete-initialization-options' sets `:nextEdit'."
+See `lsp-complete-next-edit-accept'.  Off by default: on the default model
+they are rarely right yet.  The server is told to compute them ahead
+\(initialization option `:nextEdit' \"on\") when non-nil, and not at all
+\(\"off\") when nil, unless `lsp-complete-initialization-options' sets
+`:nextEdit'."
   :type 'boolean)
 
 (defface lsp-complete-next-edit-delete-face
@@ -111,8 +113,8 @@ compute them (initialization option `:nextEdit' \"off\"), unless
 (cl-defmethod eglot-initialization-options ((_server eglot-lsp-complete))
   "Send `lsp-complete-initialization-options' (an empty object when nil)."
   (let ((options lsp-complete-initialization-options))
-    (when (and (not lsp-complete-next-edit) (not (plist-member options :nextEdit)))
-      (setq options (append options (list :nextEdit "off"))))
+    (unless (plist-member options :nextEdit)
+      (setq options (append options (list :nextEdit (if lsp-complete-next-edit "on" "off")))))
     (or options eglot--{})))
 
 (cl-defmethod eglot-client-capabilities :around ((_server eglot-lsp-complete))

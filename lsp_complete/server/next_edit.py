@@ -1,10 +1,10 @@
 """Next-edit suggestions (textDocument/copilotInlineEdit): *when* they are computed, the
 answer kept per (file, version), and the edit the client gets.
 
-Once the client has asked for a next edit (a client that never asks, as most
-inline-completion clients, costs nothing), an edit schedules one after a pause
-(`nextEditDelayMs`) and an accepted suggestion (inline or next edit) schedules one at once.
-It runs as idle work on the worker (a keystroke's suggestion preempts it at once, and any edit
+With `nextEdit` "on", or "auto" (the default) once the client has asked for a next edit (a
+client that never asks, as most inline-completion clients, costs nothing), an edit schedules
+one after a pause (`nextEditDelayMs`) and an accepted suggestion (inline or next edit) one at
+once. It runs as idle work on the worker (a keystroke's suggestion preempts it at once, and any edit
 of the file cancels it): never per keystroke.
 The answer is kept for the file's version and the window it covers; a request finds it ready,
 joins the one running, or starts one; an answer for another version never answers.
@@ -116,7 +116,8 @@ class NextEdits:
 
     def _ahead(self) -> bool:
         """Next edits are computed before they are asked for."""
-        return self._asked and self._settings().next_edit == "on"
+        wanted = self._settings().next_edit
+        return wanted == "on" or (wanted == "auto" and self._asked)
 
     def closed(self, uri: str) -> None:
         self._drop(uri)
@@ -170,7 +171,7 @@ class NextEdits:
             return {"edits": []}
         self._asked = True
         doc, state = self._files.documents.get(uri), self._files.states.get(uri)
-        if doc is None or state is None or self._settings().next_edit != "on":
+        if doc is None or state is None or self._settings().next_edit == "off":
             return {"edits": []}
         if version is not None and version != doc.version:
             return {"edits": []}  # asked for another text than the one here

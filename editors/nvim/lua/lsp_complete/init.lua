@@ -63,9 +63,11 @@ M.defaults = {
   -- Hide the ghost text while the completion menu is open; it comes back when the menu closes.
   hide_during_completion = true,
   -- Next-edit suggestions: the edit the server predicts after yours, shown where it goes
-  -- (asked on CursorHold and when the server says one is ready). false also tells the server
-  -- not to compute them (init_options.nextEdit = "off").
-  next_edit = true,
+  -- (asked on CursorHold and when the server says one is ready). Off by default: on the
+  -- default model they are rarely right yet (README, "Next-edit suggestions"). true also
+  -- tells the server to compute them ahead (init_options.nextEdit = "on"); false leaves the
+  -- server answering whoever asks (sidekick.nvim over this plugin's server).
+  next_edit = false,
   keys = {
     accept = "<Tab>",
     accept_word = "<C-Right>",
@@ -878,7 +880,7 @@ function M._on_attach(client, bufnr)
     end,
   })
   M.cursor_moved(bufnr, client.id) -- where the cursor is when the file opens
-  if M.config.next_edit ~= false then
+  if M.config.next_edit == true then
     require("lsp_complete.nes").attach(bufnr)
   end
   if using_builtin() then
@@ -978,8 +980,8 @@ local function init_options()
   if M.config.model and opts.model == nil then
     opts.model = M.config.model
   end
-  if M.config.next_edit == false and opts.nextEdit == nil then
-    opts.nextEdit = "off"
+  if M.config.next_edit == true and opts.nextEdit == nil then
+    opts.nextEdit = "on"
   end
   return opts
 end

@@ -46,7 +46,7 @@ end
 
 local function is_on()
   local cfg = config()
-  return cfg.next_edit ~= false and require("lsp_complete").is_enabled()
+  return cfg.next_edit == true and require("lsp_complete").is_enabled()
 end
 
 local function buf_version(bufnr)

@@ -318,7 +318,7 @@ describe("package.json", () => {
     ]) {
       assert.ok(`lspComplete.${key}` in props, key);
     }
-    assert.equal(props["lspComplete.nextEdit"].default, true);
+    assert.equal(props["lspComplete.nextEdit"].default, false);
     assert.equal(props["lspComplete.serverPath"].default, "lsp-complete");
     assert.deepEqual(props["lspComplete.multiline"].enum, ["auto", "always", "never"]);
   });
