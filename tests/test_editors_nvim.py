@@ -644,11 +644,15 @@ end
 
 
 def _nes_buffer(nvim, tmp_path) -> None:
-    """Next edits turned on (off by default); open NES_SOURCE with the server attached and its
-    model ready; record what is sent."""
+    """Next edits turned on (off by default); open NES_SOURCE as `_open_ready` does."""
     _lua(nvim, "require('lsp_complete').config.next_edit = true")
-    source = tmp_path / "scale.py"
-    source.write_text(NES_SOURCE)
+    _open_ready(nvim, tmp_path / "scale.py", NES_SOURCE)
+
+
+def _open_ready(nvim, source: Path, text: str) -> None:
+    """Open `source` holding `text` with the server attached and its model ready; record what
+    is sent."""
+    source.write_text(text)
     nvim.command(f"edit {source}")
     _wait_for(
         "the model to be ready",
@@ -741,16 +745,7 @@ def test_next_edit_from_the_server_is_shown_and_accepted_exactly(
     server's edit describes and runs its command: the server counts it shown and accepted."""
     nvim = nvim_remote_session
     fake.pieces = sweep_answer(NES_PROPAGATED)
-    source = tmp_path / "area.py"
-    source.write_text(NES_AREA)
-    nvim.command(f"edit {source}")
-    _wait_for(
-        "the model to be ready",
-        lambda: (_lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL") or {})
-        .get("model", {}).get("state") == "ready",
-        interval=0.5,
-    )
-    _lua(nvim, _RECORD_SENT)
+    _open_ready(nvim, tmp_path / "area.py", NES_AREA)
     buf = nvim.current.buffer
     nvim.current.window.cursor = (1, 9)
     nvim.input("cww<Esc>")  # `width` -> `w`, typed

@@ -238,23 +238,29 @@ async def test_next_edit_off_answers_empty_and_runs_no_model(tiny_model_path: Pa
         await client.shutdown_session()
 
 
+async def asked_while_generating(client: Any, uri: str) -> tuple[asyncio.Future[Any],
+                                                                  dict[str, Any]]:
+    """Open SOURCE at `uri`, rename, and ask for the next edit: returned once the rewrite is
+    being generated (the request's future, and the engine counters before it)."""
+    open_doc(client, uri, SOURCE)
+    rename_width(client, uri)
+    base = (await wait_idle(client))["engineCounters"]
+    asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
+    for _ in range(1000):
+        counters = (await status(client))["engineCounters"]
+        if counters["tokens_generated"] > base["tokens_generated"] + 2:
+            return asked, base
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no next edit computed: {counters}")
+
+
 async def test_a_keystroke_cancels_the_next_edit_being_computed(tiny_model_path: Path) -> None:
     # Every decode takes 40 ms: the rewrite (the window's tokens and more) takes seconds.
     client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000},
                                 env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "40"})
     try:
         uri = "file:///work/area.py"
-        open_doc(client, uri, SOURCE)
-        rename_width(client, uri)
-        base = (await wait_idle(client))["engineCounters"]
-        asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
-        for _ in range(1000):  # until the rewrite is being generated
-            counters = (await status(client))["engineCounters"]
-            if counters["tokens_generated"] > base["tokens_generated"] + 2:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError(f"no next edit computed: {counters}")
+        asked, _ = await asked_while_generating(client, uri)
         insert(client, uri, 3, 5, 0, "#")  # a keystroke, no request
         assert await asyncio.wait_for(asked, 30) == []  # stale now
         st = await wait_idle(client)
@@ -304,17 +310,7 @@ async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_aga
                                 env={**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "20"})
     try:
         uri = "file:///work/area.py"
-        open_doc(client, uri, SOURCE)
-        rename_width(client, uri)
-        base = (await wait_idle(client))["engineCounters"]
-        asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
-        for _ in range(1000):  # until the rewrite is being generated
-            counters = (await status(client))["engineCounters"]
-            if counters["tokens_generated"] > base["tokens_generated"] + 2:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError(f"no next edit computed: {counters}")
+        asked, base = await asked_while_generating(client, uri)
         # An inline request at the same version (a cursor move, no edit) goes first...
         await client.text_document_inline_completion_async(types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
