@@ -64,10 +64,11 @@ def default_model() -> Path:
     "rename",
     # Measured 2026-12-03: the model copies the failure's call unchanged (raw answer: the window
     # with only the user's edit), with this system prompt and two rewordings ("apply the same
-    # kind of change to the similar lines that still lack it"); strict: a prompt or model
-    # that gets it right shows up as XPASS.
+    # kind of change to the similar lines that still lack it"). Not strict: the thread policy
+    # may pick other counts on another machine, and a greedy answer that flips to the right
+    # one must not fail CI (it shows as XPASS in the report).
     pytest.param("level", marks=pytest.mark.xfail(
-        strict=True, reason="Qwen2.5-Coder-1.5B copies the failure's log call unchanged")),
+        strict=False, reason="Qwen2.5-Coder-1.5B copies the failure's log call unchanged")),
 ])
 async def test_the_default_model_suggests_the_next_edit(default_model: Path, case: str) -> None:
     before, (line, start, end, text), expected = CASES[case]
