@@ -159,13 +159,19 @@ _SPECIAL_TOKEN = re.compile(
     r"<\|[A-Za-z_][\w.▁:-]*\|>"  # Qwen, StarCoder, CodeGemma, Llama 3: <|endoftext|>, <|file_sep|>
     r"|<｜[^｜\n]{1,64}｜>"  # DeepSeek (full-width bars): <｜fim▁hole｜>, <｜end▁of▁sentence｜>
     r"|<fim[_-][A-Za-z_]+>"  # StarCoder / SantaCoder: <fim_middle>, <fim-suffix>
-    r"|<file_sep>"  # StarCoder2 file separator
+    r"|<file_sep>|<repo_name>"  # StarCoder2's repository format
     r"|<(?:PRE|SUF|MID|EOT)>"  # CodeLlama infilling
     # Codestral's [SUFFIX]/[PREFIX]; not after a name or a closer, so `d[PREFIX]` stays code.
     r"""|(?<![\w\])}'"])\[(?:PREFIX|SUFFIX|MIDDLE)\]"""
 )
 # A control token cut off by the token limit, e.g. "<|endoftext" at the very end.
 _PARTIAL_TOKEN_AT_END = re.compile(r"(?:<\|[A-Za-z_][\w▁]{2,}\|?|<｜[^｜\n]*|<fim[_-]\w*)$")
+
+
+def has_special_token(text: str) -> bool:
+    """Whether `text` holds a control token (the same patterns `strip_special_tokens` cuts at):
+    a model's answer that leaked its template."""
+    return _SPECIAL_TOKEN.search(text) is not None
 
 
 def strip_special_tokens(text: str, stop: Sequence[str] = (), line_prefix: str = "") -> str:

@@ -187,6 +187,13 @@ def test_an_unfinished_answer_is_refused_and_controls_are_removed() -> None:
         "def f(x):\n    return x + 1")
 
 
+@pytest.mark.parametrize("marker", ["<|fim_middle|>", "<repo_name>", "<file_sep>",
+                                    "<fim-suffix>", "<｜fim▁hole｜>", "<MID>"])
+def test_a_rewrite_holding_any_models_control_token_is_refused(marker: str) -> None:
+    # (The markers postprocess cuts inline suggestions at: one list for both.)
+    assert not plausible(f"def f(x):\n    return x + 1{marker}", OLD)
+
+
 def test_the_guards_judge_small_windows_by_their_lines_only() -> None:
     assert plausible("", "x")  # a tiny window may be emptied
     assert not plausible("a\n" * 20, "a\nb")  # but not run on for pages

@@ -6,18 +6,14 @@ the engine's cache keeps the instruction and the history from one request to the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from lsp_complete.models import NextEditTemplate
 from lsp_complete.nextedit.history import EditBlock
-from lsp_complete.postprocess import strip_controls
+from lsp_complete.postprocess import has_special_token, strip_controls
 
 CURSOR_MARKER = "<|cursor|>"
 _FENCE = "```"
-# Special tokens of the Qwen family (and markers like them): a rewrite holding one leaked the
-# template, it is not code.
-_SPECIAL = re.compile(r"<\|[a-z_]+\|>|<(?:fim|file|repo)_[a-z]+>")
 # An answer whose text shrinks to under this share of the window deleted most of it.
 MIN_KEPT_SHARE = 0.5
 # Windows shorter than this (non-blank characters) are not judged by what an answer keeps.
@@ -172,7 +168,8 @@ def parse_answer(template: NextEditTemplate, raw: str, finished: bool,
 
 def plausible(new: str, old: str) -> bool:
     """Whether `new` can be a rewrite of the window `old` (the guards)."""
-    if _FENCE in new or _SPECIAL.search(new):
+    # A rewrite holding a control token leaked the template: it is not code.
+    if _FENCE in new or has_special_token(new):
         return False
     kept, had = len("".join(new.split())), len("".join(old.split()))
     if had >= _JUDGED_CHARS:
