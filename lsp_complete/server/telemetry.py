@@ -71,28 +71,26 @@ class Telemetry:
 
     def record(self, uri: str, version: int, started: float, source: str,
                completion: Completion | None = None) -> None:
-        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000, source)
-        if completion is not None:
-            record.prompt_tokens = completion.prompt_tokens
-            record.reused_tokens = completion.result.reused_tokens
-            record.generate_ms = completion.result.generate_ms
-            record.encoded_tokens = completion.result.encoded_tokens
-            record.generated_tokens = completion.result.generated_tokens
-            record.verify_steps = completion.result.verify_steps
-            record.draft_tokens = completion.result.draft_tokens
-            record.accepted_tokens = completion.result.accepted_tokens
-        self.recent.append(record)
+        if completion is None:
+            self._append(uri, version, started, source)
+        else:
+            self._append(uri, version, started, source, completion.prompt_tokens,
+                         completion.result)
 
     def record_next_edit(self, uri: str, version: int, started: float, outcome: str,
                          result: GenerationResult | None, prompt_tokens: int) -> None:
         """A next edit computed (source "next-edit:<outcome>"): from when it was planned."""
-        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000,
-                               f"next-edit:{outcome}", prompt_tokens=prompt_tokens)
+        self._append(uri, version, started, f"next-edit:{outcome}", prompt_tokens, result)
+
+    def _append(self, uri: str, version: int, started: float, source: str,
+                prompt_tokens: int = 0, result: GenerationResult | None = None) -> None:
+        record = RequestRecord(uri, version, (time.perf_counter() - started) * 1000, source,
+                               prompt_tokens=prompt_tokens)
         if result is not None:
             record.reused_tokens = result.reused_tokens
+            record.generate_ms = result.generate_ms
             record.encoded_tokens = result.encoded_tokens
             record.generated_tokens = result.generated_tokens
-            record.generate_ms = result.generate_ms
             record.verify_steps = result.verify_steps
             record.draft_tokens = result.draft_tokens
             record.accepted_tokens = result.accepted_tokens
