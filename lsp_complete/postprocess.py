@@ -159,7 +159,7 @@ _SPECIAL_TOKEN = re.compile(
     r"<\|[A-Za-z_][\w.▁:-]*\|>"  # Qwen, StarCoder, CodeGemma, Llama 3: <|endoftext|>, <|file_sep|>
     r"|<｜[^｜\n]{1,64}｜>"  # DeepSeek (full-width bars): <｜fim▁hole｜>, <｜end▁of▁sentence｜>
     r"|<fim[_-][A-Za-z_]+>"  # StarCoder / SantaCoder: <fim_middle>, <fim-suffix>
-    r"|<file_sep>|<repo_name>"  # StarCoder2's repository format
+    r"|<file_sep>"  # StarCoder2 file separator
     r"|<(?:PRE|SUF|MID|EOT)>"  # CodeLlama infilling
     # Codestral's [SUFFIX]/[PREFIX]; not after a name or a closer, so `d[PREFIX]` stays code.
     r"""|(?<![\w\])}'"])\[(?:PREFIX|SUFFIX|MIDDLE)\]"""

@@ -6,6 +6,7 @@ the engine's cache keeps the instruction and the history from one request to the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lsp_complete.models import NextEditTemplate
@@ -13,6 +14,9 @@ from lsp_complete.nextedit.history import EditBlock
 from lsp_complete.postprocess import has_special_token, strip_controls
 
 CURSOR_MARKER = "<|cursor|>"
+# Repository-format marker texts that inline suggestions are not cut at (a URL may spell
+# `<repo_name>`), still refused in a rewrite beside postprocess's control tokens.
+_REPO_MARKER = re.compile(r"<(?:file|repo)_[a-z]+>")
 _FENCE = "```"
 # An answer whose text shrinks to under this share of the window deleted most of it.
 MIN_KEPT_SHARE = 0.5
@@ -169,7 +173,7 @@ def parse_answer(template: NextEditTemplate, raw: str, finished: bool,
 def plausible(new: str, old: str) -> bool:
     """Whether `new` can be a rewrite of the window `old` (the guards)."""
     # A rewrite holding a control token leaked the template: it is not code.
-    if _FENCE in new or has_special_token(new):
+    if _FENCE in new or has_special_token(new) or _REPO_MARKER.search(new):
         return False
     kept, had = len("".join(new.split())), len("".join(old.split()))
     if had >= _JUDGED_CHARS:
