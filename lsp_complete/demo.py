@@ -53,12 +53,13 @@ async def _demo(model: str | None, file: Path | None, lines: int, out: Any) -> i
     messages: list[str] = []
     client = LanguageClient("lsp-complete-demo", "1")
 
-    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    # pygls' JsonRPCClient.feature has no return annotation: the decorator is untyped.
+    @client.feature(types.WINDOW_SHOW_MESSAGE)  # type: ignore[untyped-decorator]
     def show_message(_ls: LanguageClient, params: types.ShowMessageParams) -> None:
         messages.append(params.message)
         print(f"[server] {params.message}", file=sys.stderr)
 
-    @client.feature(types.WINDOW_LOG_MESSAGE)
+    @client.feature(types.WINDOW_LOG_MESSAGE)  # type: ignore[untyped-decorator]
     def log_message(_ls: LanguageClient, params: types.LogMessageParams) -> None:
         pass
 

@@ -202,14 +202,15 @@ def _model_fix(message: str) -> str:
 def check_cache() -> Check:
     """The cache folder (models, KV cache): ours, private, writable, with room to spare."""
     from lsp_complete import model_store
+    from lsp_complete.locations import CACHE_ENV, cache_root
 
-    root = model_store.cache_root()
+    root = cache_root()
     kv = model_store.kv_cache_dir()
     existing = next((p for p in (root, *root.parents) if p.exists()), Path(root.anchor))
     details: dict[str, Any] = {"path": str(root), "kv": str(kv), "exists": root.exists()}
     with contextlib.suppress(OSError):
         details["freeBytes"] = shutil.disk_usage(existing).free
-    override = f"or set {model_store.CACHE_ENV} to a folder of yours"
+    override = f"or set {CACHE_ENV} to a folder of yours"
     if root.exists() and not root.is_dir():
         return Check("cache", "fail", f"{root} is not a folder", f"remove it, {override}", details)
     for folder in (root, kv):

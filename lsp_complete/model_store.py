@@ -32,7 +32,8 @@ from typing import IO
 from tqdm import tqdm
 
 from lsp_complete.gguf_header import has_gguf_magic, read_gguf_info
-from lsp_complete.locations import CACHE_ENV, cache_root
+from lsp_complete.locations import CACHE_ENV
+from lsp_complete.locations import cache_root as cache_root  # re-exported for bench/install.py
 from lsp_complete.models import (
     HubSource,
     ModelError,

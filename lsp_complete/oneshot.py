@@ -7,12 +7,16 @@ import stat
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lsp_complete.config import Settings
 from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken, EngineError
 from lsp_complete.languages import spec_for
+
+if TYPE_CHECKING:  # loaded on first use: the model stack is slow to import
+    from lsp_complete.pipeline import Completion
 
 
 class UsageError(Exception):
@@ -98,7 +102,8 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
     return 0
 
 
-def _complete(doc: Document, cursor: int, settings: Settings):
+def _complete(doc: Document, cursor: int,
+              settings: Settings) -> tuple[Completion, float, str]:
     from lsp_complete.pipeline import load_completer, prepare
 
     started = time.perf_counter()

@@ -34,7 +34,7 @@ class Job:
     run: Callable[[CancelToken], Any]
     interactive: bool
     cancel: CancelToken = field(default_factory=CancelToken)
-    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
     id: int = field(default_factory=lambda: next(_ids))
     submitted: float = field(default_factory=time.monotonic)
     started: float | None = None

@@ -403,7 +403,7 @@ class Workspace:
         """`compute(source)` once per version of the file (LRU-bounded); `kind` names what
         is computed, so several results of one file can be kept."""
         key = (kind, source.path, source.version)
-        hit = self._get(key)
+        hit: T | None = self._get(key)  # `kind` in the key: what is stored under it is a T
         if hit is not None:
             return hit
         return self._put(key, compute(source))

@@ -70,7 +70,7 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
     size = struct.calcsize("3i")
     _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, size))
-    return uid
+    return int(uid)
 
 
 def try_connect(path: Path) -> socket.socket | None:

@@ -242,7 +242,7 @@ class KVStore:
             log.warning("could not sweep orphan KV cache files in %s: %s", self.directory, exc)
 
 
-class SafeDisk(diskcache.Disk):
+class SafeDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no stubs: Disk is Any
     """diskcache's serialisation, narrowed to bytes values under str keys and never unpickling.
 
     Values under `min_file_size` live in the database, larger ones in 0600 files under two

@@ -31,7 +31,7 @@ _LOG_LEVELS = {2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR}
 _ABORT_NOISE = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
 
 
-@llama_cpp.llama_log_callback
+@llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
 def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # llama.cpp prints a lot at load time; keep it out of stderr unless asked for.
     message = text.decode("utf-8", errors="replace").rstrip()

@@ -76,7 +76,8 @@ class TokenHistory:
 
     @property
     def generated(self) -> list[int]:
-        return self.tokens[self.prompt_size : self.size].tolist()
+        generated: list[int] = self.tokens[self.prompt_size : self.size].tolist()
+        return generated
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from lsp_complete.engine.base import RemoteEngineError
 from lsp_complete.utf8 import cleaned
@@ -36,6 +36,9 @@ class Tokenizer(Protocol):
 
 # (path, body) -> parsed JSON answer; raises RemoteEngineError when the server cannot answer.
 PostJson = Callable[[str, dict[str, Any]], Any]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ServerTokenizer:
@@ -117,7 +120,7 @@ class CharTokenizer:
         pass
 
 
-def _field(answer: Any, name: str, path: str, kind: type) -> Any:
+def _field(answer: Any, name: str, path: str, kind: type[V]) -> V:
     """`answer[name]`, which must be a `kind`: a malformed answer is a RemoteEngineError."""
     value = answer.get(name) if isinstance(answer, dict) else None
     if not isinstance(value, kind):
@@ -125,7 +128,7 @@ def _field(answer: Any, name: str, path: str, kind: type) -> Any:
     return value
 
 
-def _remember(cache: OrderedDict, key: Any, value: Any, limit: int) -> None:
+def _remember(cache: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
     cache[key] = value
     if len(cache) > limit:
         cache.popitem(last=False)

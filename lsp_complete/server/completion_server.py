@@ -31,8 +31,8 @@ from lsp_complete.server.model import ModelHost
 from lsp_complete.server.next_edit import NextEdits
 from lsp_complete.server.protocol import SECTION, Protocol
 from lsp_complete.server.repo import RepoHost
-from lsp_complete.server.status import RECENT_LIMIT, server_status
-from lsp_complete.server.telemetry import Telemetry
+from lsp_complete.server.status import server_status
+from lsp_complete.server.telemetry import RECENT_LIMIT, Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 log = logging.getLogger(__name__)

@@ -201,7 +201,9 @@ class Protocol(LanguageServerProtocol):
     # ------------------------------------------------------------------ lifecycle
 
     @lsp_method(types.INITIALIZE)
-    def lsp_initialize(self, params: types.InitializeParams):
+    def lsp_initialize(
+        self, params: types.InitializeParams
+    ) -> Generator[Any, Any, types.InitializeResult]:
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             offered = list(general.position_encodings)

@@ -170,7 +170,8 @@ def open_doc(
     )
 
 
-def insert(client: LanguageClient, uri: str, version: int, line: int, char: int, text: str):
+def insert(client: LanguageClient, uri: str, version: int, line: int, char: int,
+           text: str) -> None:
     """didChange that inserts `text` at (line, char), as a keystroke does."""
     position = types.Position(line=line, character=char)
     replace(client, uri, version, types.Range(start=position, end=position), text)
@@ -263,9 +264,10 @@ async def wait_for_model(
     return st.get("model") or {}
 
 
-async def wait_for_state(client: LanguageClient, states: tuple[str, ...], timeout: float = 60):
+async def wait_for_state(client: LanguageClient, states: tuple[str, ...],
+                         timeout: float = 60) -> str:
     """The model's state once it is one of `states`; TimeoutError when it is not in time."""
-    state = (await wait_for_model(client, states, timeout)).get("state")
+    state: str | None = (await wait_for_model(client, states, timeout)).get("state")
     if state not in states:
         raise TimeoutError(f"model state stayed {state!r}")
     return state
