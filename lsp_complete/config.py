@@ -146,7 +146,15 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def wire_name(name: str) -> str:
+    """A field's key on the wire: `max_tokens` is `maxTokens`."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+# Every setting's key as clients send it (initializationOptions, didChangeConfiguration).
+WIRE_NAMES = frozenset(wire_name(name) for name in _FIELDS)
 # Keys of the editors' own settings that arrive in the same section (the VS Code extension's
 # `lspComplete.serverPath` starts the server; it is not ours to complain about), and TCP mode's
 # `token` (checked and taken out before settings are read; over stdio it means nothing), and

@@ -12,23 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from lsp_complete.config import parse_settings
+from lsp_complete.config import CLIENT_ONLY_KEYS, WIRE_NAMES, parse_settings
 
 REPO = Path(__file__).resolve().parent.parent
 EDITORS = REPO / "editors"
 JETBRAINS = EDITORS / "jetbrains" / "lsp-complete"
 
-# initializationOptions an editor may send (camelCase), per the server's contract.
-KNOWN_OPTIONS = {
-    "model",
-    "threads",
-    "contextSize",
-    "gpuLayers",
-    "maxTokens",
-    "multiline",
-    "enabled",
-    "debounceMs",
-}
+# initializationOptions an editor may send (camelCase): the server's settings, from config.py,
+# so a setting added there is known here (and to the VS Code checks below) at once.
+KNOWN_OPTIONS = WIRE_NAMES
 # LSP language ids every integration must cover.
 LANGUAGE_IDS = {"python", "javascript", "typescript", "go", "rust", "java", "c", "cpp"}
 
@@ -387,20 +379,31 @@ def test_vscode_manifest() -> None:
     assert ci.is_file() and os.access(ci, os.X_OK)
 
 
+def _vscode_init_option_keys() -> set[str]:
+    """logic.ts' INIT_OPTION_KEYS: the settings the extension sends as initializationOptions."""
+    ts = (EDITORS / "vscode" / "src" / "logic.ts").read_text()
+    listed = ts.split("export const INIT_OPTION_KEYS = [", 1)[1].split("]", 1)[0]
+    return set(re.findall(r'"([A-Za-z]+)"', listed))
+
+
 def test_vscode_settings_that_become_options_are_known_to_the_server() -> None:
     props = _vscode_package()["contributes"]["configuration"]["properties"]
-    option_settings = {
-        key.removeprefix("lspComplete."): spec
-        for key, spec in props.items()
-        if key.removeprefix("lspComplete.") in KNOWN_OPTIONS
-    }
+    names = {key.removeprefix("lspComplete.") for key in props}
+    option_settings = {name: props[f"lspComplete.{name}"] for name in names & KNOWN_OPTIONS}
     assert {"model", "threads", "maxTokens", "multiline", "enabled", "debounceMs"} <= set(
         option_settings
     )
-    # Each default, where set, is a value the server accepts.
+    # Every other setting is the extension's own (the server skips it), not a misspelt option.
+    assert names - KNOWN_OPTIONS <= CLIENT_ONLY_KEYS, sorted(names - KNOWN_OPTIONS)
+    # Each setting named like a server setting is sent to it (not forgotten in logic.ts).
+    assert _vscode_init_option_keys() == set(option_settings)
+    # Each default, where set, is a value the server accepts (nextEdit goes as "on"/"off":
+    # logic.ts' toInitializationOptions).
     defaults = {
         k: v["default"] for k, v in option_settings.items() if v.get("default") not in (None, "")
     }
+    if isinstance(defaults.get("nextEdit"), bool):
+        defaults["nextEdit"] = "on" if defaults["nextEdit"] else "off"
     _check_options(defaults, "package.json defaults")
     assert option_settings["multiline"]["enum"] == ["auto", "always", "never"]
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from lsp_complete.config import EngineSettings, Settings
+from lsp_complete.config import EngineSettings, Settings, wire_name
 from lsp_complete.daemon import hello as wire
 from lsp_complete.daemon.paths import (
     IDLE_ENV,
@@ -287,20 +287,15 @@ def own_view(described: dict[str, object], own: set[str], last_error: str) -> di
 
 def _mismatch(wanted: EngineSettings, loaded: EngineSettings) -> str:
     here, there = dataclasses.asdict(wanted), dataclasses.asdict(loaded)
-    diffs = "; ".join(f"{_camel_key(k)} {here[k]!r} here, {there[k]!r} in use"
+    diffs = "; ".join(f"{wire_name(k)} {here[k]!r} here, {there[k]!r} in use"
                       for k in here if here[k] != there[k])
     return (f"this window's engine settings differ from the shared engine's, which other "
             f"editor windows use ({diffs}): it keeps the loaded engine. Use the same settings "
             "everywhere, or run this editor's server with `lsp-complete serve --no-daemon`.")
 
 
-def _camel_key(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 def _camel(values: dict[str, Any]) -> dict[str, Any]:
-    return {_camel_key(k): v for k, v in values.items() if k != "api_key_env"}
+    return {wire_name(k): v for k, v in values.items() if k != "api_key_env"}
 
 
 # --------------------------------------------------------------------------- sessions
