@@ -14,7 +14,6 @@ ENGINE_LABELS = {
     "c": "(c) llama-server /infill, llama.vim-style",
     "d": "(d) lsp-complete",
 }
-BASELINE_KEYS = ("a", "b", "c")
 
 
 class AtCursor:

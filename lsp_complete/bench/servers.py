@@ -4,8 +4,8 @@ own empty KV cache folder and never the shared engine daemon, or a stateless bas
 answering in this process behind the same session interface (StatelessSession); warmed up on
 an unrelated snippet that is not recorded, its startup and memory kept, and stopped.
 
-The baselines run's engines and the A/B sides (versions, variants, stateless baselines) are all
-`Server`s; what differs is the settings they are given and how they are driven.
+Every side of a run (versions, variants, stateless baselines) is a `Server`; what differs is
+the settings it is given.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ class StartError(RuntimeError):
 
 
 def live_checkout() -> ServerVersion:
-    """This checkout as it is on disk, first on PYTHONPATH: the baselines run's (d) (an A/B's
-    candidate is a copy: install.this_checkout)."""
+    """This checkout as it is on disk, first on PYTHONPATH (the candidate of a run without
+    --candidate; an installed copy is install.this_checkout)."""
     return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
                          pythonpath=str(CHECKOUT_ROOT), cwd=None, source_digest="")
 
@@ -199,6 +199,9 @@ class Server:
     woke: int = 0
     idle_cpu_s: float = 0.0
     options: dict[str, Any] = field(default_factory=dict)  # given at the last start
+    cache_dir: str | None = None  # the last start's KV cache folder
+    # CPU of the sessions already stopped: `cpu` counts on across a restart.
+    spent_cpu_s: float = 0.0
     _cache_dirs: list[str] = field(default_factory=list)
 
     @property
@@ -207,7 +210,8 @@ class Server:
         return self.session
 
     def cpu(self) -> float:
-        return self.live.cpu_s() or 0.0
+        """CPU seconds of every session so far (one counter across restarts)."""
+        return self.spent_cpu_s + (self.live.cpu_s() or 0.0)
 
     def new_cache_dir(self) -> str:
         path = tempfile.mkdtemp(prefix=f"lsp-complete-bench-{self.key}-kv-".replace("/", "_"))
@@ -219,11 +223,12 @@ class Server:
         """A fresh server on `cache_dir` (None: a new empty one), warmed up if `warm`, given
         `options` beside its own."""
         session: Session
+        self.options = options or {}
         if self.make_engine is not None:
             session = StatelessSession(self.make_engine)
         else:
-            env = self.version.server_env(base_server_env(cache_dir or self.new_cache_dir()))
-            self.options = options or {}
+            self.cache_dir = cache_dir or self.new_cache_dir()
+            env = self.version.server_env(base_server_env(self.cache_dir))
             init = {**self.init_options, **self.options}
             session = ServerSession(init["model"], init, env=env,
                                     log_path=self.log_path,
@@ -253,12 +258,19 @@ class Server:
         finally:
             await self.stop()
 
+    async def restart(self) -> Session:
+        """Stopped and started again on the same KV cache folder and options, not warmed up
+        (what a restart restores from disk is measured)."""
+        await self.stop()
+        return await self.start(self.cache_dir, warm=False, options=self.options)
+
     async def stop(self) -> None:
         """Stop the server (it persists its KV caches), its peak and last memory kept; its
         cache folders stay until `cleanup` (a restart may read them)."""
         session, self.session = self.session, None
         if session is None:
             return
+        self.spent_cpu_s += session.cpu_s() or 0.0
         peak, now = session.peak_rss_mb(), session.rss_mb()
         if peak is not None:
             self.peak_rss_mb.append(peak)

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import coldfiles, lsp_driver
+from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
+from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
 from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.servers import Server
@@ -43,7 +44,8 @@ from lsp_complete.bench.spans import (
     type_span,
     type_with_tab,
 )
-from lsp_complete.bench.workload import Episode, first_line
+from lsp_complete.bench.workload import Episode, OpenCase, first_line
+from lsp_complete.testing.lsp_client import position_at
 
 log = logging.getLogger(__name__)
 Side = Server  # an A/B side: its key B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
@@ -71,11 +73,13 @@ class AbConfig:
     pace_ms: float = 200.0
     settle_s: float = 0.5
     workspace_folders: list[str] = field(default_factory=list)
+    # Settings asked for on the command line (a remote engine, repoContextTokens).
+    server_options: dict[str, Any] = field(default_factory=dict)
 
     def init_options(self) -> dict[str, Any]:
-        """What every server is given: only settings every version knows."""
+        """What every server is given: only settings every version knows, and those asked."""
         return {"model": self.model_path, "threads": self.threads,
-                "maxTokens": self.max_tokens, "multiline": "never"}
+                "maxTokens": self.max_tokens, "multiline": "never", **self.server_options}
 
 
 @dataclass
@@ -97,9 +101,12 @@ class UnitRun:
 # --- servers -----------------------------------------------------------------------------------
 
 
-async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None) -> None:
+async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None,
+                folders: list[str] | None = None) -> None:
     """A fresh server for `side`: empty KV cache folder, `options` beside its settings,
-    warmed up, quiet."""
+    `folders` (None: as before) its workspace, warmed up, quiet."""
+    if folders is not None:
+        side.workspace_folders = folders
     await side.start(options=options)
     await wait_quiet(side, cfg.settle_s)
 
@@ -305,6 +312,78 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask])
     return drive
 
 
+LARGE_PHASES = ("cold-open", "warm-keystroke", "warm-reopen", "restart-from-disk")
+
+
+def large_drive(cases: Sequence[OpenCase]) -> Drive:
+    """The large file, one sample a phase (LARGE_PHASES, its index): asked the moment it
+    opens, a key typed, opened again, and opened after a restart on the same KV cache folder.
+    Latency runs from didOpen to the answer, or from the request for the key."""
+
+    async def drive(side: Side, index: int) -> list[Sample]:
+        case = cases[index]
+        uri = Path(case.path).resolve().as_uri()
+
+        async def ask(phase: int, version: int, text: str, offset: int) -> Sample:
+            session = side.live
+            began = asyncio.get_running_loop().time()
+            if phase == 1:
+                session.insert(uri, version, position_at(case.text, case.offset),
+                               case.next_char)
+            else:
+                session.open(uri, case.language_id, text, version)
+            suggestion, latency, error = await session.inline(uri, text, offset)
+            if phase != 1:
+                latency = (asyncio.get_running_loop().time() - began) * 1000
+            c = lsp_driver.recorded(await session.status(), uri, version, suggestion, latency,
+                                    error)
+            return Sample.of(side.engine, "large-file", LARGE_PHASES[phase], phase, c,
+                             side=side.key, extra={"error": error} if error else {})
+
+        typed = case.text[:case.offset] + case.next_char + case.text[case.offset:]
+        samples = [await ask(0, 1, case.text, case.offset),
+                   await ask(1, 2, typed, case.offset + 1)]
+        side.live.close(uri)
+        samples.append(await ask(2, 10, case.text, case.offset))
+        side.live.close(uri)
+        await side.restart()
+        samples.append(await ask(3, 20, case.text, case.offset))
+        side.live.close(uri)
+        return samples
+
+    return drive
+
+
+def crossfile_drive(cfg: AbConfig, scenario: Scenario, tasks: Sequence[CrossFileTask]) -> Drive:
+    """Each line asked once the server is quiet at the spot (the cursor put there first, the
+    imported module open beside it in crossfile-open), scored against the line's rest."""
+
+    async def drive(side: Side, index: int) -> list[Sample]:
+        task, session, version = tasks[index], side.live, index + 1
+        uri = Path(task.path).resolve().as_uri()
+        other = Path(task.imported_path).resolve().as_uri()
+        if scenario.opens_imported:
+            session.open(other, task.language,
+                         Path(task.imported_path).read_text(encoding="utf-8"), version)
+        session.open(uri, task.language, task.text, version)
+        session.move_cursor(uri, position_at(task.text, task.offset))
+        await wait_quiet(side, cfg.settle_s)
+        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
+        status = await session.status()
+        c = lsp_driver.recorded(status, uri, version, suggestion, latency, error)
+        doc: dict[str, Any] = next(
+            (d for d in status.get("documents") or [] if d.get("uri") == uri), {})
+        session.close(uri)
+        if scenario.opens_imported:
+            session.close(other)
+        return [Sample.of(side.engine, scenario.name, task.name, 0, c, side=side.key, extra={
+            "target": task.target, "needed": list(task.needed), "language": task.language,
+            "repo_tokens": (doc.get("repoContext") or {}).get("tokens", 0),
+            **crossfile.score(task, c.text), **({"error": error} if error else {})})]
+
+    return drive
+
+
 def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask | BlockTask],
                     passes: PassRunner) -> None:
     for run in runs:
@@ -317,36 +396,57 @@ def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask | BlockT
 
 @dataclass
 class Work:
+    """What every side is given, each unit in turn: a scenario's kind picks its units."""
+
     episodes: list[Episode]
     cold_cases: list[ColdCase]
     tasks: list[InfillTask]
     blocks: list[BlockTask] = field(default_factory=list)  # he-block's
+    large: list[OpenCase] = field(default_factory=list)  # large-file's
+    crossfile: list[CrossFileTask] = field(default_factory=list)
     passes: PassRunner = field(default_factory=PassRunner)
 
     def tasks_of(self, scenario: Scenario) -> Sequence[InfillTask | BlockTask]:
         return self.blocks if scenario.blocks else self.tasks
 
+    def units(self, scenario: Scenario) -> list[tuple[str, int]]:
+        """The scenario's units: (name, requests made)."""
+        if scenario.kind == "typing":
+            before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
+            return [(ep.name, len(ep.keystrokes) + before_move) for ep in self.episodes]
+        if scenario.kind == "open":
+            return [(Path(c.path).name, coldfiles.KEYSTROKES) for c in self.cold_cases]
+        if scenario.kind == "large":
+            return [(Path(c.path).name, len(LARGE_PHASES)) for c in self.large]
+        if scenario.kind == "crossfile":
+            return [(t.name, 1) for t in self.crossfile]
+        return [(t.name, 1) for t in self.tasks_of(scenario)]
+
+    def drive(self, cfg: AbConfig, scenario: Scenario) -> Drive:
+        if scenario.kind == "typing":
+            return typing_drive(cfg, scenario, self.episodes)
+        if scenario.kind == "open":
+            return open_drive(self.cold_cases)
+        if scenario.kind == "large":
+            return large_drive(self.large)
+        if scenario.kind == "crossfile":
+            return crossfile_drive(cfg, scenario, self.crossfile)
+        return humaneval_drive(scenario, self.tasks_of(scenario))
+
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
                        on_unit: Callable[[], Any] = lambda: None) -> list[UnitRun]:
     """Fresh servers for every side, every unit of the scenario on each, the servers
-    stopped."""
-    if scenario.kind == "typing":
-        before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
-        units = [(ep.name, len(ep.keystrokes) + before_move) for ep in work.episodes]
-        drive = typing_drive(cfg, scenario, work.episodes)
-    elif scenario.kind == "open":
-        units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]
-        drive = open_drive(work.cold_cases)
-    else:
-        units = [(t.name, 1) for t in work.tasks_of(scenario)]
-        drive = humaneval_drive(scenario, work.tasks_of(scenario))
+    stopped. The cross-file lines' workspace is their packages' folders."""
+    units = work.units(scenario)
     if not units:
         return []
+    folders = sorted({Path(t.root).resolve().as_uri() for t in work.crossfile}) \
+        if scenario.kind == "crossfile" else cfg.workspace_folders
     try:
         for side in sides:
-            await start(side, cfg, scenario.options)
-        runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
+            await start(side, cfg, scenario.options, folders)
+        runs = await run_units(cfg, scenario, sides, units, work.drive(cfg, scenario), on_unit)
     finally:
         for side in sides:
             await stop(side)

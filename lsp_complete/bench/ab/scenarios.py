@@ -27,6 +27,13 @@ Files asked the moment they open:
   he-pause  the same, asked 1 s after opening;
   he-block  HumanEval multi-line: the cursor at the start of a function body, the whole body
             asked at once (servers given BLOCK_OPTIONS); its time is to the whole suggestion.
+  large-file  a ~2,000-line file (--open-file): asked the moment it opens (cold), a key typed
+            (warm), closed and opened again (reopen), and after a restart on the same KV cache
+            folder (what the server restores from disk; a stateless engine keeps nothing).
+Lines that need another module (bench/crossfile/; the server's workspace is the packages'
+folders, and each line is asked once the server is quiet at the spot, as after a pause):
+  crossfile       the module alone open;
+  crossfile-open  the module it imports from open in another tab too.
 
 A typing scenario is named `timing` (generic client) or `ours:timing`.
 """
@@ -42,9 +49,13 @@ from lsp_complete.bench.workload import Episode
 
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block")
+OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "large-file", "crossfile",
+                  "crossfile-open")
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
+# A run with no --baseline, --models or --speculation: the stateless baselines beside this
+# checkout, on what the baselines were always measured on (one scenario per former table).
+BASELINES_DEFAULT = ("ours:rest2s", "paced", "he-open", "large-file", "open", "crossfile")
 REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
            "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
 AWAITED = ("burst", "rest2s", "moved", "moved-pause")
@@ -66,7 +77,7 @@ MIN_INTERVAL_MS, MAX_INTERVAL_MS = 30.0, 5000.0
 @dataclass(frozen=True)
 class Scenario:
     name: str  # as given to --scenarios, normalised ("burst", "ours:rest2s", "he-open")
-    kind: str  # typing | open | humaneval
+    kind: str  # typing | open | humaneval | large | crossfile
     client: str = "generic"
     timing: str = ""  # typing: one of TIMINGS
     # humaneval: how long after opening the request is made; moved: how long the user stays
@@ -98,6 +109,11 @@ class Scenario:
         return dict(BLOCK_OPTIONS) if self.blocks else {}
 
     @property
+    def opens_imported(self) -> bool:
+        """crossfile: the imported module is open in another tab."""
+        return self.name == "crossfile-open"
+
+    @property
     def busy(self) -> bool:
         """A CPU-bound process runs beside the server while a span is typed."""
         return self.timing == "busy"
@@ -121,6 +137,10 @@ def parse(text: str) -> list[Scenario]:
 def _one(item: str) -> Scenario:
     if item == "open":
         return Scenario("open", "open")
+    if item == "large-file":
+        return Scenario(item, "large")
+    if item in ("crossfile", "crossfile-open"):
+        return Scenario(item, "crossfile")
     if item in ("he-open", "he-pause", "he-block"):
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
