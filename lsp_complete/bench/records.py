@@ -46,12 +46,11 @@ class Completion:
 
 @dataclass
 class Sample:
-    """One measured request; `samples.json` is a list of these."""
+    """One measured request; `ab-samples.json` holds them by unit."""
 
-    engine: str  # what answered: a | b | c (the baselines) | d (lsp-complete)
-    workload: str  # replay | paced | humaneval | open | coldfile | crossfile |
-    # an A/B's scenario
-    case: str  # episode name, HumanEval task id + line, or open phase
+    engine: str  # what answered: a | b | c (the stateless baselines) | d (lsp-complete)
+    workload: str  # the scenario
+    case: str  # span name, HumanEval task id + line, file name or large-file phase
     index: int  # keystroke index within the episode (0 for single requests)
     latency_ms: float
     suggestion: str
@@ -62,14 +61,11 @@ class Sample:
     line_exact: bool | None = None
     exact_match: bool | None = None
     passed: bool | None = None
-    fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
+    fresh: bool | None = None  # still the newest keystroke when the answer came
     extra: dict[str, Any] = field(default_factory=dict)
-    # An A/B run (bench/ab/): the side that served it, its key (B: the candidate; A, or A1,
-    # A2, ... with several baselines; a variant's model/mode).
+    # The side that served it, its key (B: the candidate; A, or A1, A2, ... with several
+    # baselines; a variant's model/mode).
     side: str | None = None
-    # How the engine was set up (a model x mode variant is an A/B side: its key is `side`): a
-    # cross-file configuration (crossfile/: b, b+, d, d-norepo, ...).
-    variant: str | None = None
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -261,7 +262,9 @@ def rerender(out: Path) -> int:
     measure changed): the same samples and seed give the same intervals."""
     path = out / report.SAMPLES_JSON
     data = json.loads(path.read_text(encoding="utf-8"))
-    runs = [UnitRun(**{**unit, "samples": [Sample(**s) for s in unit["samples"]]})
+    known = {f.name for f in dataclasses.fields(Sample)}  # older runs had more
+    runs = [UnitRun(**{**unit, "samples": [Sample(**{k: v for k, v in s.items() if k in known})
+                                           for s in unit["samples"]]})
             for unit in data["units"]]
     meta = data["meta"]
     settings = meta["settings"]
@@ -311,7 +314,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
     think = (f"think: intervals from a log-normal mixture (keys median "
              f"{scenario_specs.KEY_MEDIAN_MS:.0f} ms; {scenario_specs.PAUSE_SHARE:.0%} pauses, "
              f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "
-             "published keystroke studies; answers not awaited.")
+             "published keystroke studies.")
     return {
         "date": machine.now_utc(),
         "machine": machine.machine_info(cfg.threads),
@@ -340,35 +343,16 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "workspace.",
             "Clients: generic = didOpen/didChange/inlineCompletion only; ours = also "
             "lsp-complete/didMoveCursor when a span starts.",
-            "burst: each key once the previous answer arrived; rest2s: 2 s after opening, "
-            f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
-            f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
-            "priority) beside the server while each span is typed; saved: think, by a typist "
-            "who presses Tab instead of the next key when the newest answer has arrived and "
-            "its first line is exactly the rest of the line (one edit; typing goes on at the "
-            "line break): the characters put in by Tab over the span's, and the wrong "
-            "suggestions shown (arrived in time, not empty, not how the line goes on) per "
-            "key pressed.",
-            "moved: the span's whole file opened and a suggestion asked half the file away, "
-            "then the span's lines deleted in one change and typed again as in burst; "
-            f"moved-pause: {scenario_specs.MOVED_PAUSE_S:g} s at the first spot before the "
-            "move. Its first key (the move) and the keys after it are reported apart.",
+            "Stateless baselines (psm, psm-lcp) answer in this process, one request at a time, "
+            "a waiting one superseded by a newer one; they hear of the cursor only with a "
+            "request; their peak RSS is this process's: the harness (~100 MiB) and every "
+            "stateless baseline's model resident at once.",
             "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
             "and characters accepted count fresh answers only; the wait at a line's end is "
             "the answer time of the key that completes a line.",
-            "open: never-seen files opened and asked at once mid-line, then two keys; "
-            "he-open: each HumanEval line's document asked the moment it opens (time from "
-            f"didOpen); he-pause: asked {scenario_specs.HE_PAUSE_S:g} s after opening.",
-            "large-file: a large file asked the moment it opens, a key typed, opened again, "
-            "and opened after a restart on the same KV cache folder (a stateless baseline "
-            "keeps nothing); crossfile: a line of module A that needs what only the module it "
-            "imports from defines, asked once the server is quiet at the spot (crossfile-open: "
-            "that module open too), scored by exact match, the needed identifiers it holds and "
-            "edit similarity; the workspace is the packages' folders.",
-            "Stateless baselines (psm, psm-lcp) answer in this process, one request at a time, "
-            "a waiting one superseded by a newer one; they hear of the cursor only with a "
-            "request; their peak RSS includes the harness (~100 MiB).",
             "CPU: the server process's user+system seconds from the start of its turn until "
             "it was quiet again, over its requests.",
+            think,
+            *[f"{name}: {scenario_specs.about(name)}." for name in info],
         ],
     }

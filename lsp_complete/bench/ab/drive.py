@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -226,18 +225,10 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
                 answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
-        samples = key_samples(side.engine, scenario.name, ep, answers, status,
-                              with_fresh=True, side=side.key)
+        samples = key_samples(side.engine, scenario.name, ep, answers, status, side.key)
         if first is not None and samples:  # the answer at the spot before the move
             samples[0].extra["before_move_ms"] = first.latency_ms
             samples[0].extra["before_move_error"] = first.error
-        for k, (sample, ks) in enumerate(zip(samples, ep.keystrokes, strict=True)):
-            shown = sample.fresh and sample.source != "error"
-            sample.extra["accepted_chars"] = accepted_chars(
-                ks.typed_prefix, sample.suggestion, ks.full_line) if shown else 0
-            sample.extra["line_end"] = k == len(ep.keystrokes) - 1 or \
-                ep.keystrokes[k + 1].char == "\n"
-            sample.extra["language"] = ep.language_id
         return samples
 
     return drive
@@ -267,13 +258,6 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
-
-
-def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
-    """What Tab would have accepted correctly: the length of the common prefix of the
-    suggestion's first line and the rest of the line as it was actually typed."""
-    rest, shown = full_line[len(typed_prefix):], first_line(suggestion)
-    return len(os.path.commonprefix([rest, shown]))
 
 
 def open_drive(cases: Sequence[ColdCase]) -> Drive:
