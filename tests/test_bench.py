@@ -399,7 +399,7 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
     parse = bench.build_parser().parse_args
     args = parse(["--quick", "--keystrokes", "5", "--span-lines", "1,3"])
     mode = next(m for m in bench.MODES if m.asked(args))
-    assert mode.name == "baselines"
+    assert mode.name == "default"
     sized = bench._with_sizes(args, mode)
     assert sized.keystrokes == 5 and sized.span_lines == (1, 3) and sized.spans == 2
     full = bench._with_sizes(parse([]), mode)
@@ -408,7 +408,7 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
         ab_args = parse([*asked, "--quick"])
         ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
         sized = bench._with_sizes(ab_args, ab_mode)
-        assert ab_mode.name == "ab" and sized.span_lines == (1, 3) and sized.blocks == 1
+        assert ab_mode.name == "named sides" and sized.span_lines == (1, 3) and sized.blocks == 1
     with pytest.raises(SystemExit, match="no run's samples"):
         bench.rerender(tmp_path)
 

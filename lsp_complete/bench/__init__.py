@@ -59,7 +59,7 @@ SIZES = {
 
 
 def _defaults(name: str) -> str:
-    """What each mode fills `name` with: " (baselines: full 30, quick 2; ab: ...)"."""
+    """What each mode fills `name` with: " (named sides: full 100, quick 4; default: ...)"."""
     found = [f"{m.name}: full {m.full[name]}, quick {m.quick[name]}"
              for m in MODES if name in m.full and name in m.quick]
     return f" ({'; '.join(found)})" if found else ""
@@ -223,7 +223,7 @@ def run_next_edit(args: argparse.Namespace, model: Model) -> int:
 
 MODES = [
     Mode("next-edit", lambda args: bool(args.next_edit or args.next_edit_tasks), run_next_edit),
-    Mode("ab", lambda args: bool(args.baseline or args.candidate or args.speculation
+    Mode("named sides", lambda args: bool(args.baseline or args.candidate or args.speculation
                                  or args.models), ab.run,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
                "humaneval": 100, "cold_files": 6, "blocks": 10, "crossfile": 48,
@@ -231,7 +231,7 @@ MODES = [
          quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
                 "humaneval": 4, "cold_files": 1, "blocks": 1, "crossfile": 1, "pace_ms": 200.0},
          samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
-    Mode("baselines", lambda args: True, ab.run,
+    Mode("default", lambda args: True, ab.run,
          full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
                "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 10,
                "pace_ms": 100.0},

@@ -79,14 +79,9 @@ async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase],
                 char = case.line[len(typed)] if len(typed) < len(case.line) else " "
                 session.insert(uri, index + 1, position_at(text, offset), char)
                 text, offset, typed = text[:offset] + char + text[offset:], offset + 1, typed + char
-            suggestion, latency, error = await session.inline(uri, text, offset)
-            c = lsp_driver.recorded(await session.status(), uri, index + 1, suggestion, latency,
-                                    error)
-            samples.append(Sample.of(
-                engine, workload, Path(case.path).name, index, c,
-                line_exact=line_exact(typed, c.text, case.line),
-                extra={"error": error} if error else {}, side=side,
-            ))
+            c, error = await lsp_driver.ask(session, uri, index + 1, text, offset)
+            samples.append(Sample.of(engine, workload, Path(case.path).name, index, c, error,
+                                     line_exact=line_exact(typed, c.text, case.line), side=side))
         session.close(uri)
         on_case()
     return samples

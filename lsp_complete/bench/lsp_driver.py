@@ -1,4 +1,4 @@
-"""Engine (d): the real `lsp-complete serve`, driven over stdio as an editor drives it.
+"""The real `lsp-complete serve` (engine d), driven over stdio as an editor drives it.
 
 Every keystroke is an incremental `didChange` (one character at the cursor) followed by an
 automatic `inlineCompletion` request at the new cursor.  Per-request token counts come from the
@@ -212,6 +212,17 @@ def recorded(status: dict[str, Any], uri: str, version: int, suggestion: str, la
     version)."""
     return completion_with_stats(suggestion, latency_ms, stats_by_version(status, uri).get(version),
                                  error)
+
+
+async def ask(session: Session, uri: str, version: int, text: str, offset: int,
+              opened_at: float | None = None) -> tuple[Completion, str | None]:
+    """One inline request at `offset` of `text` (the document at `version`), with the server's
+    record of it, and its error; its latency runs from `opened_at` (the event loop's time at
+    didOpen) when given, else from the request."""
+    suggestion, latency, error = await session.inline(uri, text, offset)
+    if opened_at is not None:
+        latency = (asyncio.get_running_loop().time() - opened_at) * 1000
+    return recorded(await session.status(), uri, version, suggestion, latency, error), error
 
 
 def completion_with_stats(

@@ -69,8 +69,11 @@ class Sample:
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,
-           **kw: Any) -> Sample:
-        """The sample of one answer `c`; `kw` sets the quality fields and `extra`."""
+           error: str | None = None, **kw: Any) -> Sample:
+        """The sample of one answer `c` (its request's `error` kept in `extra`); `kw` sets the
+        quality fields and `extra`."""
+        if error:
+            kw["extra"] = {**kw.get("extra", {}), "error": error}
         return cls(engine=engine, workload=workload, case=case, index=index,
                    latency_ms=c.latency_ms, suggestion=c.text, prompt_tokens=c.prompt_tokens,
                    encoded_tokens=c.encoded_tokens, generated_tokens=c.generated_tokens,

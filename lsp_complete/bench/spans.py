@@ -231,9 +231,9 @@ def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAn
         shown = fresh(is_newest(answers, k), c)
         line_end = k == len(ep.keystrokes) - 1 or ep.keystrokes[k + 1].char == "\n"
         extra = {"accepted_chars": accepted_chars(ks.typed_prefix, c.text, ks.full_line)
-                 if shown else 0, "line_end": line_end, "language": ep.language_id,
-                 **({"error": answer.error} if answer.error else {})}
-        samples.append(Sample.of(engine, workload, ep.name, k, c, side=side, fresh=shown,
+                 if shown else 0, "line_end": line_end, "language": ep.language_id}
+        samples.append(Sample.of(engine, workload, ep.name, k, c, answer.error, side=side,
+                                 fresh=shown,
                                  line_exact=line_exact(ks.typed_prefix, c.text, ks.full_line),
                                  extra=extra))
     return samples

@@ -31,7 +31,7 @@ from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
-from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import Server
 from lsp_complete.bench.spans import (
     SpanTiming,
@@ -253,8 +253,8 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, side=side.key,
-                                 fresh=shown,
+        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, a.error,
+                                 side=side.key, fresh=shown,
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
@@ -276,22 +276,15 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask])
     async def drive(side: Side, index: int) -> list[Sample]:
         task, session = tasks[index], side.live
         uri = f"file:///lsp-complete-bench/ab/{task.name.replace('/', '_').replace('#', '_')}.py"
-        loop = asyncio.get_running_loop()
-        opened = loop.time()
+        opened = asyncio.get_running_loop().time()
         session.open(uri, "python", task.text, 1)
         if scenario.pause_s:
             await asyncio.sleep(scenario.pause_s)
-        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        if not scenario.pause_s:
-            latency = (loop.time() - opened) * 1000
+        c, error = await lsp_driver.ask(session, uri, 1, task.text, task.offset,
+                                        None if scenario.pause_s else opened)
         session.close(uri)
-        c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
-                       ("model" if suggestion else "empty"))
-        sample = Sample.of(side.engine, scenario.name, task.name, 0, c,
-                           exact_match=task.exact_match(c.text), side=side.key)
-        if error:
-            sample.extra["error"] = error
-        return [sample]
+        return [Sample.of(side.engine, scenario.name, task.name, 0, c, error, side=side.key,
+                          exact_match=task.exact_match(c.text))]
 
     return drive
 
@@ -308,30 +301,25 @@ def large_drive(cases: Sequence[OpenCase]) -> Drive:
         case = cases[index]
         uri = Path(case.path).resolve().as_uri()
 
-        async def ask(phase: int, version: int, text: str, offset: int) -> Sample:
-            session = side.live
+        async def opened(phase: int, version: int) -> Sample:
             began = asyncio.get_running_loop().time()
-            if phase == 1:
-                session.insert(uri, version, position_at(case.text, case.offset),
-                               case.next_char)
-            else:
-                session.open(uri, case.language_id, text, version)
-            suggestion, latency, error = await session.inline(uri, text, offset)
-            if phase != 1:
-                latency = (asyncio.get_running_loop().time() - began) * 1000
-            c = lsp_driver.recorded(await session.status(), uri, version, suggestion, latency,
-                                    error)
-            return Sample.of(side.engine, "large-file", LARGE_PHASES[phase], phase, c,
-                             side=side.key, extra={"error": error} if error else {})
+            side.live.open(uri, case.language_id, case.text, version)
+            c, error = await lsp_driver.ask(side.live, uri, version, case.text, case.offset,
+                                            began)
+            return Sample.of(side.engine, "large-file", LARGE_PHASES[phase], phase, c, error,
+                             side=side.key)
 
+        samples = [await opened(0, 1)]
+        side.live.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
         typed = case.text[:case.offset] + case.next_char + case.text[case.offset:]
-        samples = [await ask(0, 1, case.text, case.offset),
-                   await ask(1, 2, typed, case.offset + 1)]
+        c, error = await lsp_driver.ask(side.live, uri, 2, typed, case.offset + 1)
+        samples.append(Sample.of(side.engine, "large-file", LARGE_PHASES[1], 1, c, error,
+                                 side=side.key))
         side.live.close(uri)
-        samples.append(await ask(2, 10, case.text, case.offset))
+        samples.append(await opened(2, 10))
         side.live.close(uri)
         await side.restart()
-        samples.append(await ask(3, 20, case.text, case.offset))
+        samples.append(await opened(3, 20))
         side.live.close(uri)
         return samples
 
@@ -352,18 +340,13 @@ def crossfile_drive(cfg: AbConfig, scenario: Scenario, tasks: Sequence[CrossFile
         session.open(uri, task.language, task.text, version)
         session.move_cursor(uri, position_at(task.text, task.offset))
         await wait_quiet(side, cfg.settle_s)
-        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        status = await session.status()
-        c = lsp_driver.recorded(status, uri, version, suggestion, latency, error)
-        doc: dict[str, Any] = next(
-            (d for d in status.get("documents") or [] if d.get("uri") == uri), {})
+        c, error = await lsp_driver.ask(session, uri, version, task.text, task.offset)
         session.close(uri)
         if scenario.opens_imported:
             session.close(other)
-        return [Sample.of(side.engine, scenario.name, task.name, 0, c, side=side.key, extra={
-            "target": task.target, "needed": list(task.needed), "language": task.language,
-            "repo_tokens": (doc.get("repoContext") or {}).get("tokens", 0),
-            **crossfile.score(task, c.text), **({"error": error} if error else {})})]
+        return [Sample.of(side.engine, scenario.name, task.name, 0, c, error, side=side.key,
+                          extra={"target": task.target, "needed": list(task.needed),
+                                 "language": task.language, **crossfile.score(task, c.text)})]
 
     return drive
 
