@@ -178,8 +178,6 @@ class _SlowEngine:
     """A stateless engine that answers what it was asked, slowly (no model: the session's
     queueing and records are what is checked)."""
 
-    key = "a"
-
     def __init__(self) -> None:
         self.asked: list[int] = []
 

@@ -94,7 +94,6 @@ class LlamaBaseline:
     ) -> None:
         import llama_cpp
 
-        self.key = "b" if reuse else "a"
         self.reuse = reuse
         self.max_tokens = max_tokens
         self.fim = fim

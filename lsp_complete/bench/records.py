@@ -83,8 +83,6 @@ class Sample:
 class StatelessEngine(Protocol):
     """An engine that sees the whole document on every request (baselines a, b, c)."""
 
-    key: str
-
     def complete(self, text: str, offset: int, path: str) -> Completion: ...
 
     def peak_rss_mb(self) -> float | None: ...
@@ -97,20 +95,11 @@ class StatelessEngine(Protocol):
 
 def read_hwm_mb(pid: int | str = "self") -> float | None:
     """Peak resident set size (VmHWM) of a process, in MiB; None where /proc is missing."""
-    return _status_mb(pid, "VmHWM")
-
-
-def read_rss_mb(pid: int | str = "self") -> float | None:
-    """Resident set size now (VmRSS) of a process, in MiB; None where /proc is missing."""
-    return _status_mb(pid, "VmRSS")
-
-
-def _status_mb(pid: int | str, field: str) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    match = re.search(rf"{field}:\s+(\d+)\s+kB", status)
+    match = re.search(r"VmHWM:\s+(\d+)\s+kB", status)
     return int(match.group(1)) / 1024 if match else None
 
 

@@ -29,7 +29,7 @@ from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.install import CHECKOUT_ROOT, ServerVersion
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.lsp_driver import ServerSession, Session
-from lsp_complete.bench.records import ENGINE_LABELS, Completion, StatelessEngine, read_rss_mb
+from lsp_complete.bench.records import ENGINE_LABELS, Completion, StatelessEngine
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
 WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
@@ -127,9 +127,6 @@ class StatelessSession:
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
         self._versions[uri] = version
 
-    def replace_all(self, uri: str, version: int, text: str) -> None:
-        self._versions[uri] = version
-
     def move_cursor(self, uri: str, position: types.Position) -> None:
         pass  # a stateless engine hears of the cursor only with a request
 
@@ -165,9 +162,6 @@ class StatelessSession:
     def peak_rss_mb(self) -> float | None:
         return self.engine.peak_rss_mb() if self.engine is not None else None
 
-    def rss_mb(self) -> float | None:
-        return read_rss_mb()
-
     def cpu_s(self) -> float | None:
         return self._cpu_s
 
@@ -192,7 +186,6 @@ class Server:
     session: Session | None = None
     startup_ms: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
-    end_rss_mb: list[float] = field(default_factory=list)
     # An A/B's turns (ab/drive.py): its CPU counter when last seen quiet, the times it used
     # CPU while another server was driven, and the CPU it used then (should be ~0).
     quiet_cpu_s: float = 0.0
@@ -265,17 +258,15 @@ class Server:
         return await self.start(self.cache_dir, warm=False, options=self.options)
 
     async def stop(self) -> None:
-        """Stop the server (it persists its KV caches), its peak and last memory kept; its
+        """Stop the server (it persists its KV caches), its peak memory kept; its
         cache folders stay until `cleanup` (a restart may read them)."""
         session, self.session = self.session, None
         if session is None:
             return
         self.spent_cpu_s += session.cpu_s() or 0.0
-        peak, now = session.peak_rss_mb(), session.rss_mb()
+        peak = session.peak_rss_mb()
         if peak is not None:
             self.peak_rss_mb.append(peak)
-        if now is not None:
-            self.end_rss_mb.append(now)
         await session.stop()
 
     def cleanup(self) -> None:
