@@ -304,7 +304,9 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
     """The default run: the stateless baselines (a) psm and (b) psm-lcp beside this checkout in
     the one interleaved drive, on every scenario the baselines are measured on (typing with a
     rest and the cursor, paced typing, HumanEval, the large file's four phases, never-seen
-    files, cross-file lines), B compared with each baseline. Times are not checked."""
+    files, cross-file lines): they answer the same units in this process, behind the session
+    a server has, typed by the same driver and scored the same way, each compared with B.
+    Times are not checked."""
     out = tmp_path / "bench-out"
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench",
@@ -321,7 +323,7 @@ def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
         ("a", "stateless"), ("b", "stateless"), ("d", "checkout")]
     names = list(scenarios.BASELINES_DEFAULT)
     assert meta["settings"]["scenarios"] == names
-    assert all(u["error"] is None for u in units), [u for u in units if u["error"]]
+    assert all(u["error"] is None and u["cpu_s"] is not None for u in units), units
     for name in names:  # every unit of every scenario on all three sides
         mine = [u for u in units if u["scenario"] == name]
         assert mine and sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] *

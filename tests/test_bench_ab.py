@@ -522,38 +522,3 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").read_text() == report_md
-
-
-def test_stateless_baselines_are_sides_of_the_same_drive(tiny_model_path: Path,
-                                                         tmp_path: Path) -> None:
-    """(a) full re-encode PSM and (b) LCP reuse as the baselines of an A/B: they answer the
-    same units in this process, behind the session a server has, typed by the same driver and
-    scored the same way, each compared with the candidate. Times are not checked."""
-    out = tmp_path / "ab"
-    names = ("burst", "think", "open", "he-open")
-    proc = subprocess.run([
-        sys.executable, "-m", "lsp_complete", "bench", "--baseline", "psm,psm-lcp",
-        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--scenarios",
-        ",".join(names), "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
-    ], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "ab-samples.json").read_text())
-    sides = data["meta"]["sides"]
-    assert [(sides[k]["engine"], sides[k]["kind"]) for k in ("A1", "A2", "B")] == [
-        ("a", "stateless"), ("b", "stateless"), ("d", "checkout")]
-    units = data["units"]
-    assert all(u["error"] is None and u["cpu_s"] is not None for u in units), units
-    for unit in units:
-        engine = sides[unit["side"]]["engine"]
-        assert unit["samples"] and {s["engine"] for s in unit["samples"]} == {engine}
-    # Every stateless answer has its record: prompt and encoded tokens, as the server gives.
-    burst = [s for u in units if u["scenario"] == "burst" and u["side"] == "A1"
-             for s in u["samples"]]
-    assert burst and all(s["prompt_tokens"] and s["encoded_tokens"] == s["prompt_tokens"]
-                         for s in burst if s["source"] == "model"), burst
-    rows = data["rows"]
-    for baseline in ("A1", "A2"):
-        for name in names:
-            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
-            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
-            assert [r["measure"] for r in mine][:len(expected)] == expected
