@@ -103,11 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="CPU threads for every engine")
     p.add_argument("--max-tokens", type=int, default=48, help="longest suggestion, in tokens")
     p.add_argument("--seed", type=int, default=0, help="seed for file and span choice")
-    p.add_argument("--quick", action="store_true", help="one-minute smoke run")
+    p.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
     p.add_argument("--out", default="bench-out", help="output folder (default bench-out/)")
     p.add_argument("--rerender", metavar="DIR",
-                   help="rebuild the report in DIR from its samples (samples.json, or an A/B "
-                   "run's ab-samples.json), run nothing")
+                   help="rebuild the report in DIR from its samples (ab-samples.json), run "
+                   "nothing")
     for flag, (nargs, _) in RETIRED.items():
         p.add_argument(flag, nargs=nargs, action=_Retired, help=argparse.SUPPRESS)
     base = p.add_argument_group("the servers under test")

@@ -8,13 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-ENGINE_LABELS = {
-    "a": "(a) PSM, full re-encode",
-    "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
-    "c": "(c) llama-server /infill, llama.vim-style",
-    "d": "(d) lsp-complete",
-}
-
 
 class AtCursor:
     """A bench task's document, with the cursor between `prefix` and `suffix` (the task's

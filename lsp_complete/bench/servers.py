@@ -29,7 +29,7 @@ from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.install import CHECKOUT_ROOT, ServerVersion
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.lsp_driver import ServerSession, Session
-from lsp_complete.bench.records import ENGINE_LABELS, Completion, StatelessEngine
+from lsp_complete.bench.records import Completion, StatelessEngine
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
 WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
@@ -58,6 +58,9 @@ def base_server_env(cache_dir: str) -> dict[str, str]:
 Model = tuple[str, str | None, Any]  # the model under test: path, registry name, spec
 # The stateless baselines by the names `--baseline` knows them, and their engine keys.
 STATELESS = {"psm": "a", "psm-lcp": "b", "llama-server": "c"}
+STATELESS_LABELS = {"a": "(a) PSM, full re-encode",
+                    "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
+                    "c": "(c) llama-server /infill, llama.vim-style"}
 
 
 def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Sequence[str],
@@ -76,7 +79,7 @@ def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Seq
             return LlamaServerClient(llama_server, max_tokens)
         return LlamaBaseline(model_path, fim, stop, threads, max_tokens, reuse=key == "b")
 
-    version = ServerVersion(label=ENGINE_LABELS[key], kind="stateless", python=sys.executable,
+    version = ServerVersion(label=STATELESS_LABELS[key], kind="stateless", python=sys.executable,
                             pythonpath=None, cwd=None, source_digest="")
     return Server(side or key, version, {}, log_path, make_engine=make, engine=key)
 
