@@ -85,7 +85,9 @@ async def run(checkout: Path, model: str, keystrokes: int, tasks: int) -> list[d
         out.append({"what": f"invoked {ep.name}", "answer": found})
         lsp_client.close_doc(client, uri)
         await settle(client)
-    for n, task in enumerate(humaneval.build_tasks(tasks, 2)):
+    he_tasks = [task for problem in humaneval.load_problems(tasks)
+                for task in humaneval.tasks_for_problem(problem)[:2]]  # two lines each
+    for n, task in enumerate(he_tasks):
         uri = f"file:///corpus/{n}.py"
         lsp_client.open_doc(client, uri, task.text)
         found = await ask(client, uri, task.text, task.offset)  # asked as it opens

@@ -191,10 +191,12 @@ def test_next_edit_parts_are_pure() -> None:
 
 def test_the_bench_has_one_cli_server_lifecycle_statistics_and_format() -> None:
     """bench/ is one harness (issue 28): only __init__.py parses options, only servers.py
-    starts a server under test (lsp-complete or a stateless baseline), only stats.py
-    computes statistics and only fmt.py lays out report tables."""
+    starts a server under test (lsp-complete or a stateless baseline: no workload builds
+    its own engine), only stats.py computes statistics and only fmt.py lays out report
+    tables."""
     owners = {"add_argument(": "__init__.py", "ServerSession(": "servers.py",
               "StatelessSession(": "servers.py", "LlamaServerClient(": "servers.py",
+              "LlamaBaseline(": "servers.py",
               "np.percentile(": "stats.py", "statistics.": "stats.py", "default_rng(": "stats.py",
               '" | ".join(': "fmt.py"}
     for path in (PACKAGE / "bench").rglob("*.py"):

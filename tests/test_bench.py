@@ -1,8 +1,8 @@
-"""The benchmark's pieces: workloads, metrics, HumanEval tasks, report, the /infill client."""
+"""The benchmark's pieces: workloads, HumanEval tasks, the stateless baselines, the /infill client,
+the command line, and the default run end to end."""
 
 from __future__ import annotations
 
-import dataclasses
 import http.server
 import json
 import random
@@ -15,14 +15,15 @@ import pytest
 from lsprotocol import types
 
 from lsp_complete import bench
-from lsp_complete.bench import crossfile, humaneval, metrics, report, stats, variants, workload
+from lsp_complete.bench import humaneval, stats, variants, workload
+from lsp_complete.bench.ab import measures, scenarios
 from lsp_complete.bench.baselines import generate_reuse, psm_windows
 from lsp_complete.bench.llama_server import (
     LlamaServerClient,
     infill_request,
     suggestion_from_content,
 )
-from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.records import Completion
 from lsp_complete.testing.lsp_client import position_at, suggestion_from_answer
 
 SOURCE = "\n".join(
@@ -136,7 +137,7 @@ def test_positions_are_utf16() -> None:
     assert position_at(text, 5) == types.Position(line=1, character=1)
 
 
-# --- metrics -----------------------------------------------------------------------------------
+# --- statistics --------------------------------------------------------------------------------
 
 
 def test_percentile() -> None:
@@ -170,62 +171,12 @@ def test_humaneval_pass_at_1_runs_the_tests() -> None:
     assert not task.exact_match("return False")
 
 
-# --- report ------------------------------------------------------------------------------------
-
-
-def _fake_samples() -> list[Sample]:
-    samples = []
-    for engine, base in (("a", 3000.0), ("b", 900.0), ("d", 120.0)):
-        for i in range(20):
-            samples.append(Sample(engine, "replay", "f.py:1-2", i, base + i * 10, "x",
-                                  prompt_tokens=900, encoded_tokens=900 if engine == "a" else 5,
-                                  line_exact=i % 3 == 0))  # fmt: skip
-        samples.append(Sample(engine, "humaneval", "HumanEval/0#L1", 0, base, "y",
-                              exact_match=True, passed=engine != "a"))  # fmt: skip
-        samples.append(Sample(engine, "open", "cold-open", 0, base * 2, ""))
-    for i in range(10):
-        samples.append(Sample("d", "paced", "f.py:1-2", i, 90.0, "z", fresh=i % 2 == 0,
-                              source="superseded" if i % 2 else "model"))  # fmt: skip
-    return samples
-
-
-def test_report_writes_markdown_json_and_png(tmp_path: Path) -> None:
-    samples = _fake_samples()
-    extras = {"a": {"peak_rss_mb": 700.0}, "d": {"peak_rss_mb": 650.0, "startup_ms": 900.0}}
-    summary = metrics.summarize(samples, extras)
-    assert summary["d"]["ratios"]["a"]["p50"] == pytest.approx(
-        summary["d"]["replay"]["p50"] / summary["a"]["replay"]["p50"]
-    )
-    assert summary["d"]["paced"]["superseded_share"] == 0.5
-    assert summary["a"]["paced"]["requests"] == 0
-    meta = {
-        "date": "today",
-        "machine": {"cpu": "cpu", "cores": 2, "cores_usable": 2, "threads_used": 2,
-                    "platform": "linux", "python": "3.11"},
-        "model": {"name": "m", "path": "/m.gguf", "size_bytes": 10, "sha256": "00"},
-        "settings": {"pace_ms": 100, "threads": 2},
-        "versions": {"pygls": "2.1.1"},
-        "files": ["f.py"],
-        "notes": ["a note"],
-    }  # fmt: skip
-    paths = report.write_all(tmp_path, meta, summary, samples)
-    assert [p.name for p in paths] == ["report.md", "samples.json", "latency.png"]
-    md = (tmp_path / "report.md").read_text()
-    assert "(d) lsp-complete" in md and "(a) PSM, full re-encode" in md and "a note" in md
-    data = json.loads((tmp_path / "samples.json").read_text())
-    assert len(data["samples"]) == len(samples)
-    assert data["samples"][0] == dataclasses.asdict(samples[0])
-    assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
 # --- stateless baselines behind a server's session -----------------------------------------------
 
 
 class _SlowEngine:
     """A stateless engine that answers what it was asked, slowly (no model: the session's
     queueing and records are what is checked)."""
-
-    key = "a"
 
     def __init__(self) -> None:
         self.asked: list[int] = []
@@ -350,57 +301,79 @@ def test_infill_whitespace_line_is_sent_empty_and_indent_trimmed() -> None:
 # --- end to end --------------------------------------------------------------------------------
 
 def test_bench_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    """The default run: the stateless baselines (a) psm and (b) psm-lcp beside this checkout in
+    the one interleaved drive, on every scenario the baselines are measured on (typing with a
+    rest and the cursor, paced typing, HumanEval, the large file's four phases, never-seen
+    files, cross-file lines): they answer the same units in this process, behind the session
+    a server has, typed by the same driver and scored the same way, each compared with B.
+    Times are not checked."""
     out = tmp_path / "bench-out"
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench",
         "--quick", "--model", str(tiny_model_path), "--out", str(out),
-        "--keystrokes", "6", "--humaneval", "1", "--humaneval-lines", "2",
-        "--open-file", workload.quick_file(), "--max-tokens", "8",
-    ], capture_output=True, text=True, timeout=600)  # fmt: skip
+        "--keystrokes", "6", "--humaneval", "1", "--open-file", workload.quick_file(),
+        "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
+    ], capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in ("report.md", "samples.json", "latency.png"):
-        assert (out / name).stat().st_size > 0
-    data = json.loads((out / "samples.json").read_text())
-    engines = {s["engine"] for s in data["samples"]}
-    assert engines == {"a", "b", "d"}
-    workloads = {s["workload"] for s in data["samples"] if s["engine"] == "d"}
-    assert workloads == {"replay", "paced", "humaneval", "open", "crossfile", "coldfile"}
-    # The stateless baselines are typed into by the same driver: the same workloads (but the
-    # cross-file lines, which (b) answers on its own) and their records, paced included.
-    for key in "ab":
-        mine = [s for s in data["samples"] if s["engine"] == key]
-        assert {s["workload"] for s in mine} >= {"replay", "paced", "humaneval", "open",
-                                                 "coldfile"}
-        assert all(s["encoded_tokens"] for s in mine
-                   if s["workload"] == "replay" and s["source"] == "model")
-    assert data["summary"]["a"]["paced"]["requests"] == data["summary"]["d"]["paced"]["requests"]
-    # The never-seen file (one in --quick): opened and asked at once, then two keys typed.
-    cold = [s for s in data["samples"] if s["workload"] == "coldfile" and s["engine"] == "d"]
+    data = json.loads((out / "ab-samples.json").read_text())
+    meta, units, rows = data["meta"], data["units"], data["rows"]
+    sides = meta["sides"]
+    assert meta["baselines"] == ["A1", "A2"]
+    assert [(sides[k]["engine"], sides[k]["kind"]) for k in ("A1", "A2", "B")] == [
+        ("a", "stateless"), ("b", "stateless"), ("d", "checkout")]
+    names = list(scenarios.BASELINES_DEFAULT)
+    assert meta["settings"]["scenarios"] == names
+    assert all(u["error"] is None and u["cpu_s"] is not None for u in units), units
+    for name in names:  # every unit of every scenario on all three sides
+        mine = [u for u in units if u["scenario"] == name]
+        assert mine and sorted(u["side"] for u in mine) == sorted(["A1", "A2", "B"] *
+                                                                  (len(mine) // 3)), name
+    for unit in units:  # each sample names the engine that answered it
+        engine = sides[unit["side"]]["engine"]
+        assert unit["samples"] and {s["engine"] for s in unit["samples"]} == {engine}
+    # The stateless baselines' records: every answer of (a) re-encoded its whole prompt.
+    typed = [s for u in units if u["scenario"] == "ours:rest2s" and u["side"] == "A1"
+             for s in u["samples"]]
+    assert typed and all(s["prompt_tokens"] and s["encoded_tokens"] == s["prompt_tokens"]
+                         for s in typed if s["source"] == "model"), typed
+    # The large file: its four phases in order, the last after a restart on the same cache.
+    for unit in (u for u in units if u["scenario"] == "large-file"):
+        assert [s["case"] for s in unit["samples"]] == [
+            "cold-open", "warm-keystroke", "warm-reopen", "restart-from-disk"]
+        assert all(s["source"] != "error" for s in unit["samples"])
+    assert meta["scenarios"]["large-file"]["B"]["startup_ms"] is not None
+    # The never-seen file: opened and asked at once, then two keys typed.
+    cold = [s for u in units if u["scenario"] == "open" and u["side"] == "B"
+            for s in u["samples"]]
     assert [s["index"] for s in cold] == [0, 1, 2] and cold[0]["line_exact"] is not None
-    assert cold[0]["case"].endswith(".py") and cold[0]["source"] != "error"
-    assert data["summary"]["d"]["coldfile"]["files"] == 1
-    assert "### Never-seen files" in (out / "report.md").read_text()
-    # The cross-file line (one in --quick) ran on (b), (b+) and every (d) configuration.
-    cross = [s for s in data["samples"] if s["workload"] == "crossfile"]
-    assert sorted(s["variant"] for s in cross) == sorted(crossfile.VARIANT_LABELS)
-    assert "## Cross-file lines" in (out / "report.md").read_text()
+    # The cross-file line, scored on every side.
+    cross = [s for u in units if u["scenario"] == "crossfile" for s in u["samples"]]
+    assert len(cross) == 3 and all({"em", "needed", "es"} <= set(s["extra"]) for s in cross)
+    for baseline in ("A1", "A2"):
+        for name in names:
+            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
+            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
+            assert [r["measure"] for r in mine] == [*expected, "peak RSS"], (baseline, name)
+    report_md = (out / "ab-report.md").read_text()
+    assert "## B against A1: (a) PSM, full re-encode" in report_md
     assert data["meta"]["model"]["sha256"]
-    # Each span starts with the cursor resting there (what the server makes of that rest is
-    # tested without a clock in test_kv_persistence: 1 s is not always enough on a loaded
-    # machine); every first keystroke has its server-side record.
-    assert data["meta"]["settings"]["rest_ms"] == 1000
-    firsts = [s for s in data["samples"]
-              if s["engine"] == "d" and s["workload"] == "replay" and s["index"] == 0]
-    assert firsts and all(s["encoded_tokens"] is not None and s["prompt_tokens"]
-                          for s in firsts if s["source"] in ("model", "empty")), firsts
     # The report can be rebuilt from the samples alone.
-    (out / "report.md").unlink()
+    (out / "ab-report.md").unlink()
     rerun = subprocess.run(
         [sys.executable, "-m", "lsp_complete", "bench", "--rerender", str(out)],
         capture_output=True, text=True, timeout=120,
     )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "Model calls only" in (out / "report.md").read_text()
+    assert (out / "ab-report.md").read_text() == report_md
+
+
+def test_retired_options_are_refused_with_what_to_do_instead(capsys) -> None:
+    for argv in (["--engines", "a,d"], ["--no-paced"], ["--rest-ms", "0"]):
+        with pytest.raises(SystemExit):
+            bench.build_parser().parse_args(argv)
+        err = capsys.readouterr().err
+        assert f"{argv[0]} is no longer an option" in err
+        assert "--scenarios" in err or "--baseline" in err  # what to use instead
 
 
 # --- (d) side by side: speculation modes and models (bench/variants.py) --------------------------
@@ -426,7 +399,7 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
     parse = bench.build_parser().parse_args
     args = parse(["--quick", "--keystrokes", "5", "--span-lines", "1,3"])
     mode = next(m for m in bench.MODES if m.asked(args))
-    assert mode.name == "baselines"
+    assert mode.name == "default"
     sized = bench._with_sizes(args, mode)
     assert sized.keystrokes == 5 and sized.span_lines == (1, 3) and sized.spans == 2
     full = bench._with_sizes(parse([]), mode)
@@ -435,7 +408,7 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
         ab_args = parse([*asked, "--quick"])
         ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
         sized = bench._with_sizes(ab_args, ab_mode)
-        assert ab_mode.name == "ab" and sized.span_lines == (1, 3) and sized.blocks == 1
+        assert ab_mode.name == "named sides" and sized.span_lines == (1, 3) and sized.blocks == 1
     with pytest.raises(SystemExit, match="no run's samples"):
         bench.rerender(tmp_path)
 

@@ -16,8 +16,9 @@ from lsprotocol import types
 
 from lsp_complete.bench import humaneval, install, stats, workload
 from lsp_complete.bench.ab import measures, scenarios
-from lsp_complete.bench.ab.drive import UnitRun, accepted_chars
+from lsp_complete.bench.ab.drive import LARGE_PHASES, UnitRun
 from lsp_complete.bench.records import Sample
+from lsp_complete.bench.spans import accepted_chars
 
 # --- scenarios ---------------------------------------------------------------------------------
 
@@ -33,6 +34,12 @@ def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
     for bad in ("sprint", "theirs:burst", " , "):
         with pytest.raises(ValueError):
             scenarios.parse(bad)
+    every = scenarios.parse(",".join([*scenarios.TIMINGS, *scenarios.OPEN_SCENARIOS]))
+    assert all(scenarios.about(s.name) for s in every)  # each says what it does in the report
+    kinds = {s.name: s.kind for s in scenarios.parse(",".join(scenarios.BASELINES_DEFAULT))}
+    assert kinds["large-file"] == "large" and kinds["crossfile"] == "crossfile"
+    (beside,) = scenarios.parse("crossfile-open")
+    assert beside.kind == "crossfile" and beside.opens_imported and not every[-2].opens_imported
 
 
 def test_busy_types_as_think_with_a_cpu_bound_process_beside(tmp_path: Path) -> None:
@@ -193,6 +200,7 @@ def _spans(side: str, latency: float, exact: bool, n_units: int = 12,
     runs = []
     for unit in range(n_units):
         samples = [Sample("d", "burst", f"s{unit}", k, latency + k + unit % 3, "x",
+                          encoded_tokens=int(latency) // 10 + k,
                           line_exact=exact and k < 5, fresh=True, side=side,
                           extra={"accepted_chars": 2 if exact else 1, "line_end": k == 9})
                    for k in range(10)]
@@ -218,7 +226,7 @@ def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
     rows = _rows(_spans("A", 100, True) + _spans("B", 200, False, cpu=1.5))
     assert rows["keystroke p95"].ratio == pytest.approx((200 + 9 + 2) / (100 + 9 + 2), rel=0.05)
     for name in ("keystroke p50", "keystroke p95", "first key of a span p50",
-                 "CPU s / keystroke"):
+                 "tokens encoded / key", "CPU s / keystroke"):
         assert rows[name].verdict == "regression" and rows[name].low > 1, rows[name]
     for name in ("line-exact", "characters accepted / key"):
         assert rows[name].verdict == "regression" and rows[name].high < 1, rows[name]
@@ -230,6 +238,36 @@ def test_slower_and_worse_is_a_regression_better_is_an_improvement() -> None:
     # Seeded: the same samples give the same intervals.
     again = _rows(_spans("A", 100, True) + _spans("B", 200, False, cpu=1.5))
     assert again == rows
+
+
+def test_the_large_file_reports_each_phase_and_cross_file_lines_their_scores() -> None:
+    """Each large-file phase is its own measure (a slower restart is that phase's regression
+    alone); a cross-file line's scores are its quality measures."""
+    def large(side: str, restart_ms: float) -> list[UnitRun]:
+        return [UnitRun("large-file", side, u, "big.py", u % 2, 4, 1.0, 0.0, [
+            Sample("d", "large-file", phase, i, restart_ms if i == 3 else 100.0 + i, "x",
+                   side=side) for i, phase in enumerate(LARGE_PHASES)]) for u in range(6)]
+
+    scenario = scenarios.parse("large-file")[0]
+    rows = {r.measure: r for r in measures.scenario_rows(
+        scenario, large("A", 100.0) + large("B", 300.0), 0, resamples=200)}
+    assert list(rows) == list(LARGE_PHASES)
+    assert rows["restart-from-disk"].ratio == 3.0
+    assert rows["restart-from-disk"].verdict == "regression"
+    assert [rows[p].ratio for p in LARGE_PHASES[:3]] == [1.0, 1.0, 1.0]
+
+    def lines(side: str, em: float) -> list[UnitRun]:
+        return [UnitRun("crossfile-open", side, u, f"pkg/a.py:{u}", u % 2, 1, 1.0, 0.0, [
+            Sample("d", "crossfile", f"pkg/a.py:{u}", 0, 50.0, "x", side=side,
+                   extra={"em": em, "needed": 1.0, "es": 0.5})])
+                for u in range(6)]
+
+    rows = {r.measure: r for r in measures.scenario_rows(
+        scenarios.parse("crossfile-open")[0], lines("A", 0.0) + lines("B", 1.0), 0,
+        resamples=200)}
+    assert rows["exact match"].a == 0.0 and rows["exact match"].b == 1.0
+    assert rows["exact match"].verdict == "improvement"
+    assert rows["needed identifiers"].ratio == 1.0 and rows["edit similarity"].ratio == 1.0
 
 
 def test_keys_after_the_first_and_each_language_are_reported_apart() -> None:
@@ -484,38 +522,3 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").read_text() == report_md
-
-
-def test_stateless_baselines_are_sides_of_the_same_drive(tiny_model_path: Path,
-                                                         tmp_path: Path) -> None:
-    """(a) full re-encode PSM and (b) LCP reuse as the baselines of an A/B: they answer the
-    same units in this process, behind the session a server has, typed by the same driver and
-    scored the same way, each compared with the candidate. Times are not checked."""
-    out = tmp_path / "ab"
-    names = ("burst", "think", "open", "he-open")
-    proc = subprocess.run([
-        sys.executable, "-m", "lsp_complete", "bench", "--baseline", "psm,psm-lcp",
-        "--quick", "--model", str(tiny_model_path), "--out", str(out), "--scenarios",
-        ",".join(names), "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200",
-    ], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "ab-samples.json").read_text())
-    sides = data["meta"]["sides"]
-    assert [(sides[k]["engine"], sides[k]["kind"]) for k in ("A1", "A2", "B")] == [
-        ("a", "stateless"), ("b", "stateless"), ("d", "checkout")]
-    units = data["units"]
-    assert all(u["error"] is None and u["cpu_s"] is not None for u in units), units
-    for unit in units:
-        engine = sides[unit["side"]]["engine"]
-        assert unit["samples"] and {s["engine"] for s in unit["samples"]} == {engine}
-    # Every stateless answer has its record: prompt and encoded tokens, as the server gives.
-    burst = [s for u in units if u["scenario"] == "burst" and u["side"] == "A1"
-             for s in u["samples"]]
-    assert burst and all(s["prompt_tokens"] and s["encoded_tokens"] == s["prompt_tokens"]
-                         for s in burst if s["source"] == "model"), burst
-    rows = data["rows"]
-    for baseline in ("A1", "A2"):
-        for name in names:
-            expected = [m.name for m in measures.measures_for(scenarios.parse(name)[0])]
-            mine = [r for r in rows if r["baseline"] == baseline and r["scenario"] == name]
-            assert [r["measure"] for r in mine][:len(expected)] == expected

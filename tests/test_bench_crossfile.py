@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from lsp_complete.bench import crossfile, workload
-from lsp_complete.models import FimTemplate
 
 SHAPES = '''"""Shapes."""
 
@@ -79,17 +78,6 @@ def test_scores() -> None:
     assert partial["em"] == 0.0 and partial["needed"] == 0.5
     assert partial["es"] == pytest.approx(1 - crossfile.levenshtein("helper(2)",
                                                                     "helper(1, LIMIT)") / 16)
-
-
-def test_the_oracle_uses_the_models_repository_format(site: Path) -> None:
-    task = next(t for t in crossfile.build_tasks(10, 0, [site]) if t.target.startswith("4,"))
-    fim = FimTemplate("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|file_sep|>",
-                      "<|repo_name|>")
-    text, special = crossfile.oracle_text(task, fim)
-    assert special and text.startswith("<|repo_name|>geometry\n<|file_sep|>geometry/shapes.py\n")
-    assert text.endswith("<|file_sep|>geometry/uses.py\n")
-    plain, special = crossfile.oracle_text(task, None)
-    assert not special and plain.startswith("# Path: geometry/shapes.py\n# def make_square(")
 
 
 def test_the_replay_workspace_of_a_python_module_is_above_its_top_package(site: Path) -> None:
@@ -184,6 +172,3 @@ def test_javascript_tasks_need_what_only_the_required_module_defines(node_module
     assert by_target[("twice.ts", "UNIT);")].language == "typescript"
     # Nothing outside the package is read, whatever the path says.
     assert all("outside" not in t.imported_path for t in tasks)
-    # Without a repository format the oracle is a block of the language's comments.
-    plain, special = crossfile.oracle_text(scaled, None)
-    assert not special and plain.startswith("// Path: lib/shapes.js\n// class Circle {")

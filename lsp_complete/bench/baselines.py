@@ -34,8 +34,6 @@ class FimTokens:
     suffix: str
     middle: str
     order: str = "psm"  # "spm": suffix first (Codestral)
-    file_sep: str | None = None  # the repository format's markers, when the model has one
-    repo_name: str | None = None
 
 
 def fim_tokens(spec: Any) -> FimTokens | None:
@@ -43,8 +41,7 @@ def fim_tokens(spec: Any) -> FimTokens | None:
     fim = getattr(spec, "fim", None)
     if fim is None:
         return None
-    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"),
-                     getattr(fim, "file_sep", None), getattr(fim, "repo_name", None))
+    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"))
 
 
 def psm_windows(
@@ -94,14 +91,10 @@ class LlamaBaseline:
         max_tokens: int,
         reuse: bool,
         n_ctx: int = 4096,
-        lines_before: int = LINES_BEFORE,
-        lines_after: int = LINES_AFTER,
     ) -> None:
         import llama_cpp
 
-        self.key = "b" if reuse else "a"
         self.reuse = reuse
-        self.lines_before, self.lines_after = lines_before, lines_after
         self.max_tokens = max_tokens
         self.fim = fim
         self.stop_strings = tuple(s for s in stop if s)
@@ -136,8 +129,8 @@ class LlamaBaseline:
             return []
         return self.llm.tokenize(text.encode(), add_bos=False, special=special)
 
-    def prompt_tokens(self, text: str, offset: int, reserve: int = 0) -> list[int]:
-        prefix, suffix = psm_windows(text, offset, self.lines_before, self.lines_after)
+    def prompt_tokens(self, text: str, offset: int) -> list[int]:
+        prefix, suffix = psm_windows(text, offset)
         fim = self.fim
         if fim is None:  # a prefix-only model: plain continuation
             tokens = self._bos + self._tok(prefix)
@@ -149,25 +142,12 @@ class LlamaBaseline:
             for text_part, special in [*parts, (fim.middle, True)]:
                 tokens = tokens + self._tok(text_part, special=special)
         # Keep room for generation; llama-server truncates the prefix the same way.
-        room = self.llm.n_ctx() - self.max_tokens - 1 - reserve
+        room = self.llm.n_ctx() - self.max_tokens - 1
         return tokens[-room:] if len(tokens) > room else tokens
 
-    def tokenize_context(self, text: str, special: bool) -> list[int]:
-        """Tokens of extra context put before the prompt (the cross-file oracle)."""
-        return self._tok(text, special)
-
     def complete(self, text: str, offset: int, path: str = "") -> Completion:
-        return self.complete_with_context(text, offset, [])
-
-    def complete_with_context(self, text: str, offset: int, context: list[int]) -> Completion:
-        """A suggestion with `context` tokens first (after BOS): the oracle's repository
-        block, in the model's repository format."""
         start = time.perf_counter()
-        tokens = self.prompt_tokens(text, offset, reserve=len(context))
-        if context:
-            bos = len(self._bos)
-            tokens = self._bos + context + tokens[bos:] if tokens[:bos] == self._bos else \
-                self._bos + context + tokens
+        tokens = self.prompt_tokens(text, offset)
         if self.reuse:
             reused = generate_reuse(self.llm._input_ids, tokens, self.llm._requires_eval)
         else:

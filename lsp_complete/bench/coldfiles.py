@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import fmt, lsp_driver
+from lsp_complete.bench import lsp_driver
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.stats import latency_summary, mean
 from lsp_complete.bench.workload import _stdlib_dir, line_exact, make_open_case, read_source
 from lsp_complete.testing.lsp_client import position_at
 
@@ -80,42 +79,9 @@ async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase],
                 char = case.line[len(typed)] if len(typed) < len(case.line) else " "
                 session.insert(uri, index + 1, position_at(text, offset), char)
                 text, offset, typed = text[:offset] + char + text[offset:], offset + 1, typed + char
-            suggestion, latency, error = await session.inline(uri, text, offset)
-            c = lsp_driver.recorded(await session.status(), uri, index + 1, suggestion, latency,
-                                    error)
-            samples.append(Sample.of(
-                engine, workload, Path(case.path).name, index, c,
-                line_exact=line_exact(typed, c.text, case.line),
-                extra={"error": error} if error else {}, side=side,
-            ))
+            c, error = await lsp_driver.ask(session, uri, index + 1, text, offset)
+            samples.append(Sample.of(engine, workload, Path(case.path).name, index, c, error,
+                                     line_exact=line_exact(typed, c.text, case.line), side=side))
         session.close(uri)
         on_case()
     return samples
-
-
-def summarize(samples: Sequence[Sample], workload: str = WORKLOAD) -> dict[str, Any]:
-    mine = [s for s in samples if s.workload == workload and s.source != "error"]
-    first = [s for s in mine if s.index == 0]
-    return {
-        "files": len(first),
-        "first": latency_summary([s.latency_ms for s in first]),
-        "first_prompt_tokens": mean([s.prompt_tokens for s in first]),
-        "first_line_exact": mean([s.line_exact for s in first]),
-        "keys_line_exact": mean([s.line_exact for s in mine]),
-        "keys_p50": latency_summary([s.latency_ms for s in mine]).get("p50"),
-    }
-
-
-def markdown_row(label: str, row: dict[str, Any]) -> list[str]:
-    first = row.get("first") or {}
-    return [label, str(row.get("files", 0)), fmt.ms(first.get("p50")), fmt.ms(first.get("p95")),
-            fmt.ms(first.get("max")), fmt.num(row.get("first_prompt_tokens")),
-            fmt.num(row.get("first_line_exact"), 2), fmt.num(row.get("keys_line_exact"), 2),
-            fmt.ms(row.get("keys_p50"))]
-
-
-def markdown(rows: list[list[str]]) -> list[str]:
-    """The never-seen files' table, one row (`markdown_row`) per engine or variant."""
-    return fmt.table(["engine", "files", "first suggestion p50", "p95", "max",
-                      "first prompt tokens", "line-exact, first", "line-exact, first 3 keys",
-                      "first 3 keys p50"], rows)

@@ -1,4 +1,4 @@
-"""How every bench report writes its numbers and tables (report.md, ab-report.md)."""
+"""How every bench report writes its numbers and tables (ab-report.md, nextedit-report.md)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,6 @@ def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
-def of(share: float | None, hits: int, n: int) -> str:
-    """A share with what it counts: "66.7% (2/3)"."""
-    return "n/a" if share is None else f"{pct(share)} ({hits}/{n})"
-
-
 def mb(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f} MiB"
 
@@ -34,12 +29,6 @@ def x(value: float | None) -> str:
     if value is None:
         return "n/a"
     return "inf" if math.isinf(value) else f"{value:.2f}x"
-
-
-def x_ci(value: float | None, ci: Sequence[float | None] | None) -> str:
-    """A ratio and its 95% interval: "0.62x (0.55x - 0.70x)"."""
-    low, high = ci or (None, None)
-    return x(value) if low is None or high is None else f"{x(value)} ({x(low)} - {x(high)})"
 
 
 def value(v: float | None, unit: str) -> str:

@@ -107,7 +107,7 @@ def load_problems(limit: int | None = None) -> list[dict]:
     return ordered[:limit] if limit is not None else ordered
 
 
-def tasks_for_problem(problem: dict, max_lines: int | None = None) -> list[InfillTask]:
+def tasks_for_problem(problem: dict) -> list[InfillTask]:
     """One task per non-blank line of the canonical solution."""
     lines = problem["canonical_solution"].split("\n")
     tasks: list[InfillTask] = []
@@ -128,8 +128,6 @@ def tasks_for_problem(problem: dict, max_lines: int | None = None) -> list[Infil
                 entry_point=problem["entry_point"],
             )
         )
-        if max_lines is not None and len(tasks) >= max_lines:
-            break
     return tasks
 
 
@@ -176,15 +174,6 @@ def sample_tasks(tasks: list[T], n: int, seed: int) -> list[T]:
 def all_tasks() -> list[InfillTask]:
     """One task per non-blank line of every problem's canonical solution."""
     return [task for problem in load_problems() for task in tasks_for_problem(problem)]
-
-
-def build_tasks(n_problems: int, max_lines: int | None = None) -> list[InfillTask]:
-    if n_problems <= 0:
-        return []
-    tasks: list[InfillTask] = []
-    for problem in load_problems(n_problems):
-        tasks.extend(tasks_for_problem(problem, max_lines))
-    return tasks
 
 
 # The server suggests at most 12 lines (pipeline.MAX_LINES): bodies that fit, and of more than

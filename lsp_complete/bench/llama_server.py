@@ -100,8 +100,6 @@ def _int(value: Any) -> int | None:
 class LlamaServerClient:
     """Baseline (c): stateless on our side; the server keeps its own prompt cache."""
 
-    key = "c"
-
     def __init__(self, url: str, max_tokens: int, timeout_s: float = 120.0) -> None:
         base = url.rstrip("/")
         self.endpoint = base if base.endswith("/infill") else base + "/infill"

@@ -1,4 +1,4 @@
-"""Engine (d): the real `lsp-complete serve`, driven over stdio as an editor drives it.
+"""The real `lsp-complete serve` (engine d), driven over stdio as an editor drives it.
 
 Every keystroke is an incremental `didChange` (one character at the cursor) followed by an
 automatic `inlineCompletion` request at the new cursor.  Per-request token counts come from the
@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
-from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb, read_rss_mb
+from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb
 from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
@@ -42,12 +42,10 @@ class Session(Protocol):
     def open(self, uri: str, language_id: str, text: str, version: int) -> None: ...
     def insert(self, uri: str, version: int, position: types.Position, text: str) -> None: ...
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None: ...
-    def replace_all(self, uri: str, version: int, text: str) -> None: ...
     def move_cursor(self, uri: str, position: types.Position) -> None: ...
     def close(self, uri: str) -> None: ...
     async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]: ...
     def peak_rss_mb(self) -> float | None: ...
-    def rss_mb(self) -> float | None: ...
     def cpu_s(self) -> float | None: ...
     @property
     def running(self) -> bool: ...
@@ -139,9 +137,6 @@ class ServerSession:
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
         lsp_client.replace(self.client, uri, version, where, text)
 
-    def replace_all(self, uri: str, version: int, text: str) -> None:
-        lsp_client.replace_all(self.client, uri, version, text)
-
     def move_cursor(self, uri: str, position: types.Position) -> None:
         lsp_client.move_cursor(self.client, uri, position.line, position.character)
 
@@ -169,9 +164,6 @@ class ServerSession:
 
     def peak_rss_mb(self) -> float | None:
         return read_hwm_mb(self.pid) if self.pid else None
-
-    def rss_mb(self) -> float | None:
-        return read_rss_mb(self.pid) if self.pid else None
 
     def cpu_s(self) -> float | None:
         """The server process's CPU seconds so far (all its threads)."""
@@ -212,6 +204,17 @@ def recorded(status: dict[str, Any], uri: str, version: int, suggestion: str, la
     version)."""
     return completion_with_stats(suggestion, latency_ms, stats_by_version(status, uri).get(version),
                                  error)
+
+
+async def ask(session: Session, uri: str, version: int, text: str, offset: int,
+              opened_at: float | None = None) -> tuple[Completion, str | None]:
+    """One inline request at `offset` of `text` (the document at `version`), with the server's
+    record of it, and its error; its latency runs from `opened_at` (the event loop's time at
+    didOpen) when given, else from the request."""
+    suggestion, latency, error = await session.inline(uri, text, offset)
+    if opened_at is not None:
+        latency = (asyncio.get_running_loop().time() - opened_at) * 1000
+    return recorded(await session.status(), uri, version, suggestion, latency, error), error
 
 
 def completion_with_stats(

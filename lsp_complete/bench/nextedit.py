@@ -38,8 +38,7 @@ from lsprotocol import types
 
 from lsp_complete.bench import fmt, machine
 from lsp_complete.bench.lsp_driver import ServerSession
-from lsp_complete.bench.runner import BenchConfig, lsp_server
-from lsp_complete.bench.servers import WARMUP_TEXT
+from lsp_complete.bench.servers import WARMUP_TEXT, Server, live_checkout
 from lsp_complete.bench.stats import RESAMPLES, mean_interval, percentile
 from lsp_complete.languages import language_of_path
 from lsp_complete.models import NextEditTemplate
@@ -590,9 +589,21 @@ async def _warm_up(session: Any) -> None:
     await run_task(session, replace(warm, expected=warm.edited), 999)
 
 
-async def run_all(cfg: BenchConfig, tasks: Sequence[Task],
+@dataclass(frozen=True)
+class RunConfig:
+    model_path: str
+    model_name: str | None
+    threads: int
+    max_tokens: int
+    out: Path
+
+
+async def run_all(cfg: RunConfig, tasks: Sequence[Task],
                   template: NextEditTemplate | None) -> tuple[list[Outcome], dict]:
-    server = lsp_server(cfg, extra_options={"nextEdit": "on"})
+    (cfg.out / "server.log").unlink(missing_ok=True)  # this run's output only
+    server = Server("d", live_checkout(), {
+        "model": cfg.model_path, "threads": cfg.threads, "maxTokens": cfg.max_tokens,
+        "multiline": "never", "nextEdit": "on"}, cfg.out / "server.log")
     outcomes: list[Outcome] = []
     try:
         async with server.running() as session:
@@ -733,7 +744,7 @@ def _window(meta: dict[str, Any]) -> str:
     return f"{window['above']} lines above the cursor line, {window['below']} below"
 
 
-def meta_of(args: argparse.Namespace, cfg: BenchConfig, tasks: Sequence[Task],
+def meta_of(args: argparse.Namespace, cfg: RunConfig, tasks: Sequence[Task],
             sources: Sequence[str], seconds: float,
             template: NextEditTemplate | None) -> dict[str, Any]:
     window = None if template is None else {"above": template.above, "below": template.below,
@@ -780,9 +791,7 @@ def main(args: argparse.Namespace, model_path: str, model_name: str | None, spec
     save_tasks(tasks, out / "nextedit-tasks", template)
     print(f"bench: {sum(t.kind == NEXT for t in tasks)} next-edit and "
           f"{sum(t.kind == SILENCE for t in tasks)} silence tasks", file=sys.stderr)
-    cfg = BenchConfig(model_path=model_path, model_name=model_name, fim=None, stop=(),
-                      engines=("d",), threads=args.threads, max_tokens=args.max_tokens,
-                      pace_ms=0.0, llama_server=None, out=out)
+    cfg = RunConfig(model_path, model_name, args.threads, args.max_tokens, out)
     began = time.time()
     outcomes, extras = asyncio.run(run_all(cfg, tasks, template))
     summary = summarize(outcomes, args.seed)

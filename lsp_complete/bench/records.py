@@ -8,14 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-ENGINE_LABELS = {
-    "a": "(a) PSM, full re-encode",
-    "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
-    "c": "(c) llama-server /infill, llama.vim-style",
-    "d": "(d) lsp-complete",
-}
-BASELINE_KEYS = ("a", "b", "c")
-
 
 class AtCursor:
     """A bench task's document, with the cursor between `prefix` and `suffix` (the task's
@@ -47,12 +39,11 @@ class Completion:
 
 @dataclass
 class Sample:
-    """One measured request; `samples.json` is a list of these."""
+    """One measured request; `ab-samples.json` holds them by unit."""
 
-    engine: str  # what answered: a | b | c (the baselines) | d (lsp-complete)
-    workload: str  # replay | paced | humaneval | open | coldfile | crossfile |
-    # an A/B's scenario
-    case: str  # episode name, HumanEval task id + line, or open phase
+    engine: str  # what answered: a | b | c (the stateless baselines) | d (lsp-complete)
+    workload: str  # the scenario
+    case: str  # span name, HumanEval task id + line, file name or large-file phase
     index: int  # keystroke index within the episode (0 for single requests)
     latency_ms: float
     suggestion: str
@@ -63,19 +54,19 @@ class Sample:
     line_exact: bool | None = None
     exact_match: bool | None = None
     passed: bool | None = None
-    fresh: bool | None = None  # paced mode: still the newest keystroke when the answer came
+    fresh: bool | None = None  # still the newest keystroke when the answer came
     extra: dict[str, Any] = field(default_factory=dict)
-    # An A/B run (bench/ab/): the side that served it, its key (B: the candidate; A, or A1,
-    # A2, ... with several baselines; a variant's model/mode).
+    # The side that served it, its key (B: the candidate; A, or A1, A2, ... with several
+    # baselines; a variant's model/mode).
     side: str | None = None
-    # How the engine was set up (a model x mode variant is an A/B side: its key is `side`): a
-    # cross-file configuration (crossfile/: b, b+, d, d-norepo, ...).
-    variant: str | None = None
 
     @classmethod
     def of(cls, engine: str, workload: str, case: str, index: int, c: Completion,
-           **kw: Any) -> Sample:
-        """The sample of one answer `c`; `kw` sets the quality fields and `extra`."""
+           error: str | None = None, **kw: Any) -> Sample:
+        """The sample of one answer `c` (its request's `error` kept in `extra`); `kw` sets the
+        quality fields and `extra`."""
+        if error:
+            kw["extra"] = {**kw.get("extra", {}), "error": error}
         return cls(engine=engine, workload=workload, case=case, index=index,
                    latency_ms=c.latency_ms, suggestion=c.text, prompt_tokens=c.prompt_tokens,
                    encoded_tokens=c.encoded_tokens, generated_tokens=c.generated_tokens,
@@ -84,8 +75,6 @@ class Sample:
 
 class StatelessEngine(Protocol):
     """An engine that sees the whole document on every request (baselines a, b, c)."""
-
-    key: str
 
     def complete(self, text: str, offset: int, path: str) -> Completion: ...
 
@@ -99,20 +88,11 @@ class StatelessEngine(Protocol):
 
 def read_hwm_mb(pid: int | str = "self") -> float | None:
     """Peak resident set size (VmHWM) of a process, in MiB; None where /proc is missing."""
-    return _status_mb(pid, "VmHWM")
-
-
-def read_rss_mb(pid: int | str = "self") -> float | None:
-    """Resident set size now (VmRSS) of a process, in MiB; None where /proc is missing."""
-    return _status_mb(pid, "VmRSS")
-
-
-def _status_mb(pid: int | str, field: str) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    match = re.search(rf"{field}:\s+(\d+)\s+kB", status)
+    match = re.search(r"VmHWM:\s+(\d+)\s+kB", status)
     return int(match.group(1)) / 1024 if match else None
 
 

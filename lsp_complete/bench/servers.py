@@ -4,8 +4,8 @@ own empty KV cache folder and never the shared engine daemon, or a stateless bas
 answering in this process behind the same session interface (StatelessSession); warmed up on
 an unrelated snippet that is not recorded, its startup and memory kept, and stopped.
 
-The baselines run's engines and the A/B sides (versions, variants, stateless baselines) are all
-`Server`s; what differs is the settings they are given and how they are driven.
+Every side of a run (versions, variants, stateless baselines) is a `Server`; what differs is
+the settings it is given.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.install import CHECKOUT_ROOT, ServerVersion
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.lsp_driver import ServerSession, Session
-from lsp_complete.bench.records import ENGINE_LABELS, Completion, StatelessEngine, read_rss_mb
+from lsp_complete.bench.records import Completion, StatelessEngine
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
 WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
@@ -41,8 +41,8 @@ class StartError(RuntimeError):
 
 
 def live_checkout() -> ServerVersion:
-    """This checkout as it is on disk, first on PYTHONPATH: the baselines run's (d) (an A/B's
-    candidate is a copy: install.this_checkout)."""
+    """This checkout as it is on disk, first on PYTHONPATH (the candidate of a run without
+    --candidate; an installed copy is install.this_checkout)."""
     return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
                          pythonpath=str(CHECKOUT_ROOT), cwd=None, source_digest="")
 
@@ -58,6 +58,9 @@ def base_server_env(cache_dir: str) -> dict[str, str]:
 Model = tuple[str, str | None, Any]  # the model under test: path, registry name, spec
 # The stateless baselines by the names `--baseline` knows them, and their engine keys.
 STATELESS = {"psm": "a", "psm-lcp": "b", "llama-server": "c"}
+STATELESS_LABELS = {"a": "(a) PSM, full re-encode",
+                    "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
+                    "c": "(c) llama-server /infill, llama.vim-style"}
 
 
 def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Sequence[str],
@@ -76,7 +79,7 @@ def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Seq
             return LlamaServerClient(llama_server, max_tokens)
         return LlamaBaseline(model_path, fim, stop, threads, max_tokens, reuse=key == "b")
 
-    version = ServerVersion(label=ENGINE_LABELS[key], kind="stateless", python=sys.executable,
+    version = ServerVersion(label=STATELESS_LABELS[key], kind="stateless", python=sys.executable,
                             pythonpath=None, cwd=None, source_digest="")
     return Server(side or key, version, {}, log_path, make_engine=make, engine=key)
 
@@ -127,9 +130,6 @@ class StatelessSession:
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
         self._versions[uri] = version
 
-    def replace_all(self, uri: str, version: int, text: str) -> None:
-        self._versions[uri] = version
-
     def move_cursor(self, uri: str, position: types.Position) -> None:
         pass  # a stateless engine hears of the cursor only with a request
 
@@ -165,9 +165,6 @@ class StatelessSession:
     def peak_rss_mb(self) -> float | None:
         return self.engine.peak_rss_mb() if self.engine is not None else None
 
-    def rss_mb(self) -> float | None:
-        return read_rss_mb()
-
     def cpu_s(self) -> float | None:
         return self._cpu_s
 
@@ -192,13 +189,15 @@ class Server:
     session: Session | None = None
     startup_ms: list[float] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
-    end_rss_mb: list[float] = field(default_factory=list)
     # An A/B's turns (ab/drive.py): its CPU counter when last seen quiet, the times it used
     # CPU while another server was driven, and the CPU it used then (should be ~0).
     quiet_cpu_s: float = 0.0
     woke: int = 0
     idle_cpu_s: float = 0.0
     options: dict[str, Any] = field(default_factory=dict)  # given at the last start
+    cache_dir: str | None = None  # the last start's KV cache folder
+    # CPU of the sessions already stopped: `cpu` counts on across a restart.
+    spent_cpu_s: float = 0.0
     _cache_dirs: list[str] = field(default_factory=list)
 
     @property
@@ -207,7 +206,8 @@ class Server:
         return self.session
 
     def cpu(self) -> float:
-        return self.live.cpu_s() or 0.0
+        """CPU seconds of every session so far (one counter across restarts)."""
+        return self.spent_cpu_s + (self.live.cpu_s() or 0.0)
 
     def new_cache_dir(self) -> str:
         path = tempfile.mkdtemp(prefix=f"lsp-complete-bench-{self.key}-kv-".replace("/", "_"))
@@ -219,11 +219,12 @@ class Server:
         """A fresh server on `cache_dir` (None: a new empty one), warmed up if `warm`, given
         `options` beside its own."""
         session: Session
+        self.options = options or {}
         if self.make_engine is not None:
             session = StatelessSession(self.make_engine)
         else:
-            env = self.version.server_env(base_server_env(cache_dir or self.new_cache_dir()))
-            self.options = options or {}
+            self.cache_dir = cache_dir or self.new_cache_dir()
+            env = self.version.server_env(base_server_env(self.cache_dir))
             init = {**self.init_options, **self.options}
             session = ServerSession(init["model"], init, env=env,
                                     log_path=self.log_path,
@@ -253,17 +254,22 @@ class Server:
         finally:
             await self.stop()
 
+    async def restart(self) -> Session:
+        """Stopped and started again on the same KV cache folder and options, not warmed up
+        (what a restart restores from disk is measured)."""
+        await self.stop()
+        return await self.start(self.cache_dir, warm=False, options=self.options)
+
     async def stop(self) -> None:
-        """Stop the server (it persists its KV caches), its peak and last memory kept; its
+        """Stop the server (it persists its KV caches), its peak memory kept; its
         cache folders stay until `cleanup` (a restart may read them)."""
         session, self.session = self.session, None
         if session is None:
             return
-        peak, now = session.peak_rss_mb(), session.rss_mb()
+        self.spent_cpu_s += session.cpu_s() or 0.0
+        peak = session.peak_rss_mb()
         if peak is not None:
             self.peak_rss_mb.append(peak)
-        if now is not None:
-            self.end_rss_mb.append(now)
         await session.stop()
 
     def cleanup(self) -> None:

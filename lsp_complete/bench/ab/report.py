@@ -75,7 +75,7 @@ def markdown(meta: dict[str, Any], rows: Sequence[Row]) -> str:
     servers, turns = _sides_text(keys)
     a = "A" if not several else "each baseline"
     lines = [
-        "# lsp-complete A/B",
+        "# lsp-complete bench",
         "",
         *[f"- **{key}** (baseline): {sides[key]['described']}" for key in keys],
         f"- **B** (candidate): {sides['B']['described']}",

@@ -1,32 +1,10 @@
-"""The A/B scenarios: how the user's client talks and how the user types, each reported apart.
+"""The scenarios: how the user's client talks and how the user types, each reported apart.
 
 Clients: `generic` sends only didOpen / didChange / inlineCompletion, as most Neovim, Helix and
 Emacs setups do (the default); `ours` also says where the cursor rests when a span starts
 (lsp-complete/didMoveCursor, as the VS Code extension and the Neovim plugin do).
 
-Timings of a typed span:
-  burst   no rest: each key as soon as the previous answer arrived;
-  rest2s  2 s rest after opening the file, then burst;
-  think   intervals drawn from real inter-key timing (below), answers not awaited;
-  paced   one key every 200 ms (--pace-ms), answers not awaited, after a 1 s rest.
-  busy    think, with one CPU-bound process beside the server while the span is typed (the
-          user compiles while typing: bench/ab/load.py).
-  saved   think, by a typist who presses Tab when the newest answer has arrived and its first
-          line is exactly the rest of the line (the rest goes in as one edit, typing goes on
-          at the line break): the share of the span's characters put in by Tab is the
-          headline, with the wrong suggestions shown per key beside it.
-A new spot in a file already open (burst typing; the first key is where a server that follows
-the user, not the cursor, meets the move):
-  moved        the whole file opened and a first suggestion asked half the file away, then
-               the span's lines deleted and typed again at once;
-  moved-pause  the same, with 3 s spent at the first spot before the move.
-Files asked the moment they open:
-  open      never-seen files (bench/coldfiles.py): opened and asked at once mid-line, then two
-            characters typed;
-  he-open   HumanEval single-line: the document opened and asked at once;
-  he-pause  the same, asked 1 s after opening;
-  he-block  HumanEval multi-line: the cursor at the start of a function body, the whole body
-            asked at once (servers given BLOCK_OPTIONS); its time is to the whole suggestion.
+Each scenario's timing or work is ABOUT's entry; the report says it for the scenarios run.
 
 A typing scenario is named `timing` (generic client) or `ours:timing`.
 """
@@ -40,11 +18,46 @@ from dataclasses import dataclass
 from lsp_complete.bench.spans import SpanTiming
 from lsp_complete.bench.workload import Episode
 
+ABOUT = {
+    "burst": "no rest: each key as soon as the previous answer arrived",
+    "rest2s": "a 2 s rest after opening the file, then burst",
+    "think": "intervals drawn from real inter-key timing (the think note), answers not "
+             "awaited",
+    "paced": "a key every --pace-ms ms after a 1 s rest, answers not awaited",
+    "busy": "think, with one CPU-bound process (a Python loop, normal priority) beside the "
+            "server while the span is typed (the user compiles while typing: load.py)",
+    "saved": "think, by a typist who presses Tab when the newest answer has arrived and its "
+             "first line is exactly the rest of the line (one edit; typing goes on at the line "
+             "break): the share of the span's characters put in by Tab, and the wrong "
+             "suggestions shown per key",
+    "moved": "a new spot in a file already open: the whole file opened and a suggestion asked "
+             "half the file away, then the span's lines deleted and typed again as in burst; "
+             "its first key (the move) and the keys after it reported apart",
+    "moved-pause": "moved, with 3 s spent at the first spot before the move",
+    "open": "never-seen files (coldfiles.py) opened and asked at once mid-line, then two "
+            "characters typed",
+    "he-open": "HumanEval single lines: the document asked the moment it opens (time from "
+               "didOpen)",
+    "he-pause": "he-open, asked 1 s after opening",
+    "he-block": "HumanEval multi-line: the cursor at the start of a function body, the whole "
+                "body asked at once (servers given BLOCK_OPTIONS), timed to the whole answer",
+    "large-file": "a ~2,000-line file (--open-file) asked the moment it opens, after a key, "
+                  "opened again, and opened after a restart on the same KV cache folder (a "
+                  "stateless baseline keeps nothing)",
+    "crossfile": "a line of module A that needs what only the module it imports from defines "
+                 "(crossfile/), asked once the server is quiet at the spot, the packages' "
+                 "folders the workspace; exact match, needed identifiers, edit similarity",
+    "crossfile-open": "crossfile, with the imported module open in another tab",
+}
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block")
+OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "large-file", "crossfile",
+                  "crossfile-open")
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
+# A run with no --baseline, --models or --speculation: the stateless baselines beside this
+# checkout, on what the baselines were always measured on (one scenario per former table).
+BASELINES_DEFAULT = ("ours:rest2s", "paced", "he-open", "large-file", "open", "crossfile")
 REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
            "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
 AWAITED = ("burst", "rest2s", "moved", "moved-pause")
@@ -66,7 +79,7 @@ MIN_INTERVAL_MS, MAX_INTERVAL_MS = 30.0, 5000.0
 @dataclass(frozen=True)
 class Scenario:
     name: str  # as given to --scenarios, normalised ("burst", "ours:rest2s", "he-open")
-    kind: str  # typing | open | humaneval
+    kind: str  # typing | open | humaneval | large | crossfile
     client: str = "generic"
     timing: str = ""  # typing: one of TIMINGS
     # humaneval: how long after opening the request is made; moved: how long the user stays
@@ -98,6 +111,11 @@ class Scenario:
         return dict(BLOCK_OPTIONS) if self.blocks else {}
 
     @property
+    def opens_imported(self) -> bool:
+        """crossfile: the imported module is open in another tab."""
+        return self.name == "crossfile-open"
+
+    @property
     def busy(self) -> bool:
         """A CPU-bound process runs beside the server while a span is typed."""
         return self.timing == "busy"
@@ -121,6 +139,10 @@ def parse(text: str) -> list[Scenario]:
 def _one(item: str) -> Scenario:
     if item == "open":
         return Scenario("open", "open")
+    if item == "large-file":
+        return Scenario(item, "large")
+    if item in ("crossfile", "crossfile-open"):
+        return Scenario(item, "crossfile")
     if item in ("he-open", "he-pause", "he-block"):
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
@@ -157,3 +179,8 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
     if scenario.timing == "paced":
         return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n])
     return SpanTiming(cursor, rest)
+
+
+def about(name: str) -> str:
+    """What scenario `name` does (a typing one's timing; `ours:` sends the cursor too)."""
+    return ABOUT[name.rpartition(":")[2]]

@@ -10,40 +10,22 @@ The document is A with the rest of that line removed.
 Scores per task: exact match of the first suggested line with the rest of the line, the share
 of the needed identifiers it produces, and edit similarity (1 - Levenshtein / longer length).
 
-Engines:
-  (b)  standard PSM on llama.cpp, 80 lines before / 20 after, no repository context;
-  (b+) the same, given B's definition of what the line needs (an oracle) in the model's
-       repository format: `<repo_name>pkg <file_sep>pkg/b.py definition <file_sep>pkg/a.py`;
-  (d)  lsp-complete over LSP, with and without repository context (repoContextTokens), with
-       only A open and with B open in another tab. The cursor is put on the line first
-       (didMoveCursor) and the server is left to finish its idle work, as a user pausing
-       there would; then one suggestion is asked for.
+They are the crossfile and crossfile-open scenarios of the drive (bench/ab/): every side, the
+stateless baselines included, is asked each line once it is quiet at the spot.
 
 Modules: tasks.py (the task, its scores, spreading tasks over packages), python.py (tasks from
-Python packages), javascript.py (from JavaScript/TypeScript packages in node_modules),
-engines.py (running them on (b), (b+) and (d), and the summary).
+Python packages), javascript.py (from JavaScript/TypeScript packages in node_modules).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_complete.bench.crossfile.engines import (
-    LSP_CONFIGS,
-    VARIANT_LABELS,
-    oracle_text,
-    run_baselines,
-    run_lsp_config,
-    summarize,
-)
 from lsp_complete.bench.crossfile.javascript import build_js_tasks
 from lsp_complete.bench.crossfile.python import build_python_tasks
 from lsp_complete.bench.crossfile.tasks import CrossFileTask, levenshtein, score
 
-__all__ = [
-    "LSP_CONFIGS", "VARIANT_LABELS", "CrossFileTask", "build_tasks", "levenshtein", "oracle_text",
-    "run_baselines", "run_lsp_config", "score", "summarize",
-]
+__all__ = ["CrossFileTask", "build_tasks", "levenshtein", "score"]
 
 
 def build_tasks(n: int, seed: int = 0, roots: list[Path] | None = None,
