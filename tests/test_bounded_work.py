@@ -238,3 +238,47 @@ def test_resolving_imports_stops_once_cancelled(tmp_path: Path) -> None:
     assert [t.path.name for t in found] == ["mod0.py", "mod1.py"]
     every = resolve_imports(refs, tmp_path / "main.py", "python", ws)
     assert [t.path.name for t in every] == ["mod0.py", "mod1.py", "mod2.py"]
+
+
+def test_one_import_of_many_names_is_capped_and_its_lookups_cancellable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 3: `from pkg import (n0, ..., n9999)` looked each name up as a submodule of pkg
+    (four disk checks each): 3.3 s on the worker for one statement, with no look at
+    cancellation between names."""
+    from lsp_complete.context.imports import MAX_NAMES, resolve_imports
+    from lsp_complete.context.repo import document_imports
+    from lsp_complete.workspace import Workspace
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("n1 = 1\n")
+    (tmp_path / "pkg" / "n2.py").write_text("X = 2\n")
+    text = "from pkg import (" + ", ".join(f"n{i}" for i in range(10_000)) + ")\nx = 1\n"
+    (tmp_path / "main.py").write_text(text)
+    (ref,) = document_imports(Document((tmp_path / "main.py").as_uri(), "python", 1, text))
+    assert len(ref.names) == len(ref.aliases) == MAX_NAMES  # the first ones, in file order
+    assert ref.names[:3] == ("n0", "n1", "n2")
+
+    ws = Workspace()
+    ws.set_roots([tmp_path])
+    lookups = 0
+    is_file = Workspace.is_file
+
+    def counted(self: Workspace, path: Path) -> bool:
+        nonlocal lookups
+        lookups += 1
+        return is_file(self, path)
+
+    monkeypatch.setattr(Workspace, "is_file", counted)
+    found = resolve_imports((ref,), tmp_path / "main.py", "python", ws)
+    assert sorted(t.path.name for t in found) == ["__init__.py", "n2.py"]
+    assert lookups <= 4 * MAX_NAMES + 8
+
+    asked, lookups = 0, 0
+
+    def cancelled_after_three() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 3
+
+    resolve_imports((ref,), tmp_path / "main.py", "python", ws, cancelled_after_three)
+    assert lookups <= 16  # the module, then two names: no name is looked up once cancelled
