@@ -265,6 +265,55 @@ async def test_only_recently_used_files_keep_a_tree_and_the_others_still_complet
         await c.shutdown_session()
 
 
+async def test_a_tree_of_too_many_nodes_is_not_kept_and_the_file_still_completes(
+    tiny_model_path: Path,
+) -> None:
+    """Issue 32, round 3: one open file of dense code (3.2 MB of `1, 2, ...`, 2.1 M syntax
+    nodes) held a +410 MiB tree as the file in use. Its tree is freed (text only, told once),
+    and it still gets suggestions; an ordinary file keeps its tree."""
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        pid = _pid(c)
+        await status(c)
+        rss = _rss_mib(pid)
+        dense = "data = [" + ", ".join(str(i % 10) for i in range(1_070_000)) + "]\n" + SOURCE
+        uri, other = "file:///work/dense.py", "file:///work/ordinary.py"
+        open_doc(c, uri, dense)
+        line = dense.count("\n") - SOURCE.count("\n") + LINE
+        assert await inline(c, uri, line, COL) is not None  # (once its parse has ended)
+        insert(c, uri, 2, line, COL, "n")  # an edit: not parsed again
+        assert await inline(c, uri, line, COL + 1) is not None
+        st = await wait_idle(c, 120)  # the file in use: before, it kept its tree
+        assert [d["syntaxTree"] for d in st["documents"]] == [False]
+        assert _rss_mib(pid) - rss < 200  # the tree alone took 400 MiB
+        told = [m.message for m in c.messages if "no syntax tree" in m.message]
+        assert len(told) == 1 and "dense.py" in told[0], told
+        open_doc(c, other, SOURCE)
+        await inline(c, other, LINE, COL)
+        trees = {d["uri"]: d["syntaxTree"] for d in (await wait_idle(c, 120))["documents"]}
+        assert trees == {uri: False, other: True}, trees
+    finally:
+        await c.shutdown_session()
+
+
+def test_a_tree_over_its_node_limit_is_freed_and_not_built_again() -> None:
+    dense = "x = [" + "1, " * 2_000 + "]\n"
+    doc = Document("file:///d.py", "python", 1, dense, parse=False)
+    doc.set_syntax(True, max_nodes=1_000)
+    assert not doc.has_tree and not doc.needs_parse and doc.tree_refused.startswith("4,00")
+    doc.apply_change("y = 1\n", (1, 0, 1, 0), "utf-16")
+    doc.apply_change(dense, None, "utf-16")  # a whole new text: still text only
+    doc.set_syntax(True, max_nodes=1_000)
+    assert not doc.has_tree and not doc.needs_parse
+    small = Document("file:///s.py", "python", 1, "x = 1\n", parse=False)
+    small.set_syntax(True, sync_limit=1, max_nodes=1_000)  # in slices
+    while not small.parse_step(0.01):
+        pass
+    assert small.has_tree and not small.tree_refused
+    small.apply_change(dense, (1, 0, 1, 0), "utf-16")  # grown over it by an edit
+    assert not small.has_tree and small.tree_refused
+
+
 def test_a_dropped_tree_is_built_again_as_a_fresh_parse_would() -> None:
     doc = Document("file:///t.py", "python", 1, SOURCE)
     doc.set_syntax(True, sync_limit=1 << 20)
