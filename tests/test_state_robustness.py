@@ -314,6 +314,26 @@ def test_a_tree_over_its_node_limit_is_freed_and_not_built_again() -> None:
     assert not small.has_tree and small.tree_refused
 
 
+def test_a_model_load_stops_once_cancelled(tiny_model_path: Path) -> None:
+    """Issue 32, round 3: a shutdown while a 1 GB model loaded waited for the load (10 s, the
+    persist timeout, then 16 s more before the process could exit). Shutdown now cancels the
+    load (server/model.py): llama.cpp asks as it reads the tensors, and stops."""
+    from lsp_complete.engine.base import EngineError
+    from lsp_complete.engine.llama import LlamaEngine
+
+    asked = 0
+
+    def cancelled() -> bool:
+        nonlocal asked
+        asked += 1
+        return True
+
+    with pytest.raises(EngineError, match="cancelled"):
+        LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1, cancelled=cancelled)
+    assert asked >= 1
+    LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1).close()  # loads as before
+
+
 def test_a_dropped_tree_is_built_again_as_a_fresh_parse_would() -> None:
     doc = Document("file:///t.py", "python", 1, SOURCE)
     doc.set_syntax(True, sync_limit=1 << 20)
