@@ -8,6 +8,7 @@ leaves the head, and the KV cache after it, unchanged.
 from __future__ import annotations
 
 import bisect
+import itertools
 import sys
 import weakref
 from collections.abc import Iterator
@@ -38,6 +39,10 @@ from lsp_complete.languages import LanguageSpec
 _VERBATIM_MAX_LINES = 8
 # Below this much room left in the head no signature fits: stop looking for more entries.
 _MIN_ENTRY = 24
+# Top-level items looked at for the outline, nearest the cursor first: an entry too long for
+# the room left is skipped and the next one tried, which in a file of 90,000 statements
+# rendered every one of them (2 s a suggestion, on the event loop).
+MAX_OUTLINE_LOOKS = 512
 # The innermost enclosing scopes looked at: the head keeps the innermost headers that fit
 # its budget, and each scope found costs a sibling step (its depth) in tree-sitter.
 _MAX_SCOPES = 32
@@ -154,11 +159,11 @@ class _HeadBuilder:
         """Render items outward from ``center`` while they fit; each costs its length + 1.
 
         Ranking by item index (not by line distance) is what keeps the choice fixed while
-        lines are typed inside a body. Rendering stops once no signature could fit, so a huge
-        file costs only the entries near the cursor.
+        lines are typed inside a body. Rendering stops once no signature could fit, or after
+        MAX_OUTLINE_LOOKS items, so a huge file costs only the entries near the cursor.
         """
         chosen: dict[int, str] = {}
-        for index in _outward(center, len(items)):
+        for index in itertools.islice(_outward(center, len(items)), MAX_OUTLINE_LOOKS):
             if budget < _MIN_ENTRY:
                 break
             start, node = items[index]
