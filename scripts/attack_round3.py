@@ -1147,13 +1147,20 @@ def recheck_many_documents() -> None:
             st = wait_idle(s, 180)
             answer_s, _ = timed(lambda: inline(s, "file:///work/open499.py", LINE, COL, 60))
             rss = s.rss_kib() / 1024
+            for i in range(0, 500, 5):  # a hundred files with a KV cache to save at shutdown
+                inline(s, f"file:///work/open{i}.py", LINE, COL, 60)
+            wait_idle(s, 120)
+            t0 = time.monotonic()
+            code = finish(s, 60)
+            shut_s = time.monotonic() - t0
             record("r4 2,000 open/close cycles, 500 open documents",
-                   "then a suggestion in the last one",
-                   s.alive() and len(st["documents"]) == 500 and answer_s < 3,
+                   "then a suggestion in the last one; a hundred asked, then shutdown",
+                   len(st["documents"]) == 500 and answer_s < 3 and code == 0 and shut_s < 12,
                    f"cycles settled in {cycles_s:.1f} s, {len(st['documents'])} open, suggestion "
-                   f"{answer_s:.2f} s, RSS {rss:.0f} MiB")
+                   f"{answer_s:.2f} s, RSS {rss:.0f} MiB; shutdown + exit {shut_s:.2f} s, "
+                   f"exit {code}")
         finally:
-            finish(s, 60)
+            s.close()
 
 
 def recheck_daemon_race() -> None:
@@ -1637,6 +1644,42 @@ def _shutdown_during_model_load(daemon: bool) -> None:
             s.close()
 
 
+def attack_huge_line_keystrokes() -> None:
+    """Typing inside a 4 MB line: at its start (the whole line is the suffix), at its end,
+    and in a 4 MB line that is one word (no break for any tokenizer or regex)."""
+    piece = "value = compute(alpha, beta[3], 'text'); "
+    code = (piece * (4_000_000 // len(piece) + 1))[:4_000_000]
+    lines = "".join(f"value_{i} = compute(alpha, beta[{i}])\n" for i in range(90_000))
+    dense = "data = [" + ", ".join(str(i % 10) for i in range(700_000)) + "]\n"
+    for label, text, row, col in (
+            ("at the start of a 4 MB line", code + "\n", 0, 0),
+            ("at the end of a 4 MB line", code + "\n", 0, len(code)),
+            ("in a 4 MB one-word line", "x" * 4_000_000 + "\n", 0, 2_000_000),
+            ("in 3.5 MB of Python (90,000 lines)", lines, 45_000, 5),
+            ("in a 2.1 MB list of numbers", dense, 0, 1_000_000)):
+        name = f"3c keystrokes {label}"
+        with box() as b:
+            s = start(b)
+            try:
+                uri = "file:///work/big.py"
+                open_doc(s, uri, text)
+                wait_idle(s, 120)  # its first parse (in slices) is done
+                with Prober(s) as probe:
+                    t0 = time.monotonic()
+                    for k in range(8):
+                        change(s, uri, 2 + k, row, col + k, "q")
+                        inline(s, uri, row, col + k + 1, 120)
+                    per_key = (time.monotonic() - t0) / 8
+                    other_s = fresh_ask(s, "beside_keys")
+                # (the file's own suggestions wait for its tree: the others must not)
+                record(name, "8 keystrokes, a suggestion after each; another file asked",
+                       s.alive() and per_key < 2 and other_s < 1 and probe.worst < 1,
+                       f"{per_key:.2f} s a keystroke, other file {other_s:.2f} s, event loop "
+                       f"held at most {probe.worst:.2f} s")
+            finally:
+                finish(s)
+
+
 ATTACKS: dict[str, Callable[[], None]] = {
     "1": attack_full_disk,
     "2": lambda: (attack_model_rewrite(False), attack_model_rewrite(True),
@@ -1654,6 +1697,7 @@ ATTACKS: dict[str, Callable[[], None]] = {
     "11b": attack_dense_files_memory,
     "2b": attack_garbage_model,
     "3b": attack_huge_line_next_edit,
+    "3c": attack_huge_line_keystrokes,
     "4b": attack_deep_trees,
     "2c": attack_model_removed_and_moved,
     "5b": attack_odd_uris_workspace,
