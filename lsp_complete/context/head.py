@@ -43,6 +43,11 @@ _MIN_ENTRY = 24
 # the room left is skipped and the next one tried, which in a file of 90,000 statements
 # rendered every one of them (2 s a suggestion, on the event loop).
 MAX_OUTLINE_LOOKS = 512
+# A file of more top-level items than this is read at its top (HEAD_TOP_ITEMS: the imports sit
+# there) and MAX_OUTLINE_LOOKS either side of the cursor: a Python pass over every item was
+# 0.44 s a prepare (on the event loop) at 90,000 statements.
+HEAD_WINDOWED_ABOVE = 4096
+HEAD_TOP_ITEMS = 256
 # The innermost enclosing scopes looked at: the head keeps the innermost headers that fit
 # its budget, and each scope found costs a sibling step (its depth) in tree-sitter.
 _MAX_SCOPES = 32
@@ -114,7 +119,7 @@ class _HeadBuilder:
 
     # ------------------------------------------------------------------ assembly
     def build(self) -> str:
-        items = named_items(self.tree.root_node, self.spec)
+        items = self._items()
         starts = [start.start_byte for start, _ in items]
         cursor_index = bisect.bisect_right(starts, self.cursor_byte) - 1
         # Sections are joined by a blank line and the head ends with "\n": reserve for both.
@@ -126,6 +131,18 @@ class _HeadBuilder:
         outline = self._outline(items, cursor_index, budget)
         parts = [p for p in (imports, outline, enclosing) if p]
         return "\n\n".join(parts) + "\n" if parts else ""
+
+    def _items(self) -> list[tuple[tree_sitter.Node, tree_sitter.Node]]:
+        """The top-level items, in file order; of a file of many, those at its top and
+        those around the cursor only (the rest could not be shown anyway)."""
+        root = self.tree.root_node
+        children = root.named_children  # (one call: the Python pass is the cost)
+        if len(children) <= HEAD_WINDOWED_ABOVE:
+            return named_items(root, self.spec)
+        at = bisect.bisect_right(children, self.cursor_byte, key=lambda n: n.start_byte)
+        low = max(HEAD_TOP_ITEMS, at - MAX_OUTLINE_LOOKS)
+        near = children[:HEAD_TOP_ITEMS] + children[low:at + MAX_OUTLINE_LOOKS]
+        return named_items(root, self.spec, near)
 
     def _imports(self, items: list[tuple[tree_sitter.Node, tree_sitter.Node]],
                  budget: int) -> str:
