@@ -11,10 +11,13 @@ The syntax tree is optional: a document built with ``parse=False`` (a file over 
 limit) tracks its text only. An owner that must stay responsive (the server) sets a
 ``sync_limit``: a larger file then waits for it to call ``parse_step`` in short slices, so that
 no single call holds the event loop for long (tree-sitter keeps the GIL while it parses).
+An owner may bound a tree's nodes (`max_nodes`, see `max_tree_nodes`): a tree over it (dense
+code near the size limit) is freed, and the document stays text only (`tree_refused` says why).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,6 +27,18 @@ import tree_sitter
 
 from lsp_complete.languages import LanguageSpec, spec_for
 from lsp_complete.utf8 import cleaned, utf8
+
+log = logging.getLogger(__name__)
+
+# A syntax tree costs ~100-190 bytes a node. Ordinary code has ~0.34 nodes a byte, dense code
+# (a list of numbers) ~0.7: one 3.2 MB file of it held 2.1 M nodes, +410 MiB.
+TREE_NODES_PER_BYTE = 0.4
+
+
+def max_tree_nodes(max_bytes: int) -> int:
+    """The most nodes a tree may hold for a size cap of `max_bytes`: ordinary code at the
+    cap, never dense code (~300 MiB at most for the default 4 MiB cap)."""
+    return int(max_bytes * TREE_NODES_PER_BYTE)
 
 # LSP line breaks: "\r\n", "\n" and a lone "\r". The alternation order matters: "\r\n" first.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -47,15 +62,22 @@ class _SlicedParse:
     parser: tree_sitter.Parser
     source: bytes
     edits: list[Edit] = field(default_factory=list)  # made to the text since the snapshot
+    old_tree: tree_sitter.Tree | None = None  # edited to the snapshot: an incremental parse
 
     def step(self, budget_s: float) -> tree_sitter.Tree | None:
         deadline = time.perf_counter() + budget_s
         source = self.source
+
+        def read(byte: int, _point: tuple[int, int]) -> bytes:
+            return source[byte : byte + _READ_CHUNK]
+
+        def halt(_byte: int, _error: bool) -> bool:
+            return time.perf_counter() > deadline
+
         try:
-            return self.parser.parse(
-                lambda byte, _point: source[byte : byte + _READ_CHUNK],
-                progress_callback=lambda _byte, _error: time.perf_counter() > deadline,
-            )
+            if self.old_tree is None:
+                return self.parser.parse(read, progress_callback=halt)
+            return self.parser.parse(read, self.old_tree, progress_callback=halt)
         except ValueError:  # halted by the callback: the next call resumes
             return None
 
@@ -82,6 +104,9 @@ class Document:
         # (None: any); see `set_syntax`.
         self.syntax = parse and self.spec is not None
         self.sync_limit: int | None = None
+        self.max_nodes: int | None = None
+        # Why the document is text only though its language has a grammar ("": it is not).
+        self.tree_refused = ""
         self._parse: _SlicedParse | None = None
         self.tree = None
         # The newest tree whose syntax around the edits is sound; while the user is half-way
@@ -201,12 +226,15 @@ class Document:
         """A tree is wanted but not built yet: the owner must call `parse_step`."""
         return self.syntax and self.tree is None
 
-    def set_syntax(self, enabled: bool, sync_limit: int | None = None) -> None:
+    def set_syntax(self, enabled: bool, sync_limit: int | None = None,
+                   max_nodes: int | None = None) -> None:
         """Keep a syntax tree or not (a file over the size limit: text only, memory freed).
         Enabling parses a source up to `sync_limit` bytes (None: any) at once, now and after
-        each full replacement; a larger one waits for `parse_step`."""
+        each full replacement; a larger one waits for `parse_step`. A tree of more than
+        `max_nodes` nodes (None: any) is freed and the document stays text only."""
         self.sync_limit = sync_limit
-        if not enabled or self.spec is None:
+        self.max_nodes = max_nodes
+        if not enabled or self.spec is None or self.tree_refused:
             self.syntax = False
             self.tree = self.structure_tree = None
             self._parse = None
@@ -246,13 +274,26 @@ class Document:
         tree = self._parse.step(budget_s)
         if tree is None:
             return False
-        if self._parse.edits:
+        if self._parse.edits:  # made meanwhile: parsed again (in slices too if large)
             for edit in self._parse.edits:
                 tree.edit(*edit)
+            if self._sliced():
+                self._parse = self._incremental(tree)
+                return False
             tree = self.spec.parser().parse(self._bytes, tree)
         self._parse = None
         self.tree = self.structure_tree = tree
+        self._bound_tree()
         return True
+
+    def _sliced(self) -> bool:
+        """Whether the source is parsed in slices (`parse_step`), not in one call."""
+        return self.sync_limit is not None and len(self._bytes) > self.sync_limit
+
+    def _incremental(self, edited: tree_sitter.Tree) -> _SlicedParse:
+        assert self.spec is not None
+        return _SlicedParse(tree_sitter.Parser(self.spec.language), bytes(self._bytes),
+                            old_tree=edited)
 
     def _parse_if_small(self) -> None:
         self.tree = self.structure_tree = None
@@ -261,6 +302,18 @@ class Document:
         if self.syntax and self.spec is not None and (limit is None or len(self._bytes) <= limit):
             self.tree = self.spec.parser().parse(self._bytes)
             self.structure_tree = self.tree
+            self._bound_tree()
+
+    def _bound_tree(self) -> None:
+        """A tree over `max_nodes` is freed and the document stays text only while open
+        (parsing it again on the next change would cost the memory and the time again)."""
+        if self.tree is None or self.max_nodes is None:
+            return
+        nodes = self.tree.root_node.descendant_count  # (kept by tree-sitter: no walk)
+        if nodes > self.max_nodes:
+            self.tree_refused = f"{nodes:,} syntax nodes, over {self.max_nodes:,}"
+            log.debug("%s: %s: text only", self.uri[:200], self.tree_refused)
+            self.set_syntax(False)
 
     # ----------------------------------------------------------------- edits
     def apply_change(self, text: str, range: Range | None, encoding: str = "utf-16") -> int:
@@ -306,14 +359,22 @@ class Document:
         if self.tree is None:  # a parse of an older snapshot is under way: edit its tree later
             assert self._parse is not None
             self._parse.edits.append(edit)
+            if self.structure_tree is not None:  # (the previous tree, kept for context)
+                self.structure_tree.edit(*edit)
             return
         self.tree.edit(*edit)
         structure = self.structure_tree
         if structure is not None and structure is not self.tree:
             structure.edit(*edit)
+        if self._sliced():
+            # Even incremental, a parse costs time in the size of the file (0.5 s a keystroke
+            # in 4 MB of Python, 1.7 s in a 3.2 MB list): in slices, like the first one.
+            self._parse, self.tree = self._incremental(self.tree), None
+            return
         self.tree = self.spec.parser().parse(self._bytes, self.tree)
         if structure is None or _edit_is_sound(self.tree.root_node, start_b, new_end_b, self.spec):
             self.structure_tree = self.tree
+        self._bound_tree()
 
     def _update_line_index(
         self, start: int, end: int, start_b: int, end_b: int, new: str, new_len_b: int

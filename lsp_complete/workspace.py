@@ -162,7 +162,16 @@ def _parse_rules(file: Path, lines: list[str], scope: Path) -> _Rules:
     try:
         return _Rules(_compile(lines))
     except Exception:  # like git, skip the lines that are no pattern (re or re2 errors)
-        return _Rules(_compile(p for p in patterns if _valid(p)))
+        valid = [p for p in patterns if _valid(p)]
+    problem = "RE2 cannot compile them as one set"
+    if len(valid) < len(patterns):  # (all valid: they failed together, they would again)
+        try:
+            return _Rules(_compile(valid))
+        except Exception as exc:
+            problem = str(exc)
+    log.warning("workspace: %s: its patterns cannot be matched together (%s); nothing below "
+                "%s is read", file, problem, scope)
+    return _EVERYTHING
 
 
 def _compile(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:

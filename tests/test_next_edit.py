@@ -17,6 +17,7 @@ from lsp_complete.nextedit.history import MAX_BLOCK_CHARS, MAX_BLOCKS, EditBlock
 from lsp_complete.nextedit.prompt import (
     CURSOR_MARKER,
     Window,
+    fit_window,
     original_window,
     parse_answer,
     plausible,
@@ -122,6 +123,17 @@ def test_the_window_is_the_lines_around_the_cursor_moved_inside_the_file() -> No
     assert window_lines(100, 0, CHAT) == (0, 5)
     assert window_lines(3, 2, CHAT) == (0, 2)
     assert window_lines(100, 50, SWEEP) == (40, 60)  # Sweep's 21 lines
+
+
+def test_the_window_narrows_to_the_characters_it_may_hold() -> None:
+    """Issue 32, round 3: whole lines, however long, went into the window."""
+    widths = {n: 9 for n in range(100)} | {52: 4_000_000, 47: 500}
+    assert fit_window(0, 20, 10, widths.__getitem__) == (0, 20)  # 21 short lines: as they are
+    assert fit_window(40, 60, 50, widths.__getitem__) == (40, 51)  # the 4 MB line and after
+    # Grown from the cursor's line, nearer side first: 51, 49, 52 (4 MB: below ends), 48,
+    # 47 (500 characters: above ends).
+    assert fit_window(45, 55, 50, widths.__getitem__, limit=100) == (48, 51)
+    assert fit_window(50, 54, 52, widths.__getitem__) is None  # the cursor is on it
 
 
 def test_the_original_window_undoes_the_newest_edit_inside_it() -> None:

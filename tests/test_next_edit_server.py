@@ -390,3 +390,27 @@ async def test_the_range_is_in_the_negotiated_encoding(fake, tiny_model_path,  #
         assert edit["text"] == ""
     finally:
         await client.shutdown_session()
+
+
+async def test_a_huge_line_stays_out_of_the_window(fake, tiny_model_path) -> None:  # noqa: F811
+    """Issue 32, round 3: the window is whole lines around the cursor, and a minified line in
+    it went whole into the prompt (a 4 MB line: tokenized three times on the worker, other
+    files' suggestions waited 3.6 s behind it). The window now narrows to the lines nearest
+    the cursor that fit; on a line too long to rewrite the engine is not asked at all."""
+    huge = "x = [" + "1, " * 50_000 + "]"
+    text = SOURCE + huge + "\n"  # the huge line is line 5, inside a cursor's window on line 1
+    fake.pieces = sweep_answer(SOURCE)
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000))
+    try:
+        uri = "file:///work/huge.py"
+        open_doc(client, uri, text)
+        await next_edit(client, uri, 1, 1, 4)
+        prompts = [len(body["prompt"]) for body in fake.posts("/v1/completions")]
+        assert prompts and max(prompts) < 2_000, prompts  # the short lines only
+        assert await next_edit(client, uri, 1, 5, 10) == []
+        assert len(fake.posts("/v1/completions")) == len(prompts)  # nothing asked
+        assert (await status(client))["model"]["state"] == "ready"
+    finally:
+        await client.shutdown_session()

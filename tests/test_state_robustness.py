@@ -265,6 +265,104 @@ async def test_only_recently_used_files_keep_a_tree_and_the_others_still_complet
         await c.shutdown_session()
 
 
+async def test_a_tree_of_too_many_nodes_is_not_kept_and_the_file_still_completes(
+    tiny_model_path: Path,
+) -> None:
+    """Issue 32, round 3: one open file of dense code (3.2 MB of `1, 2, ...`, 2.1 M syntax
+    nodes) held a +410 MiB tree as the file in use. Its tree is freed (text only, told once),
+    and it still gets suggestions; an ordinary file keeps its tree."""
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        pid = _pid(c)
+        await status(c)
+        rss = _rss_mib(pid)
+        dense = "data = [" + ", ".join(str(i % 10) for i in range(1_070_000)) + "]\n" + SOURCE
+        uri, other = "file:///work/dense.py", "file:///work/ordinary.py"
+        open_doc(c, uri, dense)
+        line = dense.count("\n") - SOURCE.count("\n") + LINE
+        assert await inline(c, uri, line, COL) is not None  # (once its parse has ended)
+        insert(c, uri, 2, line, COL, "n")  # an edit: not parsed again
+        assert await inline(c, uri, line, COL + 1) is not None
+        st = await wait_idle(c, 120)  # the file in use: before, it kept its tree
+        assert [d["syntaxTree"] for d in st["documents"]] == [False]
+        assert _rss_mib(pid) - rss < 200  # the tree alone took 400 MiB
+        told = [m.message for m in c.messages if "no syntax tree" in m.message]
+        assert len(told) == 1 and "dense.py" in told[0], told
+        open_doc(c, other, SOURCE)
+        await inline(c, other, LINE, COL)
+        trees = {d["uri"]: d["syntaxTree"] for d in (await wait_idle(c, 120))["documents"]}
+        assert trees == {uri: False, other: True}, trees
+    finally:
+        await c.shutdown_session()
+
+
+def test_a_tree_over_its_node_limit_is_freed_and_not_built_again() -> None:
+    dense = "x = [" + "1, " * 2_000 + "]\n"
+    doc = Document("file:///d.py", "python", 1, dense, parse=False)
+    doc.set_syntax(True, max_nodes=1_000)
+    assert not doc.has_tree and not doc.needs_parse and doc.tree_refused.startswith("4,00")
+    doc.apply_change("y = 1\n", (1, 0, 1, 0), "utf-16")
+    doc.apply_change(dense, None, "utf-16")  # a whole new text: still text only
+    doc.set_syntax(True, max_nodes=1_000)
+    assert not doc.has_tree and not doc.needs_parse
+    small = Document("file:///s.py", "python", 1, "x = 1\n", parse=False)
+    small.set_syntax(True, sync_limit=1, max_nodes=1_000)  # in slices
+    while not small.parse_step(0.01):
+        pass
+    assert small.has_tree and not small.tree_refused
+    small.apply_change(dense, (1, 0, 1, 0), "utf-16")  # grown over it by an edit
+    while not small.parse_step(0.01):
+        pass
+    assert not small.has_tree and small.tree_refused
+
+
+def test_an_edit_in_a_large_file_is_parsed_again_in_slices() -> None:
+    """Issue 32, round 3: even incremental, tree-sitter's parse after a keystroke costs time
+    in the size of the file: 0.5 s in 4 MB of Python, 1.7 s in a 3.2 MB list, held on the
+    event loop (every window of the daemon waited). A file over the sync limit is parsed
+    again in slices, as its first parse is; edits made meanwhile are taken too."""
+    text = _python_source(1 << 20)
+    doc = Document("file:///big.py", "python", 1, text, parse=False)
+    doc.set_syntax(True, sync_limit=256 << 10)
+    while not doc.parse_step(0.05):
+        pass
+    doc.apply_change("import sys\n", (0, 0, 0, 0), "utf-16")
+    assert doc.needs_parse and doc.has_tree  # not parsed in the edit's call
+    assert doc.structure_tree is not None  # the previous tree, edited, serves meanwhile
+    assert not doc.parse_step(0.0001)
+    doc.apply_change("x", (5, 0, 5, 0), "utf-16")  # another keystroke meanwhile
+    steps = 0
+    while not doc.parse_step(0.01):
+        steps += 1
+    assert steps >= 1 and not doc.needs_parse
+    fresh = Document("file:///big.py", "python", 1, doc.text)
+    assert str(doc.tree.root_node) == str(fresh.tree.root_node)
+    small = Document("file:///small.py", "python", 1, SOURCE, parse=False)
+    small.set_syntax(True, sync_limit=256 << 10)
+    small.apply_change("# edited\n", (0, 0, 0, 0), "utf-16")
+    assert not small.needs_parse  # a small file: at once, as before
+
+
+def test_a_model_load_stops_once_cancelled(tiny_model_path: Path) -> None:
+    """Issue 32, round 3: a shutdown while a 1 GB model loaded waited for the load (10 s, the
+    persist timeout, then 16 s more before the process could exit). Shutdown now cancels the
+    load (server/model.py): llama.cpp asks as it reads the tensors, and stops."""
+    from lsp_complete.engine.base import EngineError
+    from lsp_complete.engine.llama import LlamaEngine
+
+    asked = 0
+
+    def cancelled() -> bool:
+        nonlocal asked
+        asked += 1
+        return True
+
+    with pytest.raises(EngineError, match="cancelled"):
+        LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1, cancelled=cancelled)
+    assert asked >= 1
+    LlamaEngine(tiny_model_path, n_ctx=512, n_threads=1).close()  # loads as before
+
+
 def test_a_dropped_tree_is_built_again_as_a_fresh_parse_would() -> None:
     doc = Document("file:///t.py", "python", 1, SOURCE)
     doc.set_syntax(True, sync_limit=1 << 20)

@@ -151,6 +151,39 @@ def test_ignore_rules_too_large_to_apply_keep_their_folder_unread(tmp_path: Path
     assert ws.read(tmp_path / "pkg/a.py") is None
 
 
+def test_rules_the_matcher_cannot_take_together_keep_their_folder_unread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32, round 3: 400 rules like `**/a/**/a/.../z1` are each fine, but RE2 cannot
+    compile them as one set; the error escaped every path check (a traceback in the worker),
+    and nothing was remembered, so every check compiled them all again (0.6 s each)."""
+    from lsp_complete import workspace as ws_module
+
+    deep = tmp_path.joinpath(*["a"] * 14)
+    deep.mkdir(parents=True)
+    (deep / "m.py").write_text("M = 1\n")
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "b.py").write_text("B = 1\n")
+    rules = "".join(("**/a/" * 14)[:68] + f"z{i}\n" for i in range(400))
+    (tmp_path / "a" / ".gitignore").write_text(rules)
+    compiled = 0
+    compile_rules = ws_module._compile
+
+    def counted(lines):
+        nonlocal compiled
+        compiled += 1
+        return compile_rules(lines)
+
+    monkeypatch.setattr(ws_module, "_compile", counted)
+    ws = workspace(tmp_path)
+    assert ws.read(deep / "m.py") is None  # fail closed: the folder of those rules
+    assert ws.read(tmp_path / "ok" / "b.py") is not None
+    assert ws.read(deep / "m.py") is None
+    seen = compiled
+    for _ in range(3):
+        assert ws.read(deep / "m.py") is None
+    assert compiled == seen  # the verdict is remembered until the file changes
+
+
 LONG_A = "xa" * 60 + "a"  # a folder name with an `a` at every other character
 
 

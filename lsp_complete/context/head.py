@@ -8,6 +8,7 @@ leaves the head, and the KV cache after it, unchanged.
 from __future__ import annotations
 
 import bisect
+import itertools
 import sys
 import weakref
 from collections.abc import Iterator
@@ -38,6 +39,15 @@ from lsp_complete.languages import LanguageSpec
 _VERBATIM_MAX_LINES = 8
 # Below this much room left in the head no signature fits: stop looking for more entries.
 _MIN_ENTRY = 24
+# Top-level items looked at for the outline, nearest the cursor first: an entry too long for
+# the room left is skipped and the next one tried, which in a file of 90,000 statements
+# rendered every one of them (2 s a suggestion, on the event loop).
+MAX_OUTLINE_LOOKS = 512
+# A file of more top-level items than this is read at its top (HEAD_TOP_ITEMS: the imports sit
+# there) and MAX_OUTLINE_LOOKS either side of the cursor: a Python pass over every item was
+# 0.44 s a prepare (on the event loop) at 90,000 statements.
+HEAD_WINDOWED_ABOVE = 4096
+HEAD_TOP_ITEMS = 256
 # The innermost enclosing scopes looked at: the head keeps the innermost headers that fit
 # its budget, and each scope found costs a sibling step (its depth) in tree-sitter.
 _MAX_SCOPES = 32
@@ -109,7 +119,7 @@ class _HeadBuilder:
 
     # ------------------------------------------------------------------ assembly
     def build(self) -> str:
-        items = named_items(self.tree.root_node, self.spec)
+        items = self._items()
         starts = [start.start_byte for start, _ in items]
         cursor_index = bisect.bisect_right(starts, self.cursor_byte) - 1
         # Sections are joined by a blank line and the head ends with "\n": reserve for both.
@@ -121,6 +131,18 @@ class _HeadBuilder:
         outline = self._outline(items, cursor_index, budget)
         parts = [p for p in (imports, outline, enclosing) if p]
         return "\n\n".join(parts) + "\n" if parts else ""
+
+    def _items(self) -> list[tuple[tree_sitter.Node, tree_sitter.Node]]:
+        """The top-level items, in file order; of a file of many, those at its top and
+        those around the cursor only (the rest could not be shown anyway)."""
+        root = self.tree.root_node
+        children = root.named_children  # (one call: the Python pass is the cost)
+        if len(children) <= HEAD_WINDOWED_ABOVE:
+            return named_items(root, self.spec)
+        at = bisect.bisect_right(children, self.cursor_byte, key=lambda n: n.start_byte)
+        low = max(HEAD_TOP_ITEMS, at - MAX_OUTLINE_LOOKS)
+        near = children[:HEAD_TOP_ITEMS] + children[low:at + MAX_OUTLINE_LOOKS]
+        return named_items(root, self.spec, near)
 
     def _imports(self, items: list[tuple[tree_sitter.Node, tree_sitter.Node]],
                  budget: int) -> str:
@@ -154,11 +176,11 @@ class _HeadBuilder:
         """Render items outward from ``center`` while they fit; each costs its length + 1.
 
         Ranking by item index (not by line distance) is what keeps the choice fixed while
-        lines are typed inside a body. Rendering stops once no signature could fit, so a huge
-        file costs only the entries near the cursor.
+        lines are typed inside a body. Rendering stops once no signature could fit, or after
+        MAX_OUTLINE_LOOKS items, so a huge file costs only the entries near the cursor.
         """
         chosen: dict[int, str] = {}
-        for index in _outward(center, len(items)):
+        for index in itertools.islice(_outward(center, len(items)), MAX_OUTLINE_LOOKS):
             if budget < _MIN_ENTRY:
                 break
             start, node = items[index]

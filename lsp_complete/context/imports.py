@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -37,6 +37,7 @@ _MAX_FOUND = 64  # imports resolved before the nearest MAX_TARGETS are kept
 _SCAN_BYTES = 256 * 1024  # imports are looked for in this much of a file (they sit on top)
 _PACKAGE_FILES = 6  # files of one Go / Java package (the same one or an imported one)
 MAX_IMPORTS = 256  # distinct imports kept, in file order: MAX_TARGETS files come from the first
+MAX_NAMES = 64  # names kept of one import (`from m import (...)`), in order
 
 Text = Callable[[int, int], str]  # (start byte, end byte) -> source text
 
@@ -103,6 +104,9 @@ def extract_imports(spec: LanguageSpec, root: tree_sitter.Node,
         if node.has_error:
             continue  # half-typed: the import set must not follow a keystroke mid-statement
         for ref in read(node, text):
+            if len(ref.names) > MAX_NAMES:  # each name may cost disk lookups (Python's)
+                ref = replace(ref, names=ref.names[:MAX_NAMES],
+                              aliases=ref.aliases[:MAX_NAMES])
             refs.setdefault(ref)
             if len(refs) >= MAX_IMPORTS:
                 return tuple(refs)
@@ -383,6 +387,8 @@ def _resolve_python(refs: tuple[ImportRef, ...], current: Path, workspace: Works
             package_dir = base.joinpath(*ref.module.split(".")) if ref.module else base
             rest: list[tuple[str, str]] = []
             for name, alias in zip(ref.names, ref.aliases, strict=True):
+                if targets.cancelled():  # four disk checks a name: not once unwanted
+                    return
                 # `from pkg import submodule` names a module, not something pkg defines.
                 sub = None
                 if name != "*" and (is_package or not ref.module):

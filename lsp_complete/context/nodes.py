@@ -21,15 +21,17 @@ def body_types(spec: LanguageSpec) -> frozenset[str]:
     return spec.blocks | _BODY_TYPES
 
 
-def named_items(parent: tree_sitter.Node,
-                spec: LanguageSpec) -> list[tuple[tree_sitter.Node, tree_sitter.Node]]:
-    """(start node, node) for the named children, flattening transparent nodes.
+def named_items(parent: tree_sitter.Node, spec: LanguageSpec,
+                children: list[tree_sitter.Node] | None = None
+                ) -> list[tuple[tree_sitter.Node, tree_sitter.Node]]:
+    """(start node, node) for the named children (or those of them in `children`),
+    flattening transparent nodes.
 
     The start node is the node itself or the first of the attributes glued to it.
     """
     items: list[tuple[tree_sitter.Node, tree_sitter.Node]] = []
     pending: tree_sitter.Node | None = None
-    for child in parent.named_children:
+    for child in parent.named_children if children is None else children:
         kind = child.type
         if kind in spec.comments:
             continue

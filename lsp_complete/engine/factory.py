@@ -8,6 +8,7 @@ server-side tokenizer never loads llama.cpp.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,10 @@ class LoadedEngine:
     warnings: list[str]  # template problems worth telling the user
 
 
-def load_engine(settings: Settings) -> LoadedEngine:
-    """Resolve the model, check its template, and load it (seconds: run off the event loop)."""
+def load_engine(settings: Settings,
+                cancelled: Callable[[], bool] = lambda: False) -> LoadedEngine:
+    """Resolve the model, check its template, and load it (seconds: run off the event loop;
+    a local model's load stops once `cancelled()`)."""
     if settings.engine != "local":
         return _load_remote(settings)
     from lsp_complete.engine.llama import LlamaEngine
@@ -55,6 +58,7 @@ def load_engine(settings: Settings) -> LoadedEngine:
             slots=settings.slots,
             kv_store=store,
             model_id=model_id,
+            cancelled=cancelled,
         )
     except BaseException:
         if store is not None:  # a failed (re)load must not leak the store's SQLite handle

@@ -82,6 +82,7 @@ class LlamaEngine:
         kv_store: KVStore | None = None,
         model_id: str = "",
         mmap: bool | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         init_backend()
         self.model_path = Path(model_path)
@@ -109,9 +110,11 @@ class LlamaEngine:
 
         self.extra_buffer_types = extra_buffer_types_safe()
         self._model = load_model(self.model_path, n_gpu_layers, self.mapped,
-                                 self.extra_buffer_types)
+                                 self.extra_buffer_types, cancelled)
         if self._model is None:
             self.model_file.close()
+            if cancelled():
+                raise EngineError(f"loading {self.model_path} was cancelled")
             raise EngineError(
                 f"llama.cpp could not load {self.model_path}: the file is not a usable GGUF model "
                 "(truncated, corrupt, or an architecture this llama.cpp does not know). "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import llama_cpp
@@ -61,13 +62,20 @@ def extra_buffer_types_safe() -> bool:
     return "AMX_INT8 = 1" not in info
 
 
-def load_model(path: Path, n_gpu_layers: int, mapped: bool,
-               extra_buffer_types: bool) -> llama_cpp.llama_model_p | None:
-    """The model's weights, mapped or read into memory; None when llama.cpp cannot load it."""
+def load_model(path: Path, n_gpu_layers: int, mapped: bool, extra_buffer_types: bool,
+               cancelled: Callable[[], bool] = lambda: False) -> llama_cpp.llama_model_p | None:
+    """The model's weights, mapped or read into memory; None when llama.cpp cannot load it,
+    or once `cancelled()` (asked as the tensors are read: a 1 GB model takes seconds)."""
     mparams = llama_cpp.llama_model_default_params()
     mparams.n_gpu_layers = n_gpu_layers
     mparams.use_extra_bufts = extra_buffer_types
     _set_load_mode(mparams, mapped)
+
+    @llama_cpp.llama_progress_callback
+    def go_on(_progress: float, _user_data: ctypes.c_void_p) -> bool:
+        return not cancelled()  # False: llama.cpp stops loading and returns no model
+
+    mparams.progress_callback = go_on  # (kept alive by this frame until the call returns)
     model: llama_cpp.llama_model_p | None = llama_cpp.llama_model_load_from_file(
         str(path).encode(), mparams)
     return model or None

@@ -7,6 +7,7 @@ the engine's cache keeps the instruction and the history from one request to the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lsp_complete.models import NextEditTemplate
@@ -22,6 +23,10 @@ _FENCE = "```"
 MIN_KEPT_SHARE = 0.5
 # Windows shorter than this (non-blank characters) are not judged by what an answer keeps.
 _JUDGED_CHARS = 16
+# A window holds at most this many characters (~1,000 tokens of code: about all a rewrite
+# may write, pipeline/next_edit.py's MAX_TOKENS). Lines are whole, so without it a minified
+# line went whole into the prompt: a 4 MB line was tokenized on the worker for seconds.
+MAX_WINDOW_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,34 @@ def window_lines(line_count: int, cursor_line: int,
     first = max(0, cursor_line - template.above)
     last = min(line_count - 1, cursor_line + template.below)
     return first, max(first, last)
+
+
+def fit_window(first: int, last: int, cursor_line: int, line_chars: Callable[[int], int],
+               limit: int = MAX_WINDOW_CHARS) -> tuple[int, int] | None:
+    """The lines of [first, last] nearest `cursor_line` that hold at most `limit`
+    characters (each line with its break): grown from the cursor's line, the nearer side
+    first (below on a tie), each side up to its first line that does not fit. None when the
+    cursor's line alone is longer: no rewrite of it fits, so there is no next edit there."""
+    total = line_chars(cursor_line) + 1
+    if total > limit:
+        return None
+    low = high = cursor_line
+    up, down = low > first, high < last
+    while up or down:
+        below = down and (not up or high + 1 - cursor_line <= cursor_line - (low - 1))
+        line = high + 1 if below else low - 1
+        size = line_chars(line) + 1
+        if total + size > limit:  # that side ends here: a window is whole lines in a row
+            up, down = (up, False) if below else (False, down)
+            continue
+        total += size
+        if below:
+            high = line
+            down = high < last
+        else:
+            low = line
+            up = low > first
+    return low, high
 
 
 def original_window(lines: list[str], first_line: int, newest: EditBlock | None) -> str:

@@ -283,7 +283,9 @@ def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
     return ended
 
 
-def load_completer(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
-    """Resolve the model, check its template, and load it (seconds: run off the event loop)."""
-    loaded = load_engine(settings)
+def load_completer(settings: Settings, cancelled: Callable[[], bool] = lambda: False
+                   ) -> tuple[Completer, dict[str, Any], list[str]]:
+    """Resolve the model, check its template, and load it (seconds: run off the event loop;
+    it stops once `cancelled()`)."""
+    loaded = load_engine(settings, cancelled)
     return Completer(loaded.engine, loaded.spec, settings), loaded.info, loaded.warnings

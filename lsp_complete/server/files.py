@@ -36,7 +36,7 @@ from typing import Any
 from lsprotocol import types
 
 from lsp_complete.config import Settings
-from lsp_complete.documents import Document
+from lsp_complete.documents import Document, max_tree_nodes
 from lsp_complete.engine.base import (
     CancelToken,
     EngineError,
@@ -92,6 +92,7 @@ class OpenFiles:
         self._telemetry = telemetry
         self._on_idle_error = on_idle_error
         self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
+        self._told_text_only: set[str] = set()  # files told they have no tree (too many nodes)
 
     # ------------------------------------------------------------------ text sync
 
@@ -124,7 +125,8 @@ class OpenFiles:
     def _sync_syntax(self, uri: str, doc: Document, state: DocState, warm: bool = False) -> None:
         """Keep a tree only for a file that gets suggestions; parse a large one in slices.
         With `warm`, encode its head once it is parsed (a newly opened file)."""
-        doc.set_syntax(not state.disabled_reason, SYNC_PARSE_BYTES)
+        doc.set_syntax(not state.disabled_reason, SYNC_PARSE_BYTES,
+                       max_tree_nodes(self._settings().max_file_bytes))
         if doc.needs_parse:
             if state.parsing is None or state.parsing.done():
                 state.parsing = asyncio.get_running_loop().create_task(
@@ -138,14 +140,25 @@ class OpenFiles:
             # A pause, not just a yield: a request takes several turns of the loop to be read,
             # handled and answered, and each bare yield would cost it another slice.
             await asyncio.sleep(PARSE_PAUSE_S)
+        self._tell_text_only(uri, doc)
         if warm and self.documents.get(uri) is doc:
             self.schedule_warmup(uri)
+
+    def _tell_text_only(self, uri: str, doc: Document) -> None:
+        """Once per file: its tree was too big to keep (documents.max_tree_nodes)."""
+        if doc.tree_refused and uri not in self._told_text_only:
+            self._told_text_only.add(uri)
+            self._client.tell(f"lsp-complete: {_short(uri)} has no syntax tree "
+                              f"({doc.tree_refused}): suggestions see its text only",
+                              types.MessageType.Warning, once_key=f"text-only {uri}")
 
     def in_use(self, uri: str) -> None:
         """`uri` is the file being worked in: it keeps its tree (built again now if it was
         dropped, or in slices if large), and the files used longest ago drop theirs while
         the kept trees' sources exceed the budget."""
         doc, state = self.documents.get(uri), self.states.get(uri)
+        if doc is not None:
+            self._tell_text_only(uri, doc)  # (refused by an edit's parse)
         if doc is None or state is None or state.disabled_reason or not doc.syntax:
             return
         self._with_tree[uri] = None
@@ -223,6 +236,7 @@ class OpenFiles:
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self._with_tree.pop(uri, None)
+        self._told_text_only.discard(uri)
         state = self.states.pop(uri, None)
         if state is not None:
             self.forget_shown(state)

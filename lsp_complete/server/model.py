@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -37,10 +38,13 @@ class ModelHost:
         self.state = "loading"  # loading | ready | error
         self.error = ""
         self.info: dict[str, Any] = {}
+        # Set by shutdown: a model being loaded stops loading (a 1 GB file takes seconds, and
+        # the process cannot exit before the worker's load returns).
+        self._closing = threading.Event()
         # Settings -> (completer, info, warnings), run on the worker: a daemon session's
         # lends the daemon's shared engine instead of loading one (daemon/server.py).
         self.loader: Callable[[Settings], tuple[Completer, dict[str, Any], list[str]]] = (
-            load_completer
+            lambda settings: load_completer(settings, self._closing.is_set)
         )
         # The model file changed on disk (why): the server loads it again (completion_server).
         self.on_file_changed: Callable[[str], None] = lambda _why: None
@@ -69,6 +73,8 @@ class ModelHost:
         except Exception as exc:
             self.state = "error"
             self.error = str(exc)
+            if self._closing.is_set():  # shut down meanwhile: nobody to tell
+                return False
             if watched is not None:  # e.g. a reload of a file rewritten on disk, still unusable
                 self._failed_file = (watched, stamp)
             client.tell(f"lsp-complete: {exc}", once_key=f"model:{settings.model}")
@@ -113,6 +119,7 @@ class ModelHost:
     async def shutdown(self) -> None:
         """Cancel the work in flight (a request stuck on a remote server included), then
         save the KV caches."""
+        self._closing.set()
         cancelled = self._scheduler.cancel_all()
         if cancelled:
             log.info("shutdown: %d jobs in flight cancelled", cancelled)

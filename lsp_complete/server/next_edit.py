@@ -28,7 +28,7 @@ from lsprotocol import types
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.nextedit.prompt import Window, original_window, window_lines
+from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
 from lsp_complete.pipeline import NextEditAnswer, next_edit_key
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
@@ -210,7 +210,12 @@ class NextEdits:
             return None
         template = completer.spec.next_edit
         assert template is not None  # (_supported)
-        first, last = window_lines(doc.line_count, line, template)
+        bounds = fit_window(*window_lines(doc.line_count, line, template), line,
+                            lambda n: _width(doc.line_range(n)))
+        if bounds is None:
+            log.debug("next edit: line %d of %s is too long to rewrite", line, uri)
+            return None
+        first, last = bounds
         start = doc.line_range(first)[0]
         end = doc.line_range(last)[1]
         lines = [doc.line_text(n) for n in range(first, last + 1)]
@@ -321,3 +326,7 @@ def _edit_id(item: Any) -> str | None:
         found = _get(arguments[0], "id")
         return found if isinstance(found, str) else None
     return None
+
+
+def _width(span: tuple[int, int]) -> int:
+    return span[1] - span[0]
