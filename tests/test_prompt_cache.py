@@ -103,3 +103,26 @@ def test_a_small_file_gets_its_full_prompt_at_once(completer: Completer,
     completion = completer.run(prepared, CancelToken())
     assert completion.full_prompt
     assert completer.climb(prepared, CancelToken()) == 0  # nothing to climb to
+
+
+@pytest.mark.parametrize("multiline", ["never", "always"])
+def test_a_one_line_suggestion_is_capped_at_the_line_token_limit(
+        tiny_model_path: Path, multiline: str) -> None:
+    from lsp_complete.pipeline.completer import LINE_MAX_TOKENS
+
+    settings = Settings(model=str(tiny_model_path), threads=1, context_size=4096,
+                        max_tokens=64, multiline=multiline, persist_cache=False)
+    made, _, _ = load_completer(settings)
+    try:
+        doc = Document("file:///cap.py", "python", 1, SOURCE)
+        generated = []
+        for spot in ("    total = sum(", "    return total + 3", "def step_9("):
+            completion = made.run(prepare(doc, SOURCE.index(spot) + len(spot) - 1, None,
+                                          settings), CancelToken())
+            assert completion.request is not None
+            expected = LINE_MAX_TOKENS if multiline == "never" else 64
+            assert completion.request.max_tokens == expected
+            generated.append(completion.result.generated_tokens)
+        assert max(generated) <= (LINE_MAX_TOKENS if multiline == "never" else 64)
+    finally:
+        made.close()

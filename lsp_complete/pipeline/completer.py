@@ -43,6 +43,10 @@ from lsp_complete.postprocess import (
 from lsp_complete.prompt import Prompt, SegmentTokenizer, build_prompt
 
 MAX_LINES = 12
+# A one-line suggestion is cut at this many tokens (Copilot: 20): 1-3% of real code lines are
+# longer, and a model that runs on past it is mostly writing a line nobody accepts whole,
+# at a decode step per token (docs/bench/2026-12-03d).
+LINE_MAX_TOKENS = 32
 # A block after a one-line answer (`Completer.block`): idle work, so more room than a line.
 BLOCK_MAX_TOKENS = 160
 BLOCK_TIME_BUDGET_S = 6.0
@@ -134,7 +138,8 @@ class Completer:
             segments=prompt.segments,
             heal=prompt.heal,
             heal_code=prompt.heal_code,
-            max_tokens=self.settings.max_tokens,
+            max_tokens=(self.settings.max_tokens if prepared.multiline
+                        else min(self.settings.max_tokens, LINE_MAX_TOKENS)),
             stop=self.spec.stop + elision_stops(site.language_id),
             single_line=not prepared.multiline,
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
