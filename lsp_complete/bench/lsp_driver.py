@@ -78,7 +78,7 @@ class ServerSession:
         # handler pygls warns about each one on the bench's terminal
         self.client.feature(types.WINDOW_LOG_MESSAGE)(_ignore_log_message)
         self.startup_ms = 0.0
-        self._stderr_task: asyncio.Task | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int | None:

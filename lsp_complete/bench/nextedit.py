@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -599,7 +599,7 @@ class RunConfig:
 
 
 async def run_all(cfg: RunConfig, tasks: Sequence[Task],
-                  template: NextEditTemplate | None) -> tuple[list[Outcome], dict]:
+                  template: NextEditTemplate | None) -> tuple[list[Outcome], dict[str, Any]]:
     (cfg.out / "server.log").unlink(missing_ok=True)  # this run's output only
     server = Server("d", live_checkout(), {
         "model": cfg.model_path, "threads": cfg.threads, "maxTokens": cfg.max_tokens,
@@ -692,7 +692,7 @@ def _rate(cell: dict[str, Any]) -> str:
             f"({cell['hits']}/{cell['n']})")
 
 
-COLUMNS = (
+COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("tasks (next / silence)", lambda r: f"{r['next_edit_tasks']} / {r['silence_tasks']}"),
     ("exact next edit", lambda r: _rate(r["exact"])),
     ("relaxed (trailing ws)", lambda r: _rate(r["relaxed"])),
