@@ -40,6 +40,11 @@ def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
     assert kinds["large-file"] == "large" and kinds["crossfile"] == "crossfile"
     (beside,) = scenarios.parse("crossfile-open")
     assert beside.kind == "crossfile" and beside.opens_imported and not every[-2].opens_imported
+    # As a generic client asks: no cursor, at open or after a pause; "ours" waits at the spot.
+    ours, at_open, paused = scenarios.parse("crossfile,crossfile-at-open,crossfile-pause")
+    assert not ours.asks_unannounced and at_open.asks_unannounced and paused.asks_unannounced
+    assert (at_open.pause_s, paused.pause_s) == (0.0, scenarios.CROSSFILE_PAUSE_S)
+    assert {at_open.kind, paused.kind} == {"crossfile"}
 
 
 def test_busy_types_as_think_with_a_cpu_bound_process_beside(tmp_path: Path) -> None:

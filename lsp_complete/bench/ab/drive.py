@@ -328,7 +328,8 @@ def large_drive(cases: Sequence[OpenCase]) -> Drive:
 
 def crossfile_drive(cfg: AbConfig, scenario: Scenario, tasks: Sequence[CrossFileTask]) -> Drive:
     """Each line asked once the server is quiet at the spot (the cursor put there first, the
-    imported module open beside it in crossfile-open), scored against the line's rest."""
+    imported module open beside it in crossfile-open), or as a generic client asks (at open,
+    or after a pause), scored against the line's rest."""
 
     async def drive(side: Side, index: int) -> list[Sample]:
         task, session, version = tasks[index], side.live, index + 1
@@ -338,8 +339,11 @@ def crossfile_drive(cfg: AbConfig, scenario: Scenario, tasks: Sequence[CrossFile
             session.open(other, task.language,
                          Path(task.imported_path).read_text(encoding="utf-8"), version)
         session.open(uri, task.language, task.text, version)
-        session.move_cursor(uri, position_at(task.text, task.offset))
-        await wait_quiet(side, cfg.settle_s)
+        if scenario.asks_unannounced:
+            await asyncio.sleep(scenario.pause_s)
+        else:
+            session.move_cursor(uri, position_at(task.text, task.offset))
+            await wait_quiet(side, cfg.settle_s)
         c, error = await lsp_driver.ask(session, uri, version, task.text, task.offset)
         session.close(uri)
         if scenario.opens_imported:

@@ -48,11 +48,15 @@ ABOUT = {
                  "(crossfile/), asked once the server is quiet at the spot, the packages' "
                  "folders the workspace; exact match, needed identifiers, edit similarity",
     "crossfile-open": "crossfile, with the imported module open in another tab",
+    "crossfile-at-open": "crossfile as a generic client asks: no cursor, the line asked the "
+                         "moment the file opens",
+    "crossfile-pause": "crossfile-at-open, asked 1.5 s after opening (a person who looks "
+                       "before typing)",
 }
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "large-file", "crossfile",
-                  "crossfile-open")
+CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
+OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "large-file", *CROSSFILE_SCENARIOS)
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
 # A run with no --baseline, --models or --speculation: the stateless baselines beside this
@@ -65,6 +69,7 @@ HE_PAUSE_S = 1.0
 # he-block's servers: multi-line, whole, never cut short by the time budget.
 BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
 MOVED_PAUSE_S = 3.0
+CROSSFILE_PAUSE_S = 1.5
 
 # Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
 # typists): 52 words per minute on average, a mean interval of about 240 ms, right-skewed with
@@ -116,6 +121,12 @@ class Scenario:
         return self.name == "crossfile-open"
 
     @property
+    def asks_unannounced(self) -> bool:
+        """crossfile: asked as a generic client asks, with no cursor notification and no
+        wait for the server to be quiet (after `pause_s`)."""
+        return self.name in ("crossfile-at-open", "crossfile-pause")
+
+    @property
     def busy(self) -> bool:
         """A CPU-bound process runs beside the server while a span is typed."""
         return self.timing == "busy"
@@ -141,8 +152,9 @@ def _one(item: str) -> Scenario:
         return Scenario("open", "open")
     if item == "large-file":
         return Scenario(item, "large")
-    if item in ("crossfile", "crossfile-open"):
-        return Scenario(item, "crossfile")
+    if item in CROSSFILE_SCENARIOS:
+        return Scenario(item, "crossfile",
+                        pause_s=CROSSFILE_PAUSE_S if item == "crossfile-pause" else 0.0)
     if item in ("he-open", "he-pause", "he-block"):
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")

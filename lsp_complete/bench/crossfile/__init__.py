@@ -10,8 +10,9 @@ The document is A with the rest of that line removed.
 Scores per task: exact match of the first suggested line with the rest of the line, the share
 of the needed identifiers it produces, and edit similarity (1 - Levenshtein / longer length).
 
-They are the crossfile and crossfile-open scenarios of the drive (bench/ab/): every side, the
-stateless baselines included, is asked each line once it is quiet at the spot.
+They are the crossfile scenarios of the drive (bench/ab/): every side, the stateless baselines
+included, is asked each line once it is quiet at the spot (crossfile, crossfile-open), or as
+a generic client asks, at open or after a pause (crossfile-at-open, crossfile-pause).
 
 Modules: tasks.py (the task, its scores, spreading tasks over packages), python.py (tasks from
 Python packages), javascript.py (from JavaScript/TypeScript packages in node_modules).
