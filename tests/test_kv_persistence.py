@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -38,6 +39,7 @@ async def ask(model: Path, cache: Path, persist: bool = True, settled: bool = Fa
         open_doc(client, uri, text)
         answer, _ = suggestion_of(await inline(client, uri, LINE, at))
         if settled:
+            await asyncio.sleep(0.6)  # past the idle delay (idleReanchorMs), then its work
             await wait_idle(client)
             insert(client, uri, 2, LINE, at, "x")
             answer, _ = suggestion_of(await inline(client, uri, LINE, at + 1))

@@ -1141,17 +1141,16 @@ def test_bench_runs_lsp_complete_on_the_remote_engine(llama_cpp_server, tiny_mod
 
     out = tmp_path / "bench-remote"
     proc = subprocess.run([
-        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--engines", "d",
-        "--model", str(tiny_model_path), "--engine", "openai",
+        sys.executable, "-m", "lsp_complete", "bench", "--quick", "--baseline", "psm",
+        "--scenarios", "burst", "--model", str(tiny_model_path), "--engine", "openai",
         "--engine-url", llama_cpp_server.url, "--out", str(out), "--keystrokes", "6",
-        "--humaneval", "1", "--humaneval-lines", "1", "--no-open", "--no-paced",
         "--files", workload.quick_file(), "--max-tokens", "6",
     ], capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "samples.json").read_text())
-    assert data["meta"]["settings"]["d_engine"] == "openai"
-    replay = [s for s in data["samples"] if s["workload"] == "replay"]
-    assert replay and not any(s["source"] == "error" for s in replay)
+    data = json.loads((out / "ab-samples.json").read_text())
+    assert data["meta"]["settings"]["server_options"]["engine"] == "openai"
+    ours = [s for unit in data["units"] if unit["side"] == "B" for s in unit["samples"]]
+    assert ours and not any(s["source"] == "error" for s in ours)
 
 
 # ------------------------------------------------------------------- hostile text from a server

@@ -155,7 +155,14 @@ async def test_a_keystroke_matching_the_text_being_written_joins_it(
             "textDocument/inlineCompletion", inline_params(uri, LINE, 8)
         )
     )
-    await asyncio.sleep(0.25)  # the model is part-way through writing `expected`
+    generated = (await status(slow_client))["engineCounters"]["tokens_generated"]
+    for _ in range(500):  # until the model is part-way through writing `expected`
+        counters = (await status(slow_client))["engineCounters"]
+        if counters["tokens_generated"] > generated:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError(f"the model never started writing: {counters}")
     insert(slow_client, uri, 2, LINE, 8, expected[0])
     text, _ = suggestion_of(await inline(slow_client, uri, LINE, 9))
     await first

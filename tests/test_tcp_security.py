@@ -573,13 +573,13 @@ async def test_api_key_env_from_configuration_over_tcp(recorder, tcp_server,
 def test_the_bench_hands_its_api_key_over_in_a_variable_the_server_honours(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lsp_complete.bench import _server_options
+    from lsp_complete.bench.ab import server_options
 
     monkeypatch.setenv("TEAM_KEY", SECRET)
     monkeypatch.setenv("LSP_COMPLETE_API_KEY", "")  # restored after the test
     args = argparse.Namespace(engine="openai", engine_url="http://gpu:8000", remote_model="",
-                              api_key_env="TEAM_KEY")
-    options = _server_options(args)
+                              api_key_env="TEAM_KEY", repo_context_tokens=None)
+    options = server_options(args)
     assert "apiKeyEnv" not in options  # it would be refused
     assert os.environ["LSP_COMPLETE_API_KEY"] == SECRET  # the server's environment is ours
 

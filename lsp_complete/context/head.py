@@ -55,7 +55,7 @@ _MAX_SCOPES = 32
 
 class _HeadCache:
     def __init__(self) -> None:
-        self.key: tuple | None = None
+        self.key: tuple[object, ...] | None = None
         self.head = ""
 
 

@@ -71,7 +71,7 @@ def load_model(path: Path, n_gpu_layers: int, mapped: bool, extra_buffer_types: 
     mparams.use_extra_bufts = extra_buffer_types
     _set_load_mode(mparams, mapped)
 
-    @llama_cpp.llama_progress_callback
+    @llama_cpp.llama_progress_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
     def go_on(_progress: float, _user_data: ctypes.c_void_p) -> bool:
         return not cancelled()  # False: llama.cpp stops loading and returns no model
 
