@@ -46,24 +46,11 @@ from tests.flood import (  # noqa: E402
     send_while_taken,
     status_flood,
 )
+from tests.lsp_helpers import SOURCE  # noqa: E402
 from tests.raw_lsp import RawServer  # noqa: E402
 from tests.test_remote_engine import FakeLlamaServer  # noqa: E402
 
-SOURCE = '''import os
-from pathlib import Path
-
-
-def read_lines(path):
-    with open(path) as f:
-        return [line.rstrip() for line in f]
-
-
-def count_words(path):
-    total = 0
-    for line in read_li
-    return total
-'''
-LINE, COL = 11, len("    for line in read_li")
+LINE, COL = 11, len("    for line in read_li")  # the half-typed call in SOURCE
 BANNED = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {chr(0x7F)} | {
     chr(c) for c in range(0x80, 0xA0)} | set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                                            "\u2066\u2067\u2068\u2069")
