@@ -210,6 +210,19 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.monotonic() - t0, value
 
 
+def shutdown_and_exit(s: RawServer) -> tuple[float, int | None, float]:
+    """`shutdown`, then `exit`: how long the answer took, the exit code (None: still running
+    after 60 s) and how long the exit took."""
+    shut_s, _ = timed(lambda: s.call("shutdown", None, 60))
+    t0 = time.monotonic()
+    s.notify("exit", None)
+    try:
+        code: int | None = s.wait_exit(60)
+    except subprocess.TimeoutExpired:
+        code = None
+    return shut_s, code, time.monotonic() - t0
+
+
 def wait_idle(s: RawServer, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
@@ -1445,14 +1458,7 @@ def attack_shutdown_slow_local() -> None:
             open_doc(s, uri, SOURCE * 5)
             inline_id(s, uri, LINE, COL)
             time.sleep(1)
-            shut_s, _ = timed(lambda: s.call("shutdown", None, 60))
-            t0 = time.monotonic()
-            s.notify("exit", None)
-            try:
-                code: int | None = s.wait_exit(60)
-            except subprocess.TimeoutExpired:
-                code = None
-            exit_s = time.monotonic() - t0
+            shut_s, code, exit_s = shutdown_and_exit(s)
             record(name, "every decode takes 3 s (LSP_COMPLETE_SIMULATE_DECODE_MS), then shutdown",
                    shut_s < 5 and code == 0 and exit_s < 5,
                    f"shutdown answered in {shut_s:.2f} s, exit {code} after {exit_s:.2f} s")
@@ -1476,14 +1482,7 @@ def attack_shutdown_stuck_daemon() -> None:
             while not fake.posts("/completion") and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(0.5)
-            shut_s, _ = timed(lambda: s.call("shutdown", None, 60))
-            t0 = time.monotonic()
-            s.notify("exit", None)
-            try:
-                code: int | None = s.wait_exit(60)
-            except subprocess.TimeoutExpired:
-                code = None
-            exit_s = time.monotonic() - t0
+            shut_s, code, exit_s = shutdown_and_exit(s)
             record(name, "a window's suggestion hangs on the remote, the window shuts down",
                    shut_s < 3 and code == 0 and exit_s < 3,
                    f"shutdown answered in {shut_s:.2f} s, exit {code} after {exit_s:.2f} s")
@@ -1615,14 +1614,7 @@ def _shutdown_during_model_load(daemon: bool) -> None:
                 "model": str(big)}}})
             time.sleep(0.3)
             state = status(s)["model"]["state"]
-            shut_s, _ = timed(lambda: s.call("shutdown", None, 60))
-            t0 = time.monotonic()
-            s.notify("exit", None)
-            try:
-                code: int | None = s.wait_exit(60)
-            except subprocess.TimeoutExpired:
-                code = None
-            exit_s = time.monotonic() - t0
+            shut_s, code, exit_s = shutdown_and_exit(s)
             record(name, "switch to qwen2.5-coder-1.5b, shutdown 0.3 s later",
                    shut_s < 5 and code == 0 and exit_s < 5,
                    f"model state when asked: {state}; shutdown answered in {shut_s:.2f} s, "
