@@ -196,6 +196,37 @@ class _SlowEngine:
         pass
 
 
+def test_the_psm_baselines_agree_and_reuse_what_they_share(tiny_model_path: Path) -> None:
+    """(a) re-encodes every prompt, (b) keeps the longest common prefix of the last one, and
+    they answer the same (cached equals uncached); (e) writes on past the line (a) stops at."""
+    from lsp_complete.bench.baselines import LlamaBaseline
+
+    def make(reuse: bool, to_end: bool = False) -> LlamaBaseline:
+        return LlamaBaseline(str(tiny_model_path), None, (), 2, 24, reuse=reuse, to_end=to_end)
+
+    text = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
+    offset = text.index("    re\n") + len("    re")
+    typed = text[:offset] + "t" + text[offset:]
+    full, reuse, to_end = make(False), make(True), make(False, to_end=True)
+    try:
+        once = full.complete(text, offset)
+        assert once.encoded_tokens == once.prompt_tokens and once.prompt_tokens
+        first, again = reuse.complete(text, offset), reuse.complete(text, offset)
+        assert first.encoded_tokens == first.prompt_tokens
+        assert again.encoded_tokens == 1  # all cached: one token for its logits
+        key = reuse.complete(typed, offset + 1)
+        assert key.prompt_tokens is not None and key.encoded_tokens is not None
+        assert 0 < key.encoded_tokens < key.prompt_tokens
+        assert once.text == first.text == again.text and "\n" not in once.text
+        assert key.text == full.complete(typed, offset + 1).text
+        whole = to_end.complete(text, offset)
+        assert whole.text.startswith(once.text)
+        assert (whole.generated_tokens or 0) >= (once.generated_tokens or 0)
+    finally:
+        for engine in (full, reuse, to_end):
+            engine.close()
+
+
 def test_a_stateless_engine_answers_behind_a_servers_session() -> None:
     """Requests run one at a time; one still waiting when a newer one comes is superseded
     without running; each has a record by uri and version, as a server's status has."""

@@ -190,6 +190,41 @@ def test_the_typist_presses_tab_on_exactly_the_rest_of_the_line(tmp_path, answer
     assert any(s.wrong for s in steps) == wrong
 
 
+class BlockSession(ScriptedSession):
+    """Answers with the rest of the span's lines as the original file has them, and then
+    `tail` (a line the user will not type, or nothing)."""
+
+    def __init__(self, original: str, span_end: int, tail: str) -> None:
+        super().__init__(lambda rest: rest, original)
+        self.span_end, self.tail = span_end, tail
+
+    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, None]:
+        assert text == self.text
+        return self.original[offset:self.span_end] + self.tail, 1.0, None
+
+
+@pytest.mark.parametrize(("tail", "block"), [("", True), ("\nprint(total_0)", False)])
+def test_the_typist_takes_a_block_only_when_it_is_the_lines_still_to_type(tmp_path, tail,
+                                                                          block) -> None:
+    """A block of exactly the lines still to be typed goes in with one Tab; one that goes on
+    past them is taken a line at a time (its first line is the rest of the line)."""
+    import asyncio
+
+    from lsp_complete.bench.spans import SpanTiming, type_with_tab
+
+    ep = _typist_episode(tmp_path)
+    session = BlockSession(ep.original_text, ep.start_offset + len(ep.typed), tail)
+    timing = SpanTiming(delays_ms=tuple([0.0] + [15.0] * (len(ep.keystrokes) - 1)))
+    steps = asyncio.run(type_with_tab(session, ep, 100, timing))  # type: ignore[arg-type]
+    assert session.text == ep.original_text
+    tabs = [s.accepted for s in steps if s.accepted]
+    first_line_rest = len(ep.typed.split("\n")[0]) - 1  # the first key is typed
+    if block:
+        assert tabs == [len(ep.typed) - 1] and len(steps) == 2
+    else:
+        assert tabs[0] == first_line_rest and len(tabs) == ep.typed.count("\n") + 1
+
+
 # --- measures and statistics -------------------------------------------------------------------
 
 
@@ -382,6 +417,43 @@ def test_official_single_line_file_is_read_as_our_tasks(tmp_path: Path) -> None:
         humaneval.sample_tasks([task, ours], 1, seed=0)
 
 
+def _multi_line_file(tmp_path: Path, holes: int) -> Path:
+    """The first problems' lines 1-2 masked, as openai/human-eval-infilling's
+    HumanEval-MultiLineInfilling writes them."""
+    rows = []
+    for problem in humaneval.load_problems(holes):
+        lines = problem["canonical_solution"].split("\n")
+        rows.append({
+            "task_id": f"MultiLineInfilling/{problem['task_id']}/L1_L2",
+            "entry_point": problem["entry_point"],
+            "prompt": problem["prompt"] + lines[0] + "\n",
+            "suffix": "\n".join(lines[3:]),
+            "canonical_solution": lines[1] + "\n" + lines[2] + "\n",
+            "test": problem["test"],
+        })  # fmt: skip
+    path = tmp_path / "HumanEval-MultiLineInfilling.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    return path
+
+
+def test_official_multi_line_file_is_one_empty_indented_line(tmp_path: Path) -> None:
+    """The masked lines are one empty line, indented as their first (an editor's auto-indent),
+    the cursor after the indentation; the masked lines put back pass, and match exactly."""
+    (task,) = humaneval.load_multi_line_file(_multi_line_file(tmp_path, 1))
+    problem = humaneval.load_problems(1)[0]
+    lines = problem["canonical_solution"].split("\n")
+    assert task.name == "HumanEval/0#L1_L2" and task.target_lines == 2
+    before, after = task.text[:task.offset], task.text[task.offset:]
+    hole = before[before.rfind("\n") + 1:]
+    assert hole == lines[1][: len(lines[1]) - len(lines[1].lstrip())] and not hole.strip()
+    assert after.startswith("\n" + lines[3])
+    answer = lines[1].lstrip() + "\n" + lines[2]
+    assert task.exact_match(answer) and not task.exact_match(lines[1].lstrip())
+    assert humaneval.PassRunner().passed(task, answer)
+    assert not humaneval.PassRunner().passed(task, lines[1].lstrip())
+
+
 # --- installing a version ----------------------------------------------------------------------
 
 
@@ -457,6 +529,35 @@ def test_baseline_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").stat().st_size > 0
+
+
+def test_multi_line_holes_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    """he-multi against (e), the PSM reference written to the model's end: every hole asked
+    at open and again once the server is quiet, on both sides, each answer scored; without
+    the official file the run says what it needs. Times are not checked."""
+    base = [sys.executable, "-m", "lsp_complete", "bench", "--baseline", "psm-to-end",
+            "--quick", "--model", str(tiny_model_path), "--scenarios", "he-multi",
+            "--max-tokens", "8", "--resamples", "200", "--settle-ms", "200"]
+    refused = subprocess.run([*base, "--out", str(tmp_path / "none")], capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode != 0 and "--humaneval-multiline" in refused.stderr
+    out = tmp_path / "ab"
+    proc = subprocess.run([*base, "--out", str(out), "--holes", "2", "--humaneval-multiline",
+                           str(_multi_line_file(tmp_path, 2))],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "ab-samples.json").read_text())
+    assert data["meta"]["sides"]["A"]["engine"] == "e"
+    units = data["units"]
+    assert sorted((u["side"], u["name"]) for u in units) == sorted(
+        (side, f"HumanEval/{n}#L1_L2") for side in "AB" for n in (0, 1))
+    for unit in units:
+        assert unit["error"] is None, unit
+        assert [s["index"] for s in unit["samples"]] == [0, 1]
+        assert all(s["passed"] is not None for s in unit["samples"])
+        assert unit["samples"][1]["extra"]["ready_ms"] > 0
+    found = {r["measure"] for r in data["rows"] if r["scenario"] == "he-multi"}
+    assert {m.name for m in measures.measures_for(scenarios.parse("he-multi")[0])} <= found
 
 
 def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,

@@ -76,3 +76,21 @@ async def test_typing_a_method_gets_right_suggestions(default_model: Path) -> No
         assert exact >= len("".join(typed)) // 4, (exact, shown)
     finally:
         await client.shutdown_session()
+
+
+def test_the_psm_baselines_run_on_the_real_model(default_model: Path) -> None:
+    """The bench's stateless baselines on a real K-quant model: `llama_cpp.Llama` crashed in
+    its first decode on a CPU with AMX (its extra buffer types), which ended every default
+    `lsp-complete bench`. In a child, so a crash fails this test only."""
+    script = (
+        "from lsp_complete.bench.baselines import LlamaBaseline, fim_tokens\n"
+        "from lsp_complete.model_store import resolve_model\n"
+        "m = resolve_model(None)\n"
+        "b = LlamaBaseline(str(m.path), fim_tokens(m.spec), m.spec.stop, 2, 16, reuse=True)\n"
+        "text = 'def add(a, b):\\n    return \\n'\n"
+        "print(repr(b.complete(text, text.index('return ') + 7).text))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "a + b" in proc.stdout, proc.stdout

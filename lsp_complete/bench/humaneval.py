@@ -7,6 +7,10 @@ putting the completed line back and running the problem's `check(entry_point)` i
 
 Multi-line block: the document is the prompt alone and the cursor sits at the start of the
 function body (after its indentation); the suggestion must be the whole body.  Score: pass@1.
+
+Multi-line hole (the official HumanEval-MultiLineInfilling set, read from a path given): the
+masked lines are one empty line with the first one's indentation, in the middle of the rest
+of the solution, as an editor leaves a new line there; the suggestion must be those lines.
 """
 
 from __future__ import annotations
@@ -75,10 +79,11 @@ class BlockTask(_AtCursor):
     test: str
     entry_point: str
     suffix: str = "\n"
+    hole: str = "body"  # which lines are masked: the body, or the official set's "L3_L5"
 
     @property
     def name(self) -> str:
-        return f"{self.task_id}#body"
+        return f"{self.task_id}#{self.hole}"
 
     @property
     def target_lines(self) -> int:
@@ -151,6 +156,30 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
             target=target,
             test=row["test"],
             entry_point=row["entry_point"],
+        ))
+    return tasks
+
+
+def load_multi_line_file(path: str | Path) -> list[BlockTask]:
+    """The tasks of the official HumanEval-MultiLineInfilling.jsonl(.gz) (openai/human-eval-
+    infilling; not shipped here): `prompt` is the text before the masked lines,
+    `canonical_solution` those lines with their newlines, `suffix` the text after them. The
+    document gets one empty line there, indented as the first masked line (an editor's
+    auto-indent), and the cursor after that indentation."""
+    tasks: list[BlockTask] = []
+    for row in _rows(path):
+        lines = row["canonical_solution"].rstrip("\n")
+        indent = lines[: len(lines) - len(lines.lstrip())]
+        # task_id: "MultiLineInfilling/HumanEval/<n>/L<first>_L<last>"
+        *_, problem, hole = row["task_id"].split("/")
+        tasks.append(BlockTask(
+            task_id=f"HumanEval/{problem}",
+            prefix=row["prompt"] + indent,
+            target=lines[len(indent):],
+            test=row["test"],
+            entry_point=row["entry_point"],
+            suffix="\n" + row["suffix"],
+            hole=hole,
         ))
     return tasks
 

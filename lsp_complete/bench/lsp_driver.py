@@ -22,6 +22,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
 from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb
+from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
@@ -77,6 +78,8 @@ class ServerSession:
         # the server's log lines also go to its stderr, which the bench keeps; without a
         # handler pygls warns about each one on the bench's terminal
         self.client.feature(types.WINDOW_LOG_MESSAGE)(_ignore_log_message)
+        # a generic client ignores our notification (a block is ready); pygls warns without
+        self.client.feature(BLOCK_READY_METHOD)(_ignore_log_message)
         self.startup_ms = 0.0
         self._stderr_task: asyncio.Task[None] | None = None
 

@@ -153,6 +153,15 @@ class TypistStep:
         return self.shown and bool(shown) and not self.rest.startswith(shown)
 
 
+def block_rest(ep: Episode, k: int, suggestion: str) -> str:
+    """The suggestion when it is a block whose lines are exactly the lines still to be typed
+    from the first `k` characters of the span on (it ends where one of them ends), else ""."""
+    left = ep.typed[k:]
+    if "\n" not in suggestion or not left.startswith(suggestion):
+        return ""
+    return suggestion if left[len(suggestion):][:1] in ("", "\n") else ""
+
+
 def line_rest(ep: Episode, k: int) -> str:
     """What is left of the line once the first `k` characters of the span are in, up to its
     line break (whole, past a keystroke cap: Tab puts in the line as the file has it)."""
@@ -167,9 +176,10 @@ async def type_with_tab(
 ) -> list[TypistStep]:
     """Open the span's file and type it on `timing`'s schedule without waiting for answers,
     pressing Tab instead of the next key whenever the newest answer has arrived, for the text
-    as it is, and its first line is exactly the rest of the line: that rest goes in as one
-    edit, and typing goes on at the line break. It stops after the span's keystrokes (a Tab
-    may take it past a keystroke cap, to its line's end). The document stays open."""
+    as it is, and is either a block whose lines are exactly the lines still to be typed
+    (`block_rest`: the block goes in) or its first line is exactly the rest of the line (that
+    rest goes in, and typing goes on at the line break). It stops after the span's
+    keystrokes (a Tab may take it past a keystroke cap). The document stays open."""
     assert timing.delays_ms is not None
     uri = span_uri(ep)
     session.open(uri, ep.language_id, ep.initial_text, version)
@@ -183,8 +193,12 @@ async def type_with_tab(
         rest = line_rest(ep, k)
         where = position_at(ep.text_after(k), ep.start_offset + k)
         version += 1
-        if (rest and newest is not None and newest.done()
-                and first_line(newest.result().suggestion) == rest):
+        arrived = newest.result().suggestion if newest is not None and newest.done() else ""
+        block = block_rest(ep, k, arrived)
+        if block:
+            session.insert(uri, version, where, block)
+            accepted, k = len(block), k + len(block)
+        elif rest and arrived and first_line(arrived) == rest:
             session.insert(uri, version, where, rest)
             accepted, k = len(rest), k + len(rest)
         else:

@@ -68,6 +68,12 @@ def build_work(args: argparse.Namespace, scenarios: list[Scenario]) -> tuple[Wor
     kinds = {s.kind for s in scenarios}
     if any(s.blocks for s in scenarios):
         work.blocks = build_block_tasks(args.blocks)
+    if any(s.holes for s in scenarios):
+        if not args.humaneval_multiline:
+            raise SystemExit("bench: he-multi needs --humaneval-multiline PATH (the official "
+                             "HumanEval-MultiLineInfilling.jsonl.gz)")
+        work.holes = humaneval.sample_tasks(
+            humaneval.load_multi_line_file(args.humaneval_multiline), args.holes, args.seed)
     if "large" in kinds:
         work.large = [workload.make_open_case(args.open_file or workload.large_file())]
     if "crossfile" in kinds:
@@ -91,7 +97,8 @@ def baseline_specs(text: str) -> list[str]:
 
 def default_baselines(args: argparse.Namespace) -> list[str]:
     """A run that names no other side: the stateless baselines (llama-server with its URL)."""
-    return [name for name, key in STATELESS.items() if key != "c" or args.llama_server]
+    return [name for name, key in STATELESS.items()
+            if key not in ("c", "e") or (key == "c" and args.llama_server)]
 
 
 def server_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.ab.load import cpu_bound_process
-from lsp_complete.bench.ab.scenarios import Scenario, span_timing
+from lsp_complete.bench.ab.scenarios import BLOCK_WAIT_S, Scenario, span_timing
 from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
@@ -268,23 +268,34 @@ def open_drive(cases: Sequence[ColdCase]) -> Drive:
     return drive
 
 
-def humaneval_drive(scenario: Scenario, tasks: Sequence[InfillTask | BlockTask]) -> Drive:
+def humaneval_drive(cfg: AbConfig, scenario: Scenario,
+                    tasks: Sequence[InfillTask | BlockTask]) -> Drive:
     """Each task its own never-seen document, asked at once or after the scenario's pause.
-    Latency runs from didOpen when asked at once, else from the request. Scored afterwards
-    (`score_humaneval`): test programs must not run under the other server's turn."""
+    Latency runs from didOpen when asked at once, else from the request. he-multi asks again
+    once the server is quiet (at most BLOCK_WAIT_S): sample 1, its `ready_ms` from didOpen to
+    that answer. Scored afterwards (`score_humaneval`): test programs must not run under the
+    other server's turn."""
 
     async def drive(side: Side, index: int) -> list[Sample]:
         task, session = tasks[index], side.live
         uri = f"file:///lsp-complete-bench/ab/{task.name.replace('/', '_').replace('#', '_')}.py"
-        opened = asyncio.get_running_loop().time()
+        clock = asyncio.get_running_loop().time
+        opened = clock()
         session.open(uri, "python", task.text, 1)
         if scenario.pause_s:
             await asyncio.sleep(scenario.pause_s)
         c, error = await lsp_driver.ask(session, uri, 1, task.text, task.offset,
                                         None if scenario.pause_s else opened)
+        samples = [Sample.of(side.engine, scenario.name, task.name, 0, c, error,
+                             side=side.key, exact_match=task.exact_match(c.text))]
+        if scenario.holes:
+            await wait_quiet(side, cfg.settle_s, timeout_s=BLOCK_WAIT_S)
+            again, error = await lsp_driver.ask(session, uri, 1, task.text, task.offset)
+            samples.append(Sample.of(side.engine, scenario.name, task.name, 1, again, error,
+                                     side=side.key, exact_match=task.exact_match(again.text),
+                                     extra={"ready_ms": (clock() - opened) * 1000}))
         session.close(uri)
-        return [Sample.of(side.engine, scenario.name, task.name, 0, c, error, side=side.key,
-                          exact_match=task.exact_match(c.text))]
+        return samples
 
     return drive
 
@@ -373,11 +384,14 @@ class Work:
     cold_cases: list[ColdCase]
     tasks: list[InfillTask]
     blocks: list[BlockTask] = field(default_factory=list)  # he-block's
+    holes: list[BlockTask] = field(default_factory=list)  # he-multi's
     large: list[OpenCase] = field(default_factory=list)  # large-file's
     crossfile: list[CrossFileTask] = field(default_factory=list)
     passes: PassRunner = field(default_factory=PassRunner)
 
     def tasks_of(self, scenario: Scenario) -> Sequence[InfillTask | BlockTask]:
+        if scenario.holes:
+            return self.holes
         return self.blocks if scenario.blocks else self.tasks
 
     def units(self, scenario: Scenario) -> list[tuple[str, int]]:
@@ -391,7 +405,8 @@ class Work:
             return [(Path(c.path).name, len(LARGE_PHASES)) for c in self.large]
         if scenario.kind == "crossfile":
             return [(t.name, 1) for t in self.crossfile]
-        return [(t.name, 1) for t in self.tasks_of(scenario)]
+        asks = 2 if scenario.holes else 1
+        return [(t.name, asks) for t in self.tasks_of(scenario)]
 
     def drive(self, cfg: AbConfig, scenario: Scenario) -> Drive:
         if scenario.kind == "typing":
@@ -402,7 +417,7 @@ class Work:
             return large_drive(self.large)
         if scenario.kind == "crossfile":
             return crossfile_drive(cfg, scenario, self.crossfile)
-        return humaneval_drive(scenario, self.tasks_of(scenario))
+        return humaneval_drive(cfg, scenario, self.tasks_of(scenario))
 
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,

@@ -14,6 +14,7 @@ import numpy as np
 from lsp_complete.bench import stats
 from lsp_complete.bench.ab.drive import CANDIDATE, LARGE_PHASES, UnitRun
 from lsp_complete.bench.ab.scenarios import Scenario
+from lsp_complete.bench.records import Sample
 from lsp_complete.bench.stats import RESAMPLES, max_pool, mean_pool, pct_pool, per_count_pool
 
 TAB_SHARE = "characters put in by Tab"  # saved: the headline
@@ -124,6 +125,20 @@ def _score(name: str) -> Callable[[UnitRun], np.ndarray]:
     return per_unit
 
 
+def _asked(index: int, value: Callable[[Sample], float]) -> Callable[[UnitRun], np.ndarray]:
+    """he-multi: `value` of the answer to the first request (0) or the second (1)."""
+    def per_unit(run: UnitRun) -> np.ndarray:
+        return np.array([value(s) for s in run.samples
+                         if s.index == index and s.source != "error"], dtype=float)
+
+    return per_unit
+
+
+def _wrong(sample: Sample) -> float:
+    """A suggestion shown that does not pass: reading time spent for nothing."""
+    return float(bool(sample.suggestion.strip()) and not sample.passed)
+
+
 def _cpu(run: UnitRun) -> np.ndarray:
     if run.cpu_s is None:
         return np.empty((0, 2))
@@ -170,6 +185,25 @@ def measures_for(scenario: Scenario) -> list[Measure]:
     if scenario.kind == "large":
         return [Measure(phase, True, _phase(i), pct_pool(50), "ms")
                 for i, phase in enumerate(LARGE_PHASES)]
+    if scenario.holes:
+        return [
+            Measure("pass@1 asked again", False, _asked(1, lambda s: bool(s.passed)),
+                    mean_pool, "share"),
+            Measure("EM asked again", False, _asked(1, lambda s: bool(s.exact_match)),
+                    mean_pool, "share"),
+            Measure("pass@1 at open", False, _asked(0, lambda s: bool(s.passed)), mean_pool,
+                    "share"),
+            Measure("wrong shown asked again", True, _asked(1, _wrong), mean_pool, "share"),
+            Measure("lines asked again", False,
+                    _asked(1, lambda s: s.suggestion.count("\n") + 1), mean_pool, "lines"),
+            Measure("first suggestion p50", True, _asked(0, lambda s: s.latency_ms),
+                    pct_pool(50), "ms"),
+            Measure("first suggestion p95", True, _asked(0, lambda s: s.latency_ms),
+                    pct_pool(95), "ms"),
+            Measure("block ready p50", True, _asked(1, lambda s: s.extra["ready_ms"]),
+                    pct_pool(50), "ms"),
+            Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
+        ]
     if scenario.kind == "crossfile":
         return [
             Measure("exact match", False, _score("em"), mean_pool, "share"),

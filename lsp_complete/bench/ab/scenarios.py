@@ -26,10 +26,11 @@ ABOUT = {
     "paced": "a key every --pace-ms ms after a 1 s rest, answers not awaited",
     "busy": "think, with one CPU-bound process (a Python loop, normal priority) beside the "
             "server while the span is typed (the user compiles while typing: load.py)",
-    "saved": "think, by a typist who presses Tab when the newest answer has arrived and its "
-             "first line is exactly the rest of the line (one edit; typing goes on at the line "
-             "break): the share of the span's characters put in by Tab, and the wrong "
-             "suggestions shown per key",
+    "saved": "think, by a typist who presses Tab when the newest answer has arrived and is "
+             "a block of exactly the lines still to be typed, or its first line is exactly the "
+             "rest of the line (one edit; typing goes on after it), the servers deciding "
+             "blocks as users' do (multiline auto): the share of the span's characters put in "
+             "by Tab, and the wrong suggestions shown per key",
     "moved": "a new spot in a file already open: the whole file opened and a suggestion asked "
              "half the file away, then the span's lines deleted and typed again as in burst; "
              "its first key (the move) and the keys after it reported apart",
@@ -41,6 +42,10 @@ ABOUT = {
     "he-pause": "he-open, asked 1 s after opening",
     "he-block": "HumanEval multi-line: the cursor at the start of a function body, the whole "
                 "body asked at once (servers given BLOCK_OPTIONS), timed to the whole answer",
+    "he-multi": "the official HumanEval multi-line holes (--humaneval-multiline): asked the "
+                "moment the document opens, with the server's own multi-line rule, and again "
+                "once the server is quiet (the block's time, at most 30 s), as a generic "
+                "client's next request sees the block",
     "large-file": "a ~2,000-line file (--open-file) asked the moment it opens, after a key, "
                   "opened again, and opened after a restart on the same KV cache folder (a "
                   "stateless baseline keeps nothing)",
@@ -56,7 +61,8 @@ ABOUT = {
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
 CLIENTS = ("generic", "ours")
 CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "large-file", *CROSSFILE_SCENARIOS)
+OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "he-multi", "large-file",
+                  *CROSSFILE_SCENARIOS)
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
 # A run with no --baseline, --models or --speculation: the stateless baselines beside this
@@ -68,6 +74,10 @@ AWAITED = ("burst", "rest2s", "moved", "moved-pause")
 HE_PAUSE_S = 1.0
 # he-block's servers: multi-line, whole, never cut short by the time budget.
 BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
+# he-multi's and saved's servers decide a block's length themselves, as users' servers do
+# (the others are given multiline "never": their measures are of the line).
+AS_EDITORS_ASK = {"multiline": "auto"}
+BLOCK_WAIT_S = 30.0  # he-multi: the most a block is given before the second request
 MOVED_PAUSE_S = 3.0
 CROSSFILE_PAUSE_S = 1.5
 
@@ -111,8 +121,16 @@ class Scenario:
         return self.name == "he-block"
 
     @property
+    def holes(self) -> bool:
+        """The official multi-line holes, asked twice: at open, and once the block had its
+        time."""
+        return self.name == "he-multi"
+
+    @property
     def options(self) -> dict[str, object]:
         """What every server of the scenario is given beside the run's settings."""
+        if self.holes or self.saves:
+            return dict(AS_EDITORS_ASK)
         return dict(BLOCK_OPTIONS) if self.blocks else {}
 
     @property
@@ -155,7 +173,7 @@ def _one(item: str) -> Scenario:
     if item in CROSSFILE_SCENARIOS:
         return Scenario(item, "crossfile",
                         pause_s=CROSSFILE_PAUSE_S if item == "crossfile-pause" else 0.0)
-    if item in ("he-open", "he-pause", "he-block"):
+    if item in ("he-open", "he-pause", "he-block", "he-multi"):
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
     client = client or "generic"
