@@ -58,6 +58,10 @@ class CompletionSite:
     block_indent: int  # indentation width of the innermost block opener around the cursor; -1: none
     multiline: bool  # whether a multi-line suggestion is wanted here
     language_id: str
+    # A block written on an empty line between statements (the hole in the middle of code):
+    # its statements may go on past the cursor's own block, down to `block_indent` (then the
+    # enclosing definition's), and close brackets opened before the cursor line.
+    statements: bool = False
 
     @classmethod
     def make(
@@ -412,7 +416,8 @@ def count_block_lines(text: str, site: CompletionSite, max_lines: int = DEFAULT_
     _push_pop(stack, masked_lines[0])
 
     limit = site.block_indent
-    if _opens_block(scan.masked[: offset + len(lines[0])], site.language_id):
+    if not site.statements and _opens_block(scan.masked[: offset + len(lines[0])],
+                                            site.language_id):
         limit = max(limit, indent_width(site.indent))
 
     count = 1
@@ -423,7 +428,8 @@ def count_block_lines(text: str, site: CompletionSite, max_lines: int = DEFAULT_
         if line.strip() and start not in scan.literal_line_starts:
             first = code.lstrip(" \t")[:1]
             if first in _CLOSERS:
-                if not (stack and stack[-1] == _OPEN_OF[first]):
+                if not (stack and stack[-1] == _OPEN_OF[first]) and (
+                        not site.statements or indent_width(line) <= limit):
                     break  # closes something opened before the cursor line
             elif indent_width(line) <= limit:
                 break  # the enclosing block ended

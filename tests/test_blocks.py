@@ -9,11 +9,18 @@ gibberish, which no grammar accepts: the real-model test is in test_real_model.p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from lsp_complete.context.block_shape import block_may_follow, cut_to_parsing
+from lsp_complete.context.block_shape import (
+    among_statements,
+    block_may_follow,
+    cut_to_parsing,
+    statements_indent,
+)
 from lsp_complete.documents import Document
+from lsp_complete.postprocess import CompletionSite, count_block_lines
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import start_server
@@ -31,6 +38,61 @@ def test_a_block_may_follow_on_an_empty_line_between_statements_only() -> None:
     assert not block_may_follow(inside, inside.offset_at(2, 4))  # inside a call's arguments
     plain = Document("file:///w/c.txt", "plaintext", 1, "a\n\nb\n")
     assert not block_may_follow(plain, plain.offset_at(1, 0))  # no grammar, no block
+
+
+# A hole inside an `if` body whose lines go on into its `else:` (HumanEval-MultiLineInfilling
+# has many such): the enclosing definition, not the `if`, bounds the block's statements.
+BRANCHES = ("def f(n):\n    out = []\n    for i in range(n):\n        if i % 2:\n"
+            "            y = i * 2\n            \n            out.append(x)\n    return out\n")
+BRANCH_LINE, BRANCH_COL = 5, 12
+
+
+@pytest.mark.parametrize(("language", "text", "line", "expected"), [
+    ("python", BRANCHES, BRANCH_LINE, 0),
+    ("python", "class A:\n    def m(self):\n        if self:\n            a = 1\n            \n", 4, 4),
+    ("javascript", "run(() => {\n  if (a) {\n    b();\n    \n  }\n});\n", 3, 0),
+    ("python", "for i in x:\n    if i:\n        y = 1\n        \n", 3, -1),  # top level
+])
+def test_statements_go_down_to_the_enclosing_definition(language, text, line,
+                                                        expected) -> None:
+    doc = Document("file:///w/s", language, 1, text)
+    cursor = doc.offset_at(line, len(doc.line_text(line)))
+    assert statements_indent(doc, cursor) == expected
+
+
+def test_an_empty_line_among_statements_but_not_before_a_closer() -> None:
+    doc = Document("file:///w/a.py", "python", 1, BRANCHES)
+    assert among_statements(doc, doc.offset_at(BRANCH_LINE, BRANCH_COL))
+    body = Document("file:///w/b.py", "python", 1, "def f(x):\n    \n")
+    assert among_statements(body, body.offset_at(1, 4))  # a new body, down to its def
+    call = Document("file:///w/e.py", "python", 1, "x = f(\n    1,\n    \n)\n")
+    assert not among_statements(call, call.offset_at(2, 4))  # inside a call's arguments
+    c = Document("file:///w/c.c", "c", 1, "int f(void) {\n  int a = 1;\n  \n}\n")
+    assert not among_statements(c, c.offset_at(2, 2))  # the block's closer comes next
+    end = Document("file:///w/d.py", "python", 1, "def f(x):\n    y = 1\n    \n")
+    assert among_statements(end, end.offset_at(2, 4))  # the file's end
+
+
+def test_a_block_of_statements_goes_on_past_the_cursors_own_block_only() -> None:
+    """Past the `if` body into its `else:`, and a bracket opened before the cursor line is
+    closed, but not down to the definition's own level; a block not of statements keeps to
+    the cursor's block (and to an opened block's body)."""
+    suffix = "\n            out.append(x)\n    return out\n"
+    block = ("x = -i\n        else:\n            x = i\n    return out\n\ndef g():\n"
+             "    pass")
+    site = CompletionSite.make("            ", suffix, block_indent=8, multiline=True,
+                               language_id="python")
+    statements = dataclasses.replace(site, statements=True, block_indent=0)
+    assert count_block_lines(block, site) == 1
+    assert count_block_lines(block, statements) == 5  # up to the blank line before `def g`
+    opened = "if x:\n                y = 1\n            z = 2\n        w = 3\nq = 3"
+    assert count_block_lines(opened, site) == 2 and count_block_lines(opened, statements) == 4
+    closing = "'b': 2,\n    }\nreturn d"
+    table = CompletionSite.make("        ", "\n    return d\n", block_indent=4, multiline=True,
+                                language_id="python")
+    assert count_block_lines(closing, table) == 1
+    assert count_block_lines(closing, dataclasses.replace(table, statements=True,
+                                                          block_indent=0)) == 2
 
 
 @pytest.mark.parametrize(("language", "before", "block", "after", "kept"), [
@@ -76,6 +138,26 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
         assert typed == "for item in items:\n        count += item"
         assert len(fake.posts("/v1/completions")) == asked  # served by typing-ahead
         assert (await status(client))["counters"]["blocks"] == 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_block_in_a_branch_goes_on_into_the_else(fake, tiny_model_path) -> None:  # noqa: F811
+    """The hole in the `if` body that the `else:` completes: the block served keeps the
+    `else:` and its line, not the `return` the suffix already has."""
+    fake.pieces = ["x = -y", "\n", "        else:", "\n", "            x = i", "\n",
+                   "            out.append(x)", "\n", "    return out", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/branches.py"
+        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
+        open_doc(client, uri, BRANCHES)
+        first, _ = suggestion_of(await inline(client, uri, BRANCH_LINE, BRANCH_COL))
+        assert first == "x = -y"
+        await asyncio.wait_for(ready, 60)
+        again, _ = suggestion_of(await inline(client, uri, BRANCH_LINE, BRANCH_COL))
+        assert again == "x = -y\n        else:\n            x = i"
     finally:
         await client.shutdown_session()
 

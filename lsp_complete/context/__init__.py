@@ -29,8 +29,10 @@ through ``Document.spec``; nothing here is keyed by a raw languageId.
 """
 
 from lsp_complete.context.block_shape import (
+    among_statements,
     block_may_follow,
     enclosing_block_indent,
+    statements_indent,
     wants_multiline,
 )
 from lsp_complete.context.head import build_head
@@ -59,7 +61,9 @@ __all__ = [
     "cold_limits",
     "display_path",
     "enclosing_block_indent",
+    "statements_indent",
     "wants_multiline",
+    "among_statements",
     "block_may_follow",
     "window_start_line",
 ]

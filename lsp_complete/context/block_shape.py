@@ -49,6 +49,20 @@ def wants_multiline(doc: Document, cursor: int) -> bool:
     return len(leading_ws(next_text)) < column
 
 
+def among_statements(doc: Document, cursor: int) -> bool:
+    """An empty line among statements, where a block's lines are statements (their scope is
+    `statements_indent`): nothing on the line, a grammar, the code line above leaves no
+    expression open, and the next code line is not a closing bracket (the block it closes is
+    what the lines belong to)."""
+    if not block_may_follow(doc, cursor):
+        return False
+    line = doc.line_of(clamp(doc, cursor))
+    nxt = line + 1
+    while nxt < doc.line_count and not doc.line_text(nxt).strip():
+        nxt += 1
+    return nxt >= doc.line_count or not doc.line_text(nxt).lstrip().startswith(_CLOSERS)
+
+
 def block_may_follow(doc: Document, cursor: int) -> bool:
     """After a one-line answer, may a block be wanted here? On an empty line between
     statements (where `wants_multiline` keeps the first answer to one line): nothing else on
@@ -108,6 +122,31 @@ def enclosing_block_indent(doc: Document, cursor: int) -> int:
         if found is not None:
             return found
     return _text_block_indent(doc, cursor, spec)
+
+
+def statements_indent(doc: Document, cursor: int) -> int:
+    """How far down the lines of a block written on an empty line between statements may go:
+    the indentation of the line that starts the innermost definition (function, class,
+    closure) around the code line above the cursor, whose statements the block may continue
+    past the cursor's own block (a hole in the middle of a body often spans an `else:` or a
+    closing bracket). -1 at the top level; without a tree, `enclosing_block_indent`."""
+    cursor = clamp(doc, cursor)
+    spec, tree = doc.spec, doc.tree
+    above = prev_code_line(doc, doc.line_of(cursor))
+    if spec is None or tree is None or above is None:
+        return enclosing_block_indent(doc, cursor)
+    start, end = doc.line_range(above)
+    text = doc.text[start:end].rstrip()
+    if not text:
+        return enclosing_block_indent(doc, cursor)
+    last = doc.byte_offset(start + len(text) - 1)
+    root = tree.root_node
+    inner = root.descendant_for_byte_range(last, last + 1)
+    definitions = spec.functions | spec.containers | spec.anonymous
+    for node in reversed(node_path(root, inner) if inner is not None else []):
+        if node.type in definitions:
+            return len(leading_ws(doc.line_text(node_row(doc, node))))
+    return -1
 
 
 def _tree_block_indent(doc: Document, cursor: int, spec: LanguageSpec) -> int | None:

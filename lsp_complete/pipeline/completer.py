@@ -49,7 +49,7 @@ MAX_LINES = 12
 LINE_MAX_TOKENS = 32
 # A block after a one-line answer (`Completer.block`): idle work, so more room than a line.
 BLOCK_MAX_TOKENS = 160
-BLOCK_TIME_BUDGET_S = 6.0
+BLOCK_TIME_BUDGET_S = 12.0
 
 
 @dataclass

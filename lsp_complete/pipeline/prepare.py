@@ -10,11 +10,13 @@ from lsp_complete.config import Settings
 from lsp_complete.context import (
     CodeContext,
     ContextLimits,
+    among_statements,
     block_may_follow,
     build_context,
     choose_anchor,
     cold_limits,
     enclosing_block_indent,
+    statements_indent,
     wants_multiline,
 )
 from lsp_complete.documents import Document
@@ -61,16 +63,21 @@ def prepare(
     else:
         multiline = wants_multiline(doc, cursor)
     indent = line_head[: len(line_head) - len(line_head.lstrip())]
+    # On an empty line among statements a block's lines are statements, which may go on past
+    # the cursor's own block (an `else:`, a closing bracket) down to the enclosing definition.
+    statements = settings.multiline != "never" and among_statements(doc, cursor)
     site = CompletionSite(
         line_prefix=line_prefix,
         line_suffix=doc.text[cursor : min(line_end, cursor + bound)],
         suffix=ctx.suffix,
         indent=indent,
-        block_indent=enclosing_block_indent(doc, cursor),
+        block_indent=(statements_indent(doc, cursor) if statements
+                      else enclosing_block_indent(doc, cursor)),
         multiline=multiline,
         # The language the document was resolved to (an alias, or "plaintext" for a .py file,
         # gets that language's bracket lexer too).
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
+        statements=statements,
     )
     block_after = (settings.multiline == "auto" and not multiline
                    and block_may_follow(doc, cursor))
