@@ -393,8 +393,11 @@ def truncate_lines(text: str, site: CompletionSite, max_lines: int = DEFAULT_MAX
     already follows). A line that closes what the completion or the cursor line opened is kept
     even at a shallow indent (`})` after `foo({`). When the cursor line itself opens a block
     (ends with `{`, `(`, `[`, or `:` in Python), the block being written is that one, so the
-    cursor line's indentation is the limit. Lines that start inside a multi-line string or
-    comment are not judged by their indentation. Trailing blank lines are dropped.
+    cursor line's indentation is the limit. A block of statements (`site.statements`) is not
+    narrowed by an opener, and may close what was opened before the cursor line while it
+    stays deeper than `block_indent` (the enclosing definition's). Lines that start inside a
+    multi-line string or comment are not judged by their indentation. Trailing blank lines
+    are dropped.
     """
     lines = text.split("\n")
     if not site.multiline:

@@ -558,6 +558,9 @@ def test_multi_line_holes_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
         assert unit["samples"][1]["extra"]["ready_ms"] > 0
     found = {r["measure"] for r in data["rows"] if r["scenario"] == "he-multi"}
     assert {m.name for m in measures.measures_for(scenarios.parse("he-multi")[0])} <= found
+    # The report says the hole's servers decide blocks themselves (the run's default: never).
+    assert 'he-multi: its servers also given {"multiline": "auto"}' in \
+        (out / "ab-report.md").read_text()
 
 
 def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,

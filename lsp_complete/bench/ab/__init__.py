@@ -260,6 +260,7 @@ def run(args: argparse.Namespace, model: Model) -> int:
     rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
     meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
                  time.time() - began)
+    meta["settings"]["scenario_options"] = {s.name: s.options for s in scenarios if s.options}
     meta["notes"] += variant_notes
     return _written(out, meta, rows, runs)
 

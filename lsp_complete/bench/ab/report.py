@@ -87,6 +87,8 @@ def markdown(meta: dict[str, Any], rows: Sequence[Row]) -> str:
         f"{settings['cold_files']} never-seen files, {settings['humaneval_tasks']} HumanEval "
         f"lines ({settings['humaneval_source']})",
         f"- {servers.lower()}: initializationOptions {json.dumps(settings['server_options'])}",
+        *[f"- {name}: its servers also given {json.dumps(options)}"
+          for name, options in settings.get("scenario_options", {}).items()],
         "",
         f"{servers} ran in this one run, on the same work, one at a time, {turns}, each quiet "
         f"before the next one's turn. B/A is the ratio of B's value to {a}'s; the 95% "
