@@ -144,12 +144,9 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
     leaves it."""
     tasks: list[InfillTask] = []
     for row in _rows(path):
-        target = row["canonical_solution"].rstrip("\n")
-        indent = target[: len(target) - len(target.lstrip())]
-        # task_id: "SingleLineInfilling/HumanEval/<n>/L<line>"
-        *_, problem, line_part = row["task_id"].split("/")
+        task_id, line_part, indent, target = _masked(row)  # hole: "L<line>"
         tasks.append(InfillTask(
-            task_id=f"HumanEval/{problem}",
+            task_id=task_id,
             line_index=int(line_part.lstrip("L")),
             prefix=row["prompt"] + indent,
             suffix="\n" + row["suffix"],
@@ -168,12 +165,9 @@ def load_multi_line_file(path: str | Path) -> list[BlockTask]:
     auto-indent), and the cursor after that indentation."""
     tasks: list[BlockTask] = []
     for row in _rows(path):
-        lines = row["canonical_solution"].rstrip("\n")
-        indent = lines[: len(lines) - len(lines.lstrip())]
-        # task_id: "MultiLineInfilling/HumanEval/<n>/L<first>_L<last>"
-        *_, problem, hole = row["task_id"].split("/")
+        task_id, hole, indent, lines = _masked(row)  # hole: "L<first>_L<last>"
         tasks.append(BlockTask(
-            task_id=f"HumanEval/{problem}",
+            task_id=task_id,
             prefix=row["prompt"] + indent,
             target=lines[len(indent):],
             test=row["test"],
@@ -182,6 +176,15 @@ def load_multi_line_file(path: str | Path) -> list[BlockTask]:
             hole=hole,
         ))
     return tasks
+
+
+def _masked(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    """An official record's problem ("HumanEval/<n>"), its hole (the task id's last part:
+    "<Set>/HumanEval/<n>/<hole>"), the masked text's first indentation, and the masked text
+    without its last newline."""
+    masked = row["canonical_solution"].rstrip("\n")
+    *_, problem, hole = row["task_id"].split("/")
+    return f"HumanEval/{problem}", hole, masked[: len(masked) - len(masked.lstrip())], masked
 
 
 def _rows(path: str | Path) -> Iterator[dict[str, Any]]:
