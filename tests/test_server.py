@@ -66,6 +66,28 @@ async def test_initialize_advertises_the_features(tiny_model_path: Path) -> None
         await c.shutdown_session()
 
 
+async def test_initialize_names_every_method_of_ours(tiny_model_path: Path) -> None:
+    """`experimental.lspComplete` names each request and notification of ours, so that a
+    client that looks finds them (it had left out blockReady)."""
+    from pytest_lsp.client import make_test_lsp_client
+
+    from lsp_complete.server import protocol
+    from lsp_complete.testing.lsp_client import client_capabilities, initialize_params, launch
+
+    c = make_test_lsp_client()
+    await launch(c, tiny_model_path)
+    result = await c.initialize_session(initialize_params({"threads": 1},
+                                                          client_capabilities()))
+    try:
+        assert result.capabilities.experimental is not None
+        named = set(result.capabilities.experimental["lspComplete"].values())
+        ours = {value for name, value in vars(protocol).items()
+                if name.endswith("_METHOD") and value.startswith("lsp-complete/")}
+        assert ours and ours | {protocol.NEXT_EDIT_METHOD} <= named
+    finally:
+        await c.shutdown_session()
+
+
 async def test_inline_completion_at_the_cursor_matches_the_pipeline(client, reference) -> None:
     uri = "file:///work/count.py"
     open_doc(client, uri, SOURCE)

@@ -275,7 +275,8 @@ def advertise_for_client(server: types.ServerCapabilities,
     server.experimental = {"lspComplete": {"statusRequest": STATUS_METHOD,
                                            "cursorNotification": CURSOR_METHOD,
                                            "nextEditRequest": NEXT_EDIT_METHOD,
-                                           "nextEditReadyNotification": NEXT_EDIT_READY_METHOD}}
+                                           "nextEditReadyNotification": NEXT_EDIT_READY_METHOD,
+                                           "blockReadyNotification": BLOCK_READY_METHOD}}
 
 
 def _is_plain_function(handler: Any) -> bool:
