@@ -49,7 +49,8 @@ BRANCH_LINE, BRANCH_COL = 5, 12
 
 @pytest.mark.parametrize(("language", "text", "line", "expected"), [
     ("python", BRANCHES, BRANCH_LINE, 0),
-    ("python", "class A:\n    def m(self):\n        if self:\n            a = 1\n            \n", 4, 4),
+    ("python", "class A:\n    def m(self):\n        if self:\n            a = 1\n"
+               "            \n", 4, 4),
     ("javascript", "run(() => {\n  if (a) {\n    b();\n    \n  }\n});\n", 3, 0),
     ("python", "for i in x:\n    if i:\n        y = 1\n        \n", 3, -1),  # top level
 ])
