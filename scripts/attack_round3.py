@@ -776,14 +776,7 @@ def attack_stuck_shutdown() -> None:
                 time.sleep(0.1)
             stuck = sum(bool(body.get("stream")) for body in fake.posts("/completion"))
             time.sleep(0.5)
-            shut_s, answer = timed(lambda: s.call("shutdown", None, 60))
-            t0 = time.monotonic()
-            s.notify("exit", None)
-            try:
-                code: int | None = s.wait_exit(60)
-            except subprocess.TimeoutExpired:
-                code = None
-            exit_s = time.monotonic() - t0
+            shut_s, code, exit_s = shutdown_and_exit(s)
             record(name, "a suggestion waiting on a server that never answers, then shutdown",
                    stuck > 0 and shut_s < 3 and code == 0 and exit_s < 3,
                    f"{stuck} streamed request(s) left hanging; shutdown answered in "
