@@ -115,6 +115,17 @@ def test_a_window_cut_mid_construct_does_not_count_against_the_block() -> None:
         "y = 1\n    z = 2")
 
 
+async def _line_then_block(client, uri: str, text: str, line: int, col: int):
+    """Open `text`, ask at (line, col), wait for blockReady, ask again: (the first answer and
+    its item, blockReady's params, the second answer)."""
+    ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
+    open_doc(client, uri, text)
+    first = suggestion_of(await inline(client, uri, line, col))
+    params = await asyncio.wait_for(ready, 60)
+    again, _ = suggestion_of(await inline(client, uri, line, col))
+    return first, params, again
+
+
 async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served(
         fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
@@ -123,14 +134,10 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
                                                      remoteHealing="off", debounceMs=0))
     try:
         uri = "file:///work/total.py"
-        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
-        open_doc(client, uri, SOURCE)
-        first, item = suggestion_of(await inline(client, uri, LINE, COL))
+        (first, _), params, again = await _line_then_block(client, uri, SOURCE, LINE, COL)
         assert first == "for item in items:"  # the line, at a line's speed
-        params = await asyncio.wait_for(ready, 60)
         assert params.textDocument.uri == uri and params.textDocument.version == 1
         assert (params.position.line, params.position.character) == (LINE, COL)
-        again, _ = suggestion_of(await inline(client, uri, LINE, COL))
         # Its scope's lines, without the `return count` that already follows.
         assert again == "for item in items:\n        count += item"
         asked = len(fake.posts("/v1/completions"))
@@ -151,13 +158,9 @@ async def test_a_block_in_a_branch_goes_on_into_the_else(fake, tiny_model_path) 
     client = await start_server(None, remote_options(fake.url, tiny_model_path,
                                                      remoteHealing="off", debounceMs=0))
     try:
-        uri = "file:///work/branches.py"
-        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
-        open_doc(client, uri, BRANCHES)
-        first, _ = suggestion_of(await inline(client, uri, BRANCH_LINE, BRANCH_COL))
+        (first, _), _, again = await _line_then_block(client, "file:///work/branches.py",
+                                                      BRANCHES, BRANCH_LINE, BRANCH_COL)
         assert first == "x = -y"
-        await asyncio.wait_for(ready, 60)
-        again, _ = suggestion_of(await inline(client, uri, BRANCH_LINE, BRANCH_COL))
         assert again == "x = -y\n        else:\n            x = i"
     finally:
         await client.shutdown_session()

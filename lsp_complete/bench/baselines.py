@@ -18,14 +18,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    Tokens = Sequence[int] | np.ndarray  # llama_cpp.Llama keeps its input ids in an ndarray
+from lsp_complete.engine.base import common_prefix_length
 
 N_BATCH = 512
 LINES_BEFORE = 60
@@ -63,20 +59,11 @@ def psm_windows(
     return prefix, suffix
 
 
-def common_prefix_len(a: Tokens, b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def generate_reuse(cached: Tokens, tokens: Sequence[int], requires_eval: bool) -> int:
+def generate_reuse(cached: list[int], tokens: list[int], requires_eval: bool) -> int:
     """Tokens kept from the cached sequence, by `Llama.generate(reset=True)`'s rule (0.3.36):
     a full-prompt hit with live logits samples at once; otherwise the longest common prefix,
     minus one token when the prompt is entirely cached (to refresh logits)."""
-    lcp = common_prefix_len(cached, tokens)
+    lcp = common_prefix_length(cached, tokens)
     if lcp == len(tokens) == len(cached) and not requires_eval:
         return len(tokens)
     return lcp - 1 if lcp == len(tokens) else lcp

@@ -38,10 +38,8 @@ def wants_multiline(doc: Document, cursor: int) -> bool:
     prev = prev_code_line(doc, line)
     if prev is not None and _ends_with_opener(doc, prev):
         return True
-    nxt = line + 1
-    while nxt < doc.line_count and not doc.line_text(nxt).strip():
-        nxt += 1
-    if nxt >= doc.line_count:
+    nxt = _next_code_line(doc, line)
+    if nxt is None:
         return True
     next_text = doc.line_text(nxt)
     if next_text.lstrip().startswith(_CLOSERS):
@@ -56,11 +54,16 @@ def among_statements(doc: Document, cursor: int) -> bool:
     what the lines belong to)."""
     if not block_may_follow(doc, cursor):
         return False
-    line = doc.line_of(clamp(doc, cursor))
+    nxt = _next_code_line(doc, doc.line_of(clamp(doc, cursor)))
+    return nxt is None or not doc.line_text(nxt).lstrip().startswith(_CLOSERS)
+
+
+def _next_code_line(doc: Document, line: int) -> int | None:
+    """The first line after `line` that is not blank; None at the end of the file."""
     nxt = line + 1
     while nxt < doc.line_count and not doc.line_text(nxt).strip():
         nxt += 1
-    return nxt >= doc.line_count or not doc.line_text(nxt).lstrip().startswith(_CLOSERS)
+    return nxt if nxt < doc.line_count else None
 
 
 def block_may_follow(doc: Document, cursor: int) -> bool:

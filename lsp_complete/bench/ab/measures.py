@@ -42,13 +42,21 @@ class Row(stats.Comparison):
 # --- per-unit values ---------------------------------------------------------------------------
 
 
+def _at(index: int, value: Callable[[Sample], float]) -> Callable[[UnitRun], np.ndarray]:
+    """`value` of a unit's answered sample `index`: a span's first key, a large-file phase,
+    or he-multi's first request (0) or second (1)."""
+    def per_unit(run: UnitRun) -> np.ndarray:
+        return np.array([value(s) for s in run.samples
+                         if s.index == index and s.source != "error"], dtype=float)
+
+    return per_unit
+
+
 def _latencies(run: UnitRun) -> np.ndarray:
     return np.array([s.latency_ms for s in run.samples if s.source != "error"], dtype=float)
 
 
-def _first_latency(run: UnitRun) -> np.ndarray:
-    return np.array([s.latency_ms for s in run.samples if s.index == 0 and s.source != "error"],
-                    dtype=float)
+_first_latency = _at(0, lambda s: s.latency_ms)  # a span's first key, a file's first answer
 
 
 def _later_latencies(run: UnitRun) -> np.ndarray:
@@ -110,26 +118,13 @@ def _encoded(run: UnitRun) -> np.ndarray:
 
 def _phase(index: int) -> Callable[[UnitRun], np.ndarray]:
     """The latency of a large-file phase (drive.LARGE_PHASES)."""
-    def per_unit(run: UnitRun) -> np.ndarray:
-        return np.array([s.latency_ms for s in run.samples
-                         if s.index == index and s.source != "error"], dtype=float)
-
-    return per_unit
+    return _at(index, lambda s: s.latency_ms)
 
 
 def _score(name: str) -> Callable[[UnitRun], np.ndarray]:
     """A cross-file score of each answer (crossfile.score's `name`)."""
     def per_unit(run: UnitRun) -> np.ndarray:
         return np.array([s.extra.get(name, 0.0) for s in run.samples], dtype=float)
-
-    return per_unit
-
-
-def _asked(index: int, value: Callable[[Sample], float]) -> Callable[[UnitRun], np.ndarray]:
-    """he-multi: `value` of the answer to the first request (0) or the second (1)."""
-    def per_unit(run: UnitRun) -> np.ndarray:
-        return np.array([value(s) for s in run.samples
-                         if s.index == index and s.source != "error"], dtype=float)
 
     return per_unit
 
@@ -187,21 +182,21 @@ def measures_for(scenario: Scenario) -> list[Measure]:
                 for i, phase in enumerate(LARGE_PHASES)]
     if scenario.holes:
         return [
-            Measure("pass@1 asked again", False, _asked(1, lambda s: bool(s.passed)),
+            Measure("pass@1 asked again", False, _at(1, lambda s: bool(s.passed)),
                     mean_pool, "share"),
-            Measure("EM asked again", False, _asked(1, lambda s: bool(s.exact_match)),
+            Measure("EM asked again", False, _at(1, lambda s: bool(s.exact_match)),
                     mean_pool, "share"),
-            Measure("pass@1 at open", False, _asked(0, lambda s: bool(s.passed)), mean_pool,
+            Measure("pass@1 at open", False, _at(0, lambda s: bool(s.passed)), mean_pool,
                     "share"),
-            Measure("wrong shown asked again", True, _asked(1, _wrong), mean_pool, "share"),
+            Measure("wrong shown asked again", True, _at(1, _wrong), mean_pool, "share"),
             Measure("lines asked again", False,
-                    _asked(1, lambda s: s.suggestion.count("\n") + 1 if s.suggestion else 0),
+                    _at(1, lambda s: s.suggestion.count("\n") + 1 if s.suggestion else 0),
                     mean_pool, "lines"),
-            Measure("first suggestion p50", True, _asked(0, lambda s: s.latency_ms),
+            Measure("first suggestion p50", True, _at(0, lambda s: s.latency_ms),
                     pct_pool(50), "ms"),
-            Measure("first suggestion p95", True, _asked(0, lambda s: s.latency_ms),
+            Measure("first suggestion p95", True, _at(0, lambda s: s.latency_ms),
                     pct_pool(95), "ms"),
-            Measure("block ready p50", True, _asked(1, lambda s: s.extra["ready_ms"]),
+            Measure("block ready p50", True, _at(1, lambda s: s.extra["ready_ms"]),
                     pct_pool(50), "ms"),
             Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
         ]
