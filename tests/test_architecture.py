@@ -193,6 +193,23 @@ def test_next_edit_parts_are_pure() -> None:
             assert outside <= allowed, f"{name} imports {outside - allowed}"
 
 
+def test_only_the_planner_encodes_ahead_of_a_keystroke() -> None:
+    """When a file's prompt is encoded is pipeline/planner.py's (issue 29): nothing else in
+    the package calls an engine's `warm` (the engines and the daemon's proxy forward it), and
+    the planner knows nothing of the server that queues its steps."""
+    forwarders = {"lsp_complete.pipeline.planner", "lsp_complete.daemon.server"}
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "warm" and not name.startswith("lsp_complete.engine")):
+                assert name in forwarders, f"{name} encodes a prompt ahead of a keystroke"
+    graph = _graph()
+    planner = "lsp_complete.pipeline.planner"
+    outside = {m for m in _reachable(graph, planner) if m.startswith("lsp_complete.server")}
+    assert not outside, f"the planner reaches the server: {outside}"
+
+
 def test_the_bench_has_one_cli_server_lifecycle_statistics_and_format() -> None:
     """bench/ is one harness (issue 28): only __init__.py parses options, only servers.py
     starts a server under test (lsp-complete or a stateless baseline: no workload builds

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lsp_complete.engine.kvstore import KVStore
-from lsp_complete.pipeline.prompt_cache import COLD_MAX_TOKENS, COLD_MIN_TOKENS
+from lsp_complete.pipeline.planner import COLD_MAX_TOKENS, COLD_MIN_TOKENS
 from lsp_complete.testing.lsp_client import (
     inline,
     insert,

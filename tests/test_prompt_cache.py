@@ -1,4 +1,4 @@
-"""The prompt-cache policy on the real engine (tiny model): a file asked the moment it opens
+"""The prompt planner on the real engine (tiny model): a file asked the moment it opens
 starts with a small prompt and climbs to the cold window while the user types without a
 pause, each keystroke paying at most one firm slice; idle time builds the full prompt; and a
 suggestion made with a prompt built that way equals one made from nothing."""
@@ -67,10 +67,10 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
         prepared = prepare(doc, cursor, anchor, settings)
         anchor = prepared.ctx.anchor
         completer.engine.prefill_rate = 200.0  # long prefills measure the tiny model's speed
-        slice_tokens = completer.cache.climb_slice()
+        slice_tokens = completer.planner.climb_slice()
         completion = completer.run(prepared, CancelToken())
         assert not completion.full_prompt  # the full prompt is idle time's
-        window = len(completer.cache.window_prompt(prepared))
+        window = len(completer.planner.window_prompt(prepared))
         used.append("window" if completion.prompt_tokens == window else "cut")
         if i:  # what this keystroke encoded: its typing, and no more (the slice came before)
             assert completion.result.encoded_tokens <= 8, (i, completion)

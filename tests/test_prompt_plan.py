@@ -1,4 +1,4 @@
-"""The prompt-cache policy's choice of a keystroke's prompt (`PromptCache.choose`), one case per
+"""The prompt-cache policy's choice of a keystroke's prompt (`PromptPlanner.choose`), one case per
 rule, against a fake engine whose KV cache is a token list per file (what it holds is set by
 each case) and a prompt builder with one token per character: the arithmetic alone, with no
 model. tests/test_prompt_cache.py runs the same policy on the real engine."""
@@ -12,18 +12,29 @@ import pytest
 
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
+from lsp_complete.context.limits import RepoContext, RepoFile
 from lsp_complete.documents import Document
-from lsp_complete.engine.base import common_prefix_length
+from lsp_complete.engine.base import CancelToken, common_prefix_length
 from lsp_complete.pipeline import prepare
-from lsp_complete.pipeline.prepare import Prepared
-from lsp_complete.pipeline.prompt_cache import (
+from lsp_complete.pipeline.planner import (
     COLD_MAX_TOKENS,
     COLD_MIN_TOKENS,
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
-    PromptCache,
+    Encode,
+    FilePlan,
+    IdleStep,
+    PromptPlanner,
+    Switch,
+    after_answer,
+    after_cursor_move,
+    after_open,
+    after_repository_change,
     cold_budget,
+    encode,
+    with_repo,
 )
+from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.prompt import Prompt, fit_context
 from tests.test_prompt_cache import SOURCE, SPOT
 
@@ -61,8 +72,8 @@ def build(ctx: CodeContext) -> Prompt:
                   repo_segments=len(repo), repo_tokens=sum(map(len, repo)))
 
 
-def policy(engine: FakeEngine) -> PromptCache:
-    return PromptCache(engine, build, len)  # type: ignore[arg-type]
+def policy(engine: FakeEngine) -> PromptPlanner:
+    return PromptPlanner(engine, build, len)  # type: ignore[arg-type]
 
 
 def at_spot(source: str = SOURCE, spot: str = SPOT) -> Prepared:
@@ -70,7 +81,7 @@ def at_spot(source: str = SOURCE, spot: str = SPOT) -> Prepared:
     return prepare(doc, source.index(spot) + 4, None, Settings(max_prompt_tokens=4000))
 
 
-def prompts(cache: PromptCache, prepared: Prepared) -> dict[str, Prompt]:
+def prompts(cache: PromptPlanner, prepared: Prepared) -> dict[str, Prompt]:
     """The three candidates: the full prompt, the cold window, and its cut."""
     assert prepared.cold_ctx is not None
     return {
@@ -151,28 +162,145 @@ def test_the_cold_budget_is_what_prefills_in_half_a_second_within_bounds(rate, b
 
 @pytest.mark.parametrize("with_block", [False, True])
 def test_a_newly_opened_file_encodes_its_head_after_its_repository_block(with_block) -> None:
-    """With a block, the first segment is the block alone: the head came after it and was
-    not encoded (`segments[:1]`)."""
-    from lsp_complete.context.limits import RepoContext, RepoFile
-    from lsp_complete.engine.base import CancelToken
-
+    """With a block, the first segment is the block alone: the head comes after it. Only
+    where it extends what the file holds (a sequence restored from disk is kept)."""
     engine = FakeEngine()
     prepared = at_spot()
     block = RepoContext("w", "m.py", (RepoFile("b.py", "def helper():\n    pass\n",
                                                "definitions"),))
     active = block if with_block else None
-    policy(engine).warm_head(KEY, prepared.ctx, active, CancelToken())
+    plan = policy(engine).plan_head(KEY, prepared.ctx, active)
     expected = build(dataclasses.replace(prepared.ctx, repo=active))
-    assert engine.warmed == expected.segments[: expected.head_segments]
-    assert [ord(c) for c in prepared.ctx.head] == engine.warmed[-1]
+    assert plan == Encode(KEY, expected.segments[: expected.head_segments], extend_only=True)
+    assert [ord(c) for c in prepared.ctx.head] == plan.segments[-1]
 
 
 def test_a_repository_block_goes_into_the_full_context_only() -> None:
-    from lsp_complete.context.limits import RepoContext, RepoFile
-    from lsp_complete.pipeline.prompt_cache import with_repo
-
     prepared = at_spot()
     block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
     given = with_repo(prepared, block)
     assert given.ctx.repo is block
     assert given.cold_ctx is not None and given.cold_ctx.repo is None
+
+
+# ---------------------------------------------------------------- what follows each event
+
+
+def test_a_newly_opened_file_encodes_its_head_at_once() -> None:
+    assert after_open() == [IdleStep("head")]
+
+
+# Answers in a row (from the full prompt or not) -> the idle work after the last one.
+ANSWERS = [
+    # The full prompt: nothing to climb to; re-anchored once the cursor rests.
+    ("full", [True], [IdleStep("spot", when_resting=True)]),
+    # The first small answer: typing-ahead serves it on while the user types what it shows.
+    ("first small", [False], [IdleStep("spot", when_resting=True)]),
+    # Asked again on a small prompt: climb at once, before other idle work.
+    ("second small", [False, False],
+     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
+    ("small, full, small", [False, True, False],
+     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
+    ("small twice, then full", [False, False, True], [IdleStep("spot", when_resting=True)]),
+]
+
+
+@pytest.mark.parametrize(("answers", "expected"), [(a, e) for _, a, e in ANSWERS],
+                         ids=[name for name, _, _ in ANSWERS])
+def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
+                                                                       expected) -> None:
+    file = FilePlan()
+    steps: list[IdleStep] = []
+    for full in answers:
+        steps = after_answer(file, full)
+    assert steps == expected
+
+
+@pytest.mark.parametrize(("anchored_here", "expected"), [
+    (True, []),  # typing on the line the prompt is anchored at: nothing new to prepare
+    (False, [IdleStep("spot")]),  # a new spot: prepared at once, before the first keystroke
+])
+def test_a_cursor_move_prepares_the_new_spot(anchored_here, expected) -> None:
+    assert after_cursor_move(anchored_here) == expected
+
+
+def test_a_change_of_the_workspace_brings_the_repository_block_up_to_date() -> None:
+    assert after_repository_change() == [IdleStep("spot")]
+
+
+# ---------------------------------------------------------------- what idle work encodes
+
+
+def test_a_climb_builds_the_window_with_a_firm_first_slice() -> None:
+    engine = FakeEngine(prefill_rate=100.0)  # the slice: 0.2 s of it, 20 tokens
+    cache, prepared = policy(engine), at_spot()
+    candidates = prompts(cache, prepared)
+    engine.held[KEY] = candidates["small"].tokens  # a keystroke answered from the cut
+    assert cache.plan_climb(prepared) == [
+        Encode(KEY, candidates["window"].segments, firm_tokens=20)]
+
+
+@pytest.mark.parametrize("held", ["window", "full"])
+def test_nothing_to_climb_to_once_the_window_or_the_full_prompt_is_in_use(held) -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    engine.held[KEY] = prompts(cache, prepared)[held].tokens
+    assert cache.plan_climb(prepared) == []
+
+
+def test_a_remote_cache_never_climbs() -> None:
+    cache, prepared = policy(FakeEngine(can_tell=False)), at_spot()
+    assert cache.plan_climb(prepared) == []
+
+
+def test_idle_time_at_a_spot_builds_the_window_then_the_full_prompt() -> None:
+    """A cold file: no keystroke waits, so the window rather than its cut, then the full
+    prompt (aside, used once complete)."""
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    candidates = prompts(cache, prepared)
+    assert cache.plan_spot(prepared) == [Encode(KEY, candidates["window"].segments),
+                                         Encode(KEY, candidates["full"].segments)]
+
+
+def test_idle_time_at_a_spot_whose_full_prompt_is_held_encodes_it_alone() -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    full = prompts(cache, prepared)["full"]
+    engine.held[KEY] = full.tokens[:-5]  # typed a little since
+    assert cache.plan_spot(prepared) == [Encode(KEY, full.segments)]
+
+
+def test_a_plan_runs_in_order_and_stops_at_a_keystroke_after_its_firm_parts() -> None:
+    engine = FakeEngine()
+    calls: list[tuple[int, int | None, bool]] = []
+    cancel = CancelToken()
+
+    def warm(key, segments, token, extend_only=False, limit=None):
+        calls.append((len(segments[0]), limit, extend_only))
+        cancel.cancel(hard=False)  # the next keystroke arrives during the first call
+        return 1
+
+    engine.warm = warm  # type: ignore[method-assign]
+    plan = [Encode(KEY, [[1] * 3], firm_tokens=2), Encode(KEY, [[1] * 4])]
+    assert encode(engine, plan, cancel) == 1  # type: ignore[arg-type]
+    assert calls == [(3, 2, False)]  # the firm slice only: the rest yields
+    calls.clear()
+    assert encode(engine, [Encode(KEY, [[1] * 5], extend_only=True), *plan],  # type: ignore[arg-type]
+                  cancel) == 1
+    assert calls == [(5, None, True)]  # the first step starts even so; no other
+
+
+def test_a_new_repository_block_becomes_active_when_it_costs_no_more() -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    switch = cache.warm_spot(prepared, None, lambda: block, CancelToken())
+    # The fake engine holds one prompt per file: the new block's, encoded last.
+    assert switch == Switch(block, len("x = 1\n"))
+
+
+def test_an_unchanged_repository_block_is_not_switched() -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    assert cache.warm_spot(prepared, None, lambda: None, CancelToken()) is None

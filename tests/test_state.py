@@ -50,12 +50,3 @@ def test_edits_before_the_anchor_re_anchor_and_requests_bump_the_generation() ->
     now = doc.at_cursor(42)
     assert doc.last_cursor == 42 and doc.current(now)
 
-
-def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt() -> None:
-    """The first answer from a small prompt is served on by typing-ahead while the user types
-    what it shows; a bigger prompt pays once the model must be asked again."""
-    doc = DocState()
-    assert not doc.answered_small(False)  # the full prompt: nothing to climb to
-    assert not doc.answered_small(True)  # the first small answer
-    assert doc.answered_small(True)  # asked again: climb
-    assert not doc.answered_small(False)

@@ -58,7 +58,7 @@ def cold_limits(limits: ContextLimits) -> ContextLimits:
 
     A cold prompt with the full windows costs ~1,500 tokens (~5-10 s on 2 cores). This one
     (~250-400 tokens) is what a file climbs to within a few keystrokes after its first prompt,
-    itself this window cut to what prefills quickly (`pipeline.prompt_cache`); the full
+    itself this window cut to what prefills quickly (`pipeline.planner`); the full
     context is encoded in idle time. Its `before` window is snapped to the grid as the full
     one's is, so a new line appends to it instead of shifting it (which would encode it all
     again).

@@ -3,8 +3,9 @@
 - `prepare.py` runs where the document lives (the server's event loop: it reads the text and
   the tree): `prepare`, `prepare_head`, `fresh_anchor`. The server reaches the document's
   context only through these.
-- `prompt_cache.py` decides when a file's prompt is encoded, cut or switched: which prompt a
-  keystroke uses, what idle work encodes ahead of it, when a repository block changes.
+- `planner.py` decides when a file's prompt is encoded, cut or switched: which prompt a
+  keystroke uses, which idle work follows each event of a file and what it encodes, when a
+  repository block changes.
 - `completer.py` runs on the worker thread (tokenizing and inference): `Completer.run` for one
   suggestion, its alternatives, and idle work's entry points.
 
@@ -20,14 +21,20 @@ from lsp_complete.pipeline.completer import (
     load_completer,
 )
 from lsp_complete.pipeline.next_edit import NextEditAnswer, next_edit_key
-from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
-from lsp_complete.pipeline.prompt_cache import (
+from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
-    PromptCache,
+    FilePlan,
+    IdleStep,
+    PromptPlanner,
     Switch,
+    after_answer,
+    after_cursor_move,
+    after_open,
+    after_repository_change,
     cold_budget,
     with_repo,
 )
+from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
 
 __all__ = [
     "FULL_PROMPT_SLACK",
@@ -36,9 +43,15 @@ __all__ = [
     "Completion",
     "NextEditAnswer",
     "block_wanted",
-    "PromptCache",
+    "FilePlan",
+    "IdleStep",
+    "PromptPlanner",
     "Prepared",
     "Switch",
+    "after_answer",
+    "after_cursor_move",
+    "after_open",
+    "after_repository_change",
     "cold_budget",
     "fresh_anchor",
     "load_completer",

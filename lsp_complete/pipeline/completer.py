@@ -2,7 +2,7 @@
 one-shot `complete` command alike, so both give the same suggestion for the same position.
 
 `Completer` owns what a request needs there: the engine, the model's template, the tokenizer
-cache, and the prompt-cache policy (`prompt_cache.PromptCache`) that picks each keystroke's
+cache, and the prompt planner (`planner.PromptPlanner`) that picks each keystroke's
 prompt and what idle work encodes.
 """
 
@@ -31,8 +31,8 @@ from lsp_complete.models import ModelSpec
 from lsp_complete.nextedit.history import EditBlock
 from lsp_complete.nextedit.prompt import Window
 from lsp_complete.pipeline.next_edit import NextEditAnswer, suggest_next_edit
+from lsp_complete.pipeline.planner import PromptPlanner, Switch, encode
 from lsp_complete.pipeline.prepare import Prepared
-from lsp_complete.pipeline.prompt_cache import PromptCache, Switch
 from lsp_complete.postprocess import (
     CompletionSite,
     clean_completion,
@@ -71,7 +71,7 @@ class Completion:
 
 class Completer:
     """What a request needs on the worker thread: engine, template, tokenizer cache, and the
-    prompt-cache policy. A failure of a remote engine is data: `run` answers a Completion with
+    prompt planner. A failure of a remote engine is data: `run` answers a Completion with
     `error` set (and no text); idle work's `warm_*` raise EngineError for the caller's one
     error callback."""
 
@@ -82,12 +82,12 @@ class Completer:
         self.tokenize = SegmentTokenizer(engine.tokenize)
         # fit_context counts line by line: its own cache keeps the prompt segments' one warm.
         self._count_cache = SegmentTokenizer(engine.tokenize, max_entries=512)
-        self.cache = PromptCache(engine, self.build_prompt, self._count_tokens)
+        self.planner = PromptPlanner(engine, self.build_prompt, self._count_tokens)
 
     @property
     def cold_budget(self) -> int:
         """What a newly opened file's first prompt may hold now (for the status)."""
-        return self.cache.cold_budget
+        return self.planner.cold_budget
 
     def _count_tokens(self, text: str) -> int:
         return len(self._count_cache(text))
@@ -125,7 +125,7 @@ class Completer:
         progress: Callable[[str], None] | None,
     ) -> Completion:
         full = self.build_prompt(prepared.ctx)
-        prompt = self.cache.choose(prepared, full)
+        prompt = self.planner.choose(prepared, full)
         site = prepared.site
         heal = prompt.heal
 
@@ -241,17 +241,17 @@ class Completer:
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
                   cancel: CancelToken) -> Switch | None:
-        """Encode what a keystroke at the prepared spot needs (`PromptCache.warm_spot`)."""
-        return self.cache.warm_spot(prepared, active, candidate, cancel)
+        """Encode what a keystroke at the prepared spot needs (`PromptPlanner.warm_spot`)."""
+        return self.planner.warm_spot(prepared, active, candidate, cancel)
 
     def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
-        """Build on towards the full prompt after a keystroke (`PromptCache.climb`)."""
-        return self.cache.climb(prepared, cancel)
+        """Build on towards the full prompt after a keystroke (`PromptPlanner.plan_climb`)."""
+        return encode(self.engine, self.planner.plan_climb(prepared), cancel)
 
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
                   cancel: CancelToken) -> int:
-        """Encode a newly opened file's stable head (`PromptCache.warm_head`)."""
-        return self.cache.warm_head(key, ctx, active, cancel)
+        """Encode a newly opened file's stable head (`PromptPlanner.plan_head`)."""
+        return encode(self.engine, [self.planner.plan_head(key, ctx, active)], cancel)
 
     def persist(self, key: str | None = None) -> int:
         """Save the file's (or every file's) KV cache to disk; returns how many were saved."""

@@ -229,9 +229,7 @@ class Suggester:
             state.shown = Shown(version, cursor, prepared, completion, completer)
             if block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
-        if state.answered_small(not completion.full_prompt):
-            files.schedule_climb(uri, prepared)
-        files.schedule_reanchor(uri)
+        files.answered(uri, state, prepared, completion.full_prompt)
         if not completion.text:
             telemetry.counters["empty"] += 1
             return None

@@ -3,9 +3,10 @@ encoding a newly opened file's head, building on from a keystroke's small prompt
 re-anchoring its prompt at the cursor line after a suggestion or a cursor move, and saving its
 KV cache a while after the last suggestion. The alternatives of the suggestion shown are
 computed only when asked for (an explicit request, cycling through them): in idle time they
-cost several suggestions' worth of CPU each time the user pauses, mostly for nothing. What
-idle work encodes, and when a repository block switches, is the prompt-cache policy's
-(`pipeline.prompt_cache`); this module decides only when idle work runs.
+cost several suggestions' worth of CPU each time the user pauses, mostly for nothing. Which
+idle work follows an event of a file, what it encodes, and when a repository block switches
+are the prompt planner's (`pipeline.planner`); this module queues the steps it plans
+(`follow`).
 
 Idle work is queued on the scheduler as background jobs; each checks that the file is still
 in the state it was planned for (`DocState.current`) before it touches the file's cache, and
@@ -43,7 +44,18 @@ from lsp_complete.engine.base import (
     ModelFileChanged,
     PersistenceError,
 )
-from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head, with_repo
+from lsp_complete.pipeline import (
+    IdleStep,
+    Prepared,
+    after_answer,
+    after_cursor_move,
+    after_open,
+    after_repository_change,
+    fresh_anchor,
+    prepare,
+    prepare_head,
+    with_repo,
+)
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.model import ModelHost
@@ -133,7 +145,7 @@ class OpenFiles:
                     self._parse_in_slices(uri, doc, warm)
                 )
         elif warm:
-            self.schedule_warmup(uri)
+            self.follow(uri, state, after_open())
 
     async def _parse_in_slices(self, uri: str, doc: Document, warm: bool) -> None:
         while self.documents.get(uri) is doc and not doc.parse_step(PARSE_SLICE_S):
@@ -141,8 +153,9 @@ class OpenFiles:
             # handled and answered, and each bare yield would cost it another slice.
             await asyncio.sleep(PARSE_PAUSE_S)
         self._tell_text_only(uri, doc)
-        if warm and self.documents.get(uri) is doc:
-            self.schedule_warmup(uri)
+        state = self.states.get(uri)
+        if warm and self.documents.get(uri) is doc and state is not None:
+            self.follow(uri, state, after_open())
 
     def _tell_text_only(self, uri: str, doc: Document) -> None:
         """Once per file: its tree was too big to keep (documents.max_tree_nodes)."""
@@ -291,17 +304,16 @@ class OpenFiles:
 
     def warm_all(self) -> None:
         """A model was loaded: warm every open file for it."""
-        for uri in list(self.documents):
-            self.schedule_warmup(uri)
+        for uri, state in list(self.states.items()):
+            self.follow(uri, state, after_open())
 
     def refresh_all(self, skip: str | None = None) -> None:
         """Idle work for every open file: its repository block may name files that changed."""
         for uri, state in list(self.states.items()):
             if uri != skip and not state.disabled_reason:
-                cursor = state.last_cursor if state.last_cursor is not None else 0
-                self.prepare_at(uri, state, cursor, state.generation)
+                self.follow(uri, state, after_repository_change())
 
-    def schedule_warmup(self, uri: str) -> None:
+    def schedule_warmup(self, uri: str, first: bool = False) -> None:
         """Encode the head of a newly opened file while the worker is idle."""
         doc, completer = self.documents.get(uri), self._model.completer
         if doc is None or completer is None or self.states[uri].disabled_reason:
@@ -314,39 +326,61 @@ class OpenFiles:
         def warm(cancel: CancelToken) -> None:
             completer.warm_head(uri, ctx, repo.active_for(uri), cancel)
 
-        self._idle(uri, warm)
+        self._idle(uri, warm, first=first)
 
-    def schedule_reanchor(self, uri: str) -> None:
-        """In idle time, move the anchor to the cursor line and encode that prompt, so the next
-        keystroke appends to a fresh, short middle."""
+    def answered(self, uri: str, state: DocState, prepared: Prepared,
+                 full_prompt: bool) -> None:
+        """The model answered a keystroke in `uri` (from the full-context prompt or not): the
+        idle work the planner asks for, and the file's KV cache saved once it stays idle."""
+        self.follow(uri, state, after_answer(state.plan, full_prompt), prepared)
+        self._persist_when_idle(uri, state)
+
+    def follow(self, uri: str, state: DocState, steps: list[IdleStep],
+               prepared: Prepared | None = None) -> None:
+        """Queue the idle work that the planner asked for after an event of the file, in its
+        order: at once, or once the cursor rests (the idle delay; a step planned for a state of
+        the file that an edit or a move left behind then does nothing). `prepared`: the spot a
+        keystroke was answered at (a climb builds on its prompt)."""
         loop = asyncio.get_running_loop()
-        state = self.states.get(uri)
-        if state is None:
-            return
+        generation = state.generation
+        for step in steps:
+            def start(step: IdleStep = step) -> None:
+                self._start(uri, state, step, prepared, generation)
+
+            if step.when_resting:
+                loop.call_later(self._settings().idle_reanchor_ms / 1000, start)
+            else:
+                start()
+
+    def _start(self, uri: str, state: DocState, step: IdleStep, prepared: Prepared | None,
+               generation: int) -> None:
+        if step.work == "head":
+            self.schedule_warmup(uri, first=step.first)
+        elif step.work == "climb":
+            if prepared is not None:
+                self.schedule_climb(uri, prepared, first=step.first)
+        else:
+            cursor = state.last_cursor if state.last_cursor is not None else 0
+            self.prepare_at(uri, state, cursor, generation, first=step.first)
+
+    def _persist_when_idle(self, uri: str, state: DocState) -> None:
+        """Still idle a while later: save the file's KV sequence, so that a crash or a kill
+        loses nothing (close and shutdown save too)."""
         generation = state.generation
 
-        def fire() -> None:
-            # Also when the anchor is already there: the file may have started with the cold
-            # prompt, and this encodes the full context (a no-op when it is cached already).
-            if state.last_cursor is not None:
-                self.prepare_at(uri, state, state.last_cursor, generation)
-
         def persist() -> None:
-            # Still idle a while later: save the file's KV sequence, so a crash or a kill
-            # loses nothing (close and shutdown save too).
             completer = self._model.completer
             if completer is None or not self._current(uri, state, generation):
                 return
             if self._settings().persist_cache:
                 self._idle(f"\0persist:{uri}", lambda _c: completer.persist(uri))
 
-        loop.call_later(self._settings().idle_reanchor_ms / 1000, fire)
-        loop.call_later(IDLE_PERSIST_S, persist)
+        asyncio.get_running_loop().call_later(IDLE_PERSIST_S, persist)
 
-    def schedule_climb(self, uri: str, prepared: Prepared) -> None:
+    def schedule_climb(self, uri: str, prepared: Prepared, first: bool = False) -> None:
         """A keystroke was answered with a smaller prompt than the full one: build on towards
-        the full one right away, before other idle work (a short first slice even if the next
-        keystroke comes at once; the rest in whatever time it leaves)."""
+        the full one (a short first slice even if the next keystroke comes at once; the rest in
+        whatever time it leaves)."""
         completer, repo = self._model.completer, self._repo
         if completer is None:
             return
@@ -355,14 +389,15 @@ class OpenFiles:
             if uri in self.documents:
                 completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
 
-        self._idle(climb_key(uri), climb, first=True)
+        self._idle(climb_key(uri), climb, first=first)
 
     def _current(self, uri: str, state: DocState, generation: int) -> bool:
         """Idle work is still wanted: the same edit state of the same open document (not a
         later edit, and not the file closed and opened again, whose cache it must not touch)."""
         return self.states.get(uri) is state and state.current(generation)
 
-    def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int) -> None:
+    def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int,
+                   first: bool = False) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
         the next keystroke there only encodes what it typed."""
         doc, completer = self.documents.get(uri), self._model.completer
@@ -395,7 +430,7 @@ class OpenFiles:
                                          lambda: candidate(cancel), cancel)
             repo.apply(uri, switch, doc)
 
-        self._idle(uri, warm)
+        self._idle(uri, warm, first=first)
 
     def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
                                                                           list[str] | None]:
@@ -478,11 +513,12 @@ class OpenFiles:
         cursor = doc.offset_at(line, character, self._client.encoding)
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
-        if fresh_anchor(doc, cursor) == state.anchor:
-            return  # typing on the line the prompt is anchored at: nothing new to prepare
+        steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor)
+        if not steps:
+            return
         self._telemetry.counters["cursorMoves"] += 1
-        generation = state.at_cursor(cursor)  # idle work planned for the old spot is moot
-        self.prepare_at(uri, state, cursor, generation)
+        state.at_cursor(cursor)  # idle work planned for the old spot is moot
+        self.follow(uri, state, steps)
 
 
 def _short(uri: str) -> str:

@@ -6,7 +6,7 @@ A file's block (context/repo.py) is the first prompt segment, so changing it re-
 whole prompt. Keystrokes never compute it: a suggestion uses the file's *active* block, read on
 the worker when its job starts (`active_for`), so it always matches what idle work left
 cached. Idle work computes a candidate block off the event loop (`block`); whether and when it
-becomes active is the prompt-cache policy's call (`pipeline.prompt_cache`), applied here on the
+becomes active is the prompt-cache policy's call (`pipeline.planner`), applied here on the
 worker (`apply`). The block itself stays the very same object while the file's imports and
 the imported files' versions are unchanged.
 

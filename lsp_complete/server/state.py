@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lsp_complete.nextedit.history import EditHistory
-from lsp_complete.pipeline import Completer, Completion, Prepared
+from lsp_complete.pipeline import Completer, Completion, FilePlan, Prepared
 from lsp_complete.scheduler import Job
 
 CHECK_THREADS = os.environ.get("LSP_COMPLETE_CHECK_THREADS") == "1"
@@ -95,7 +95,7 @@ class DocState(LoopOwned):
     inflight: InFlight | None = None
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
     shown: Shown | None = None  # until the text changes or the cursor leaves the spot
-    small_answers: int = 0  # model answers from a smaller prompt than the full one, since open
+    plan: FilePlan = field(default_factory=FilePlan)  # what the prompt planner keeps of it
     # The recent edits (next-edit prompts) and where the last one left the cursor.
     history: EditHistory = field(default_factory=EditHistory)
     edit_cursor: int | None = None
@@ -114,15 +114,6 @@ class DocState(LoopOwned):
         self.generation += 1
         self.last_cursor = cursor
         return self.generation
-
-    def answered_small(self, small: bool) -> bool:
-        """A model answer came from a smaller prompt than the full one (`small`): whether the
-        file should climb to a bigger one now. Not after the first: typing-ahead serves that
-        suggestion on while the user types what it shows, and a bigger prompt pays only once
-        the model must be asked again (the user typed something else)."""
-        if small:
-            self.small_answers += 1
-        return small and self.small_answers >= 2
 
     def current(self, generation: int) -> bool:
         """Nothing happened to the file since `generation` was taken."""

@@ -1,10 +1,19 @@
-"""When a file's prompt is encoded, cut or switched: the one place for that policy.
+"""When a file's prompt is encoded, cut or switched: the one module for that policy.
 
-A keystroke's prompt (`choose`): the full-context prompt, unless a smaller one is clearly
-cheaper to encode because the file's KV cache does not hold the full one yet. Idle work
-(`warm_spot`, `warm_head`): what is encoded ahead of the next keystroke, in which order, and
-when a file's repository block (the first prompt segment: changing it re-encodes everything)
-may change. Everything here runs on the worker thread, where the engine lives.
+Events in, plans out; what runs the plans decides nothing:
+- A keystroke's prompt (`PromptPlanner.choose`): the full-context prompt, unless a smaller one
+  is clearly cheaper to encode because the file's KV cache does not hold the full one yet.
+- What idle work follows each event of a file (`after_open`, `after_answer`,
+  `after_cursor_move`): a list of `IdleStep`s that the server's open files queue on the
+  scheduler (server/files.py), in that order, at once or once the cursor rests.
+- What each idle step encodes (`plan_head`, `plan_climb`, `plan_spot`): `Encode` plans (which
+  tokens, whether what the file's cache holds may be replaced, aside, or only extended, and
+  how much of it no keystroke interrupts), executed by `encode` in that order; and when a
+  file's repository block (the first prompt segment: changing it re-encodes everything) may
+  change (`PromptPlanner.warm_spot`'s `Switch`).
+
+The `after_*` functions run on the event loop and read only what they are given; the planner
+object runs on the worker thread, where the engine lives.
 """
 
 from __future__ import annotations
@@ -12,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from lsp_complete.context import CodeContext
 from lsp_complete.context.limits import RepoContext
@@ -45,6 +55,99 @@ CLIMB_FIRM_SECONDS = 0.2
 CLIMB_MIN_TOKENS = 8
 
 
+# What follows each event of a file
+
+IdleWork = Literal["head", "climb", "spot"]
+
+
+@dataclass(frozen=True)
+class IdleStep:
+    """One piece of idle work for a file: `head` encodes a newly opened file's stable head
+    (`plan_head`), `climb` builds on from a keystroke's small prompt (`plan_climb`), `spot`
+    encodes the prompt anchored at the cursor line and brings the repository block up to date
+    (`plan_spot`, `warm_spot`). `when_resting`: once the cursor rests (the idle delay with no
+    edit), else at once; `first`: before the idle work queued already."""
+
+    work: IdleWork
+    when_resting: bool = False
+    first: bool = False
+
+
+@dataclass
+class FilePlan:
+    """What the planner remembers of one open file (its owner keeps it, from open to close)."""
+
+    small_answers: int = 0  # model answers from a smaller prompt than the full one
+
+
+def after_open() -> list[IdleStep]:
+    """A file was opened (or a model loaded for it): its head, ahead of the first keystroke."""
+    return [IdleStep("head")]
+
+
+def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
+    """A keystroke was answered by the model, from the full-context prompt or not. A small
+    prompt climbs, at once and first, but not after the file's first small answer: typing-ahead
+    serves that suggestion on while the user types what it shows, and a bigger prompt pays only
+    once the model must be asked again (the user typed something else). Every answer re-anchors
+    once the cursor rests, so that the next keystroke appends to a fresh, short middle (also
+    when the anchor is there already: a file that started with the cold prompt gets its full
+    context; a no-op when cached)."""
+    steps: list[IdleStep] = []
+    if not full_prompt:
+        file.small_answers += 1
+        if file.small_answers >= 2:
+            steps.append(IdleStep("climb", first=True))
+    steps.append(IdleStep("spot", when_resting=True))
+    return steps
+
+
+def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
+    """The cursor moved to another spot: prepare the prompt anchored there while the user gets
+    ready to type, unless the file's prompt is anchored at that line already."""
+    return [] if anchored_here else [IdleStep("spot")]
+
+
+def after_repository_change() -> list[IdleStep]:
+    """Files of the workspace changed: a file's repository block may name them, so bring it up
+    to date at the file's last spot."""
+    return [IdleStep("spot")]
+
+
+# What idle work encodes
+
+@dataclass(frozen=True)
+class Encode:
+    """Encode `segments` (a prompt) into `key`'s KV cache ahead of a keystroke. A prompt that
+    does not extend what the file's cache holds is built aside and replaces it once complete
+    (a keystroke meanwhile finds the old one intact), or with `extend_only` not encoded at all.
+    The first `firm_tokens` of what is missing are encoded even if a keystroke comes."""
+
+    key: str
+    segments: list[list[int]] = field(repr=False)
+    extend_only: bool = False
+    firm_tokens: int = 0
+
+
+def encode(engine: Engine, plan: list[Encode], cancel: CancelToken) -> int:
+    """Run `plan` in order until cancelled; returns the tokens encoded. The first step
+    starts even if a keystroke came already, and a step's firm part always ends: idle work
+    that the scheduler started makes that much progress."""
+    done = 0
+    for index, step in enumerate(plan):
+        if index and cancel.cancelled:
+            break
+        if step.firm_tokens:
+            with cancel.firm():
+                done += engine.warm(step.key, step.segments, cancel, limit=step.firm_tokens)
+            if cancel.cancelled:
+                break
+        done += engine.warm(step.key, step.segments, cancel, extend_only=step.extend_only)
+    return done
+
+
+# A keystroke's prompt
+
 def cold_budget(prefill_rate: float | None) -> int:
     """Tokens of context (besides the typed middle) in a cold file's first prompt."""
     if prefill_rate is None:
@@ -71,7 +174,7 @@ class Switch:
     tokens: int  # the block's prompt tokens
 
 
-class PromptCache:
+class PromptPlanner:
     """The policy over one engine's KV cache; `build` makes a context's prompt, `count` counts
     a line's tokens (for cutting the first prompt)."""
 
@@ -147,70 +250,66 @@ class PromptCache:
         rate = self.engine.prefill_rate or 0.0
         return max(CLIMB_MIN_TOKENS, int(rate * CLIMB_FIRM_SECONDS))
 
-    def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
+    def plan_climb(self, prepared: Prepared) -> list[Encode]:
         """After a keystroke answered with the cut first prompt: build the cold window aside
         (the engine swaps it in once complete), the context the next keystrokes can have
         soonest. The first `climb_slice()` tokens are firm; the rest yields to the next
-        keystroke at once. The full prompt is idle time's (`warm_spot`): while the user types
-        on, the thousand-odd tokens it costs would pay off only on a long stay at one spot.
-        Returns the tokens encoded."""
+        keystroke at once. The full prompt is idle time's (`plan_spot`): while the user types
+        on, the thousand-odd tokens it costs would pay off only on a long stay at one spot."""
         if prepared.cold_ctx is None:
-            return 0
+            return []
         full, window = self._build(prepared.ctx), self.window_prompt(prepared)
         now = self.choose(prepared, full)
         if now is full or now.tokens == window.tokens:
-            return 0  # the full prompt or the window is in use: nothing to climb to
+            return []  # the full prompt or the window is in use: nothing to climb to
         cached = self.engine.cached_prefix(prepared.key, window.tokens)
         if cached is None or cached >= len(window):
-            return 0
-        with cancel.firm():
-            done = self.engine.warm(prepared.key, window.segments, cancel,
-                                    limit=self.climb_slice())
-        if not cancel.cancelled:
-            done += self.engine.warm(prepared.key, window.segments, cancel)
-        return done
+            return []
+        return [Encode(prepared.key, window.segments, firm_tokens=self.climb_slice())]
+
+    def plan_spot(self, prepared: Prepared) -> list[Encode]:
+        """Idle time at a spot (`prepared` with the file's active repository block): what a
+        keystroke there will need. First the prompt `choose` picks now (the cold window rather
+        than its cut when the file's cache is cold: there is no request waiting), then the
+        full-context one, which the engine builds aside and uses once complete."""
+        full = self._build(prepared.ctx)
+        first = self.choose(prepared, full)
+        if first is not full and prepared.cold_ctx is not None:
+            first = self.window_prompt(prepared)
+        plan = [Encode(prepared.key, first.segments)]
+        if full.tokens != first.tokens:
+            plan.append(Encode(prepared.key, full.segments))
+        return plan
+
+    def plan_head(self, key: str, ctx: CodeContext, active: RepoContext | None) -> Encode:
+        """A newly opened file: the stable head of its prompt (after its `active` repository
+        block, if it has one), only where that extends the file's cache (its sequence may just
+        have been restored from disk). Its repository block is not built here: many files are
+        opened only to be read, and a block costs its prompt again; the first idle moment
+        after a keystroke (or a cursor that rests) builds it."""
+        prompt = self._build(dataclasses.replace(ctx, repo=active))
+        return Encode(key, prompt.segments[: prompt.head_segments], extend_only=True)
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
                   cancel: CancelToken) -> Switch | None:
-        """Idle time at a spot: encode what a keystroke there will need, with the file's
-        `active` repository block. First the prompt `choose` picks now (the cold window rather
-        than its cut when the file's cache is cold: there is no request waiting), then the
-        full-context one, which the engine builds aside and uses once complete. Then bring
-        the block up to date: a `candidate` block that differs is encoded aside, and becomes
-        active (the Switch returned) once a keystroke with it costs no more than with the old.
-        """
+        """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`,
+        then bring the block up to date: a `candidate` block that differs is encoded aside (its
+        full-context prompt only: an interrupted build resumes where it stopped), and becomes
+        active (the Switch returned) once a keystroke with it costs no more than with the
+        old."""
         usual = with_repo(prepared, active)
-        full = self._build(usual.ctx)
-        first = self.choose(usual, full)
-        if first is not full and usual.cold_ctx is not None:
-            first = self.window_prompt(usual)
-        self.engine.warm(usual.key, first.segments, cancel)
-        if not cancel.cancelled and full.tokens != first.tokens:
-            self.engine.warm(usual.key, full.segments, cancel)
+        encode(self.engine, self.plan_spot(usual), cancel)
         if cancel.cancelled:
             return None
         new = candidate()
         if new is active or cancel.cancelled:
             return None
         target = with_repo(prepared, new)
-        # The full-context prompt only (not first the smaller one, as for a cold file): it is
-        # built aside, and an interrupted build resumes where it stopped.
-        self.engine.warm(target.key, self._build(target.ctx).segments, cancel)
+        encode(self.engine, [Encode(target.key, self._build(target.ctx).segments)], cancel)
         old_prompt, new_prompt = self.choose(usual), self.choose(target)
         return self._switch(prepared.key, new, new_prompt.repo_tokens,
                             old_prompt.tokens, new_prompt.tokens)
-
-    def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
-                  cancel: CancelToken) -> int:
-        """A newly opened file: encode the stable head of its prompt (after its `active`
-        repository block, if it has one) when that extends the file's cache (its
-        sequence may just have been restored from disk). Its repository block is not built
-        here: many files are opened only to be read, and a block costs its prompt again; the
-        first idle moment after a keystroke (or a cursor that rests) builds it."""
-        prompt = self._build(dataclasses.replace(ctx, repo=active))
-        return self.engine.warm(key, prompt.segments[: prompt.head_segments], cancel,
-                                extend_only=True)
 
     def _switch(self, key: str, new: RepoContext | None, tokens: int, old_prompt: list[int],
                 new_prompt: list[int]) -> Switch | None:
