@@ -19,7 +19,7 @@ from lsp_complete.pipeline.completer import (
     block_wanted,
     load_completer,
 )
-from lsp_complete.pipeline.next_edit import NextEditAnswer, next_edit_key
+from lsp_complete.pipeline.next_edit import NextEditAnswer
 from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
 from lsp_complete.pipeline.prompt_cache import (
     FULL_PROMPT_SLACK,
@@ -42,7 +42,6 @@ __all__ = [
     "cold_budget",
     "fresh_anchor",
     "load_completer",
-    "next_edit_key",
     "prepare",
     "prepare_head",
     "with_repo",
