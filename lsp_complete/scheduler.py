@@ -7,6 +7,8 @@ batches and between generated tokens. Interactive jobs for different documents r
 order; background jobs (warm-up, re-anchoring, persistence) run only when no interactive job
 waits, and yield at once to any that arrives: a decode in flight is aborted (llama.cpp's abort
 callback), except in a job's firm part (`CancelToken.firm`), which is short by design.
+
+Jobs are keyed by `JobKey` (jobkey.py): whose work a job is, and which ones shutdown cancels.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lsp_complete.engine.base import CancelToken
+from lsp_complete.jobkey import JobKey
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ _ids = itertools.count(1)
 
 @dataclass
 class Job:
-    key: str
+    key: JobKey
     run: Callable[[CancelToken], Any]
     interactive: bool
     cancel: CancelToken = field(default_factory=CancelToken)
@@ -79,21 +82,21 @@ class WorkQueue(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job: ...
+    def submit(self, key: JobKey, run: Callable[[CancelToken], Any]) -> Job: ...
 
-    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+    def submit_background(self, key: JobKey, run: Callable[[CancelToken], Any],
                           first: bool = False) -> Job: ...
 
-    def call(self, key: str, run: Callable[[CancelToken], Any],
+    def call(self, key: JobKey, run: Callable[[CancelToken], Any],
              timeout: float | None = None) -> Any: ...
 
-    def drop(self, key: str) -> None: ...
+    def drop(self, key: JobKey) -> None: ...
 
-    def drop_idle(self, key: str) -> None: ...
+    def drop_idle(self, key: JobKey) -> None: ...
 
     def cancel(self, job: Job) -> None: ...
 
-    def cancel_all(self, prefix: str = "") -> int: ...
+    def cancel_files(self) -> int: ...
 
     def pending(self) -> int: ...
 
@@ -104,7 +107,7 @@ class Scheduler:
     def __init__(self, name: str = "lsp-complete-worker") -> None:
         self.counters = SchedulerCounters()
         self._lock = threading.Condition()
-        self._interactive: OrderedDict[str, Job] = OrderedDict()
+        self._interactive: OrderedDict[JobKey, Job] = OrderedDict()
         self._background: deque[Job] = deque()
         self._running: Job | None = None
         self._stopped = False
@@ -113,7 +116,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ submitting
 
-    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
+    def submit(self, key: JobKey, run: Callable[[CancelToken], Any]) -> Job:
         """An interactive job: supersedes any queued or running job for the same key."""
         job = Job(key=key, run=run, interactive=True)
         with self._lock:
@@ -133,7 +136,7 @@ class Scheduler:
             self._lock.notify()
         return job
 
-    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+    def submit_background(self, key: JobKey, run: Callable[[CancelToken], Any],
                           first: bool = False) -> Job:
         """Idle work: replaces the queued or running idle work for the same key (the running
         one stops softly, after its prefill batch). With `first`, it goes before the idle work
@@ -149,16 +152,16 @@ class Scheduler:
         return job
 
     def call(
-        self, key: str, run: Callable[[CancelToken], Any], timeout: float | None = None
+        self, key: JobKey, run: Callable[[CancelToken], Any], timeout: float | None = None
     ) -> Any:
         """Run something on the worker thread and wait for it (model loading, shutdown work)."""
         job = Job(key=key, run=run, interactive=True)
         with self._lock:
-            self._interactive[f"\0call{job.id}"] = job
+            self._interactive[JobKey.call(job.id)] = job
             self._lock.notify()
         return job.future.result(timeout)
 
-    def drop(self, key: str) -> None:
+    def drop(self, key: JobKey) -> None:
         """Supersede whatever is queued or running for a key (its answer came from elsewhere)."""
         with self._lock:
             queued = self._interactive.pop(key, None)
@@ -168,13 +171,13 @@ class Scheduler:
             if running is not None and running.key == key and running.interactive:
                 self._supersede(running)
 
-    def drop_idle(self, key: str) -> None:
+    def drop_idle(self, key: JobKey) -> None:
         """Cancel the idle work queued or running for a key (its file was closed): a decode in
         flight is aborted, except a firm part."""
         with self._lock:
             self._stop_idle(key, hard=True)
 
-    def _stop_idle(self, key: str, hard: bool) -> None:
+    def _stop_idle(self, key: JobKey, hard: bool) -> None:
         """Under the lock: drop the idle work queued for a key and cancel the running one."""
         for queued in [j for j in self._background if j.key == key]:
             self._background.remove(queued)
@@ -183,13 +186,14 @@ class Scheduler:
         if running is not None and running.key == key and not running.interactive:
             self._supersede(running, hard=hard)
 
-    def cancel_all(self, prefix: str = "") -> int:
-        """Cancel every queued and running job for a file whose key starts with `prefix`
-        (shutdown): a decode in flight is aborted, a remote request closes its stream. The
-        server's own jobs (keys that go on with NUL: loading, unloading) go on. How many."""
+    def cancel_files(self, session: int | None = None) -> int:
+        """Cancel every queued and running job of `session` (None: the in-process server's)
+        but the server's own, by `JobKey.cancelled_by` (shutdown): a decode in flight is
+        aborted, a remote request closes its stream. Loading, unloading and saving caches go
+        on. How many."""
 
         def files(job: Job) -> bool:
-            return job.key.startswith(prefix) and not job.key[len(prefix):].startswith("\0")
+            return job.key.cancelled_by(session)
 
         with self._lock:
             queued = [k for k, j in self._interactive.items() if files(j)]

@@ -58,6 +58,7 @@ from lsp_complete.engine.base import (
     PersistenceError,
 )
 from lsp_complete.engine.factory import LoadedEngine, load_engine
+from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completer
 from lsp_complete.scheduler import Job, Scheduler, SchedulerCounters, WorkQueue
 from lsp_complete.server import framing
@@ -80,35 +81,35 @@ _MIN_MESSAGE_BYTES = 64 * 1024
 
 class SessionScheduler:
     """One session's view of the daemon's scheduler (a `WorkQueue`): the same worker, keys of
-    its own."""
+    its own (`JobKey.session`)."""
 
     def __init__(self, shared: Scheduler, session: int) -> None:
         self._shared = shared
-        self._prefix = f"{session}\0"
+        self._session = session
 
-    def submit(self, key: str, run: Callable[[CancelToken], Any]) -> Job:
-        return self._shared.submit(self._prefix + key, run)
+    def submit(self, key: JobKey, run: Callable[[CancelToken], Any]) -> Job:
+        return self._shared.submit(key.in_session(self._session), run)
 
-    def submit_background(self, key: str, run: Callable[[CancelToken], Any],
+    def submit_background(self, key: JobKey, run: Callable[[CancelToken], Any],
                           first: bool = False) -> Job:
-        return self._shared.submit_background(self._prefix + key, run, first)
+        return self._shared.submit_background(key.in_session(self._session), run, first)
 
-    def call(self, key: str, run: Callable[[CancelToken], Any],
+    def call(self, key: JobKey, run: Callable[[CancelToken], Any],
              timeout: float | None = None) -> Any:
-        return self._shared.call(self._prefix + key, run, timeout)
+        return self._shared.call(key.in_session(self._session), run, timeout)
 
-    def drop(self, key: str) -> None:
-        self._shared.drop(self._prefix + key)
+    def drop(self, key: JobKey) -> None:
+        self._shared.drop(key.in_session(self._session))
 
-    def drop_idle(self, key: str) -> None:
-        self._shared.drop_idle(self._prefix + key)
+    def drop_idle(self, key: JobKey) -> None:
+        self._shared.drop_idle(key.in_session(self._session))
 
     def cancel(self, job: Job) -> None:
         self._shared.cancel(job)
 
-    def cancel_all(self, prefix: str = "") -> int:
+    def cancel_files(self) -> int:
         """This session's work only: other windows' requests go on."""
-        return self._shared.cancel_all(self._prefix + prefix)
+        return self._shared.cancel_files(self._session)
 
     @property
     def counters(self) -> SchedulerCounters:
@@ -419,7 +420,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         try:
             saved = await loop.run_in_executor(None, functools.partial(
-                self.scheduler.call, "\0persist", lambda _c: self.engine.persist(),
+                self.scheduler.call, JobKey.server("persist"), lambda _c: self.engine.persist(),
                 PERSIST_TIMEOUT_S))
             log.info("saved %s KV caches", saved)
         except Exception as exc:
@@ -523,8 +524,10 @@ class Daemon:
         # `shutdown` saves the caches by waiting for the worker: in the daemon that would keep
         # the window waiting behind other sessions' work. Queue it instead.
 
+        # Its key is the session's (not through `queue`): the session's `cancel_files`
+        # cancels it, as it did with string keys (shutdown cancels before it queues this).
         async def queue_persist(_timeout_s: float = 0.0) -> None:
-            self.scheduler.submit_background(f"{sid}\0shutdown-persist",
+            self.scheduler.submit_background(JobKey.session_job(sid, "shutdown-persist"),
                                              lambda _c: self.engine.persist())
 
         server.model.persist_caches = queue_persist  # type: ignore[method-assign,assignment]
@@ -550,7 +553,7 @@ class Daemon:
             del self.sessions[sid]
             _end_session(server)
             self.scheduler.submit_background(  # after the work its files queued on closing
-                f"{sid}\0drop", lambda _c: self.engine.drop_session(sid))
+                JobKey.session_job(sid, "drop"), lambda _c: self.engine.drop_session(sid))
             writer.close()
             log.info("session %d ended: %d session(s) left", sid, len(self.sessions))
             if not self.sessions:

@@ -20,7 +20,7 @@ from lsp_complete.pipeline.completer import (
     block_wanted,
     load_completer,
 )
-from lsp_complete.pipeline.next_edit import NextEditAnswer, next_edit_key
+from lsp_complete.pipeline.next_edit import NextEditAnswer
 from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
     FilePlan,
@@ -55,7 +55,6 @@ __all__ = [
     "cold_budget",
     "fresh_anchor",
     "load_completer",
-    "next_edit_key",
     "prepare",
     "prepare_head",
     "with_repo",

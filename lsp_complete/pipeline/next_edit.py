@@ -32,12 +32,6 @@ MAX_TOKENS = 1024
 NEXT_EDIT_KEY = "lsp-complete:next-edit"
 
 
-def next_edit_key(uri: str) -> str:
-    """The scheduler key of a file's next-edit work (keys starting with the URI are the
-    file's work: shutdown and close stop it)."""
-    return uri + "\0next-edit"
-
-
 @dataclass
 class NextEditAnswer:
     replacement: Replacement | None  # None: nothing to change (or nothing to trust)
@@ -77,5 +71,4 @@ def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: Next
     return answer
 
 
-__all__ = ["NEXT_EDIT_KEY", "NextEditAnswer", "NextEditPrompt", "next_edit_key",
-           "suggest_next_edit"]
+__all__ = ["NEXT_EDIT_KEY", "NextEditAnswer", "NextEditPrompt", "suggest_next_edit"]

@@ -18,6 +18,7 @@ from lsprotocol import types
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
+from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
@@ -160,7 +161,8 @@ class Suggester:
         before, after = doc.text[:cursor], doc.text[cursor:]
         hit = typeahead.lookup(uri, before, after)
         if hit is not None:
-            self._scheduler.drop(uri)  # an older keystroke's computation is now pointless
+            # An older keystroke's computation is now pointless.
+            self._scheduler.drop(JobKey.suggest(uri))
             telemetry.counters["typeahead"] += 1
             telemetry.record(uri, version, started, "typeahead")
             return hit, cursor
@@ -203,7 +205,7 @@ class Suggester:
                 typeahead.remember(uri, before, after, completion.text)
             return completion
 
-        job = inflight.job = self._scheduler.submit(uri, run)
+        job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
         state.inflight = inflight
         try:
             completion: Completion | None = await asyncio.wrap_future(job.future)
@@ -249,7 +251,8 @@ class Suggester:
         if shown is not None and shown.answers(doc.version, cursor, primary):
             if shown.alternatives is not None:
                 return shown.alternatives
-            shown.job = job = self._scheduler.submit(uri, files.alternatives_work(state, shown))
+            shown.job = job = self._scheduler.submit(
+                JobKey.suggest(uri), files.alternatives_work(state, shown))
             texts = await self._answer(job)
             files.keep_alternatives(shown, texts)
             return texts or []
@@ -273,7 +276,7 @@ class Suggester:
             more = completer.alternatives(usual, completion, count, cancel) or []
             return [t for t in (completion.text, *more) if t]
 
-        return await self._answer(self._scheduler.submit(uri, run)) or []
+        return await self._answer(self._scheduler.submit(JobKey.suggest(uri), run)) or []
 
     async def _answer(self, job: Job) -> Any:
         """The job's answer (None when superseded); $/cancelRequest cancels it."""

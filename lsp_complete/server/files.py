@@ -44,6 +44,7 @@ from lsp_complete.engine.base import (
     ModelFileChanged,
     PersistenceError,
 )
+from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import (
     IdleStep,
     Prepared,
@@ -72,18 +73,6 @@ PARSE_PAUSE_S = 0.002
 TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose trees are kept
 # An edit over more lines than this is not kept as next-edit history (nor read line by line).
 HISTORY_MAX_LINES = 40
-
-
-def climb_key(uri: str) -> str:
-    """The scheduler key of building on towards a file's full prompt. Keys of a file's own
-    work begin with its URI (shutdown cancels them); those that begin with NUL are the
-    server's own, which go on."""
-    return uri + "\0climb"
-
-
-def block_key(uri: str) -> str:
-    """The scheduler key of the block after a file's one-line suggestion."""
-    return uri + "\0block"
 
 
 class OpenFiles:
@@ -255,9 +244,10 @@ class OpenFiles:
             self.forget_shown(state)
         self._repo.closed(uri)
         self._typeahead.forget(uri)
-        self._scheduler.drop(uri)  # a suggestion for the closed text is answered empty at once
+        # A suggestion for the closed text is answered empty at once.
+        self._scheduler.drop(JobKey.suggest(uri))
         # And its idle work stops (nothing uses it now).
-        for key in (uri, climb_key(uri), block_key(uri)):
+        for key in (JobKey.file_idle(uri), JobKey.climb(uri), JobKey.block(uri)):
             self._scheduler.drop_idle(key)
         completer = self._model.completer
         if completer is not None:
@@ -271,7 +261,7 @@ class OpenFiles:
                     if uri not in self.documents:  # not opened again meanwhile: free its cells
                         completer.forget(uri)
 
-            self._idle(uri, persist_and_free)
+            self._idle(JobKey.file_idle(uri), persist_and_free)
 
     def close_all(self) -> None:
         for uri in list(self.documents):
@@ -279,7 +269,7 @@ class OpenFiles:
 
     # ------------------------------------------------------------------ idle work
 
-    def _idle(self, key: str, run: Callable[[CancelToken], Any], first: bool = False) -> Job:
+    def _idle(self, key: JobKey, run: Callable[[CancelToken], Any], first: bool = False) -> Job:
         """Queue idle work; an engine failure goes to the one idle-error callback, on the
         event loop."""
         loop = asyncio.get_running_loop()
@@ -326,7 +316,7 @@ class OpenFiles:
         def warm(cancel: CancelToken) -> None:
             completer.warm_head(uri, ctx, repo.active_for(uri), cancel)
 
-        self._idle(uri, warm, first=first)
+        self._idle(JobKey.file_idle(uri), warm, first=first)
 
     def answered(self, uri: str, state: DocState, prepared: Prepared,
                  full_prompt: bool) -> None:
@@ -373,7 +363,7 @@ class OpenFiles:
             if completer is None or not self._current(uri, state, generation):
                 return
             if self._settings().persist_cache:
-                self._idle(f"\0persist:{uri}", lambda _c: completer.persist(uri))
+                self._idle(JobKey.persist_file(uri), lambda _c: completer.persist(uri))
 
         asyncio.get_running_loop().call_later(IDLE_PERSIST_S, persist)
 
@@ -389,7 +379,7 @@ class OpenFiles:
             if uri in self.documents:
                 completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
 
-        self._idle(climb_key(uri), climb, first=first)
+        self._idle(JobKey.climb(uri), climb, first=first)
 
     def _current(self, uri: str, state: DocState, generation: int) -> bool:
         """Idle work is still wanted: the same edit state of the same open document (not a
@@ -430,7 +420,7 @@ class OpenFiles:
                                          lambda: candidate(cancel), cancel)
             repo.apply(uri, switch, doc)
 
-        self._idle(uri, warm, first=first)
+        self._idle(JobKey.file_idle(uri), warm, first=first)
 
     def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
                                                                           list[str] | None]:
@@ -481,7 +471,7 @@ class OpenFiles:
 
         def rested() -> None:
             if doc is not None and self.documents.get(uri) is doc and doc.version == shown.version:
-                self._idle(block_key(uri), run, first=True)
+                self._idle(JobKey.block(uri), run, first=True)
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
 

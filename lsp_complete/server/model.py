@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from lsp_complete.config import Settings
 from lsp_complete.engine.base import FileStamp, path_stamp
+from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completer, load_completer
 from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.client import EditorClient
@@ -68,7 +69,8 @@ class ModelHost:
         loop = asyncio.get_running_loop()
         try:
             completer, info, warnings = await loop.run_in_executor(
-                None, lambda: scheduler.call("\0load", lambda _c: self.loader(settings))
+                None,
+                lambda: scheduler.call(JobKey.server("load"), lambda _c: self.loader(settings)),
             )
         except Exception as exc:
             self.state = "error"
@@ -83,7 +85,7 @@ class ModelHost:
             return False
         old, self.completer = self.completer, completer
         if old is not None:  # a reload: free the previous model on the worker that owns it
-            scheduler.submit_background("\0unload", lambda _c: old.close())
+            scheduler.submit_background(JobKey.server("unload"), lambda _c: old.close())
         self.info = info
         self.state = "ready"
         self._failed_file = None
@@ -120,7 +122,7 @@ class ModelHost:
         """Cancel the work in flight (a request stuck on a remote server included), then
         save the KV caches."""
         self._closing.set()
-        cancelled = self._scheduler.cancel_all()
+        cancelled = self._scheduler.cancel_files()
         if cancelled:
             log.info("shutdown: %d jobs in flight cancelled", cancelled)
         await self.persist_caches()
@@ -131,7 +133,7 @@ class ModelHost:
         completer = self.completer
         if completer is None or not self._settings().persist_cache:
             return
-        job = self._scheduler.submit("\0persist", lambda _c: completer.persist())
+        job = self._scheduler.submit(JobKey.server("persist"), lambda _c: completer.persist())
         try:
             await asyncio.wait_for(asyncio.wrap_future(job.future), timeout_s)
         except TimeoutError:

@@ -28,8 +28,9 @@ from lsprotocol import types
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
+from lsp_complete.jobkey import JobKey
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
-from lsp_complete.pipeline import NextEditAnswer, next_edit_key
+from lsp_complete.pipeline import NextEditAnswer
 from lsp_complete.scheduler import Job, Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.files import OpenFiles
@@ -225,7 +226,7 @@ class NextEdits:
                         original=original_window(lines, first, state.history.last))
         self._drop(uri)
         job = self._scheduler.submit_background(
-            next_edit_key(uri), lambda cancel: _guarded(completer, uri, window, history, cancel),
+            JobKey.next_edit(uri), lambda cancel: _guarded(completer, uri, window, history, cancel),
             first=asked)
         version = doc.version
         encoding = self._client.encoding
