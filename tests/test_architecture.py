@@ -193,6 +193,20 @@ def test_next_edit_parts_are_pure() -> None:
             assert outside <= allowed, f"{name} imports {outside - allowed}"
 
 
+def test_scheduler_keys_are_typed_in_one_leaf_module() -> None:
+    """Every job's key is a `JobKey` (jobkey.py, importing nothing of the package): no module
+    hands the scheduler a string key, as the NUL-joined strings of four modules once were."""
+    assert _graph()["lsp_complete.jobkey"] == set()
+    queueing = {"submit", "submit_background", "call", "drop", "drop_idle"}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in queueing and node.args):
+                key = node.args[0]
+                assert not isinstance(key, (ast.Constant, ast.JoinedStr, ast.BinOp)), (
+                    f"{path.name}:{node.lineno} queues work under a string key")
+
+
 def test_only_the_planner_encodes_ahead_of_a_keystroke() -> None:
     """When a file's prompt is encoded is pipeline/planner.py's (issue 29): nothing else in
     the package calls an engine's `warm` (the engines and the daemon's proxy forward it), and
