@@ -92,17 +92,18 @@ class Suggester:
         """The suggestion at `position` (none or one); with `alternatives` (an explicit
         request), followed by up to `settings.alternatives` others, each starting differently."""
         found = await self.suggest(uri, position)
-        # The document `suggest` checked last: nothing ran on the loop since it returned.
-        doc = self._files.documents.get(uri)
-        if found is None or doc is None:
+        # The file `suggest` checked last: nothing ran on the loop since it returned.
+        file = self._files.get(uri)
+        if found is None or file is None:
             return []
+        doc = file.doc
         text, cursor = found
         texts = [text]
         count = self._settings().alternatives
         if alternatives and count > 0:
-            version = doc.version
+            ticket = self._files.ticket(file)
             more = await self._alternatives(uri, text, cursor)
-            if self._files.documents.get(uri) is not doc or doc.version != version:
+            if not ticket.same_text():
                 return []  # the text changed meanwhile: all of it is stale
             texts += [t for t in more if t != text][:count]
         return [self._suggestion(uri, doc, position, cursor, t, alternative=i > 0)
@@ -133,22 +134,19 @@ class Suggester:
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
         settings = self._settings()
         started = time.perf_counter()
-        doc = files.documents.get(uri)
-        state = files.states.get(uri)
-        if doc is None or state is None:
+        file = files.get(uri)
+        if file is None:
             return None
+        doc, state = file.doc, file.state
         version = doc.version
-
-        def current() -> bool:
-            # The same open document (not one closed and opened again under this URI, whose
-            # version numbers start over) at the same version as when asked.
-            return (files.documents.get(uri) is doc and files.states.get(uri) is state
-                    and doc.version == version)
+        # The same open file (not one closed and opened again under this URI, whose version
+        # numbers start over) at the same version as when asked: `asked.same_text()`.
+        asked = files.ticket(file)
 
         files.in_use(uri)
         if (parsing := files.parsing(uri)) is not None:
             await asyncio.shield(parsing)  # a large file: its prompt needs the tree
-            if not current():
+            if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
         if state.disabled_reason or not settings.language_enabled(doc.language_id):
@@ -169,7 +167,7 @@ class Suggester:
             telemetry.record(uri, version, started, "not-ready")
             return None
         if await _join_inflight(state, before, after):
-            if not current():
+            if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
             hit = typeahead.lookup(uri, before, after)
@@ -178,9 +176,10 @@ class Suggester:
                 telemetry.record(uri, version, started, "typeahead")
                 return hit, cursor
         if settings.debounce_ms:
-            generation = state.generation
+            # Nothing at all since (a newer request, an edit, a cursor move): still wanted.
+            debounced = files.ticket(file)
             await asyncio.sleep(settings.debounce_ms / 1000)
-            if not state.current(generation) or not current():
+            if not debounced.still_current() or not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
         prepared = prepare(doc, cursor, state.anchor, settings)
@@ -196,11 +195,11 @@ class Suggester:
             # switches it: it always matches what that work left in the cache.
             completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel,
                                        progress)
-            if completion.text and not cancel.cancelled and files.states.get(uri) is state:
+            if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file
                 # was closed: its typing-ahead was dropped then.
-                typeahead.remember(uri, before, after, completion.text)
+                files.remember(file, before, after, completion.text)
             return completion
 
         job = inflight.job = self._scheduler.submit(uri, run)
@@ -217,7 +216,7 @@ class Suggester:
                 "engine-error", f"lsp-complete: {completion.error}" if completion.error else None)
             if completion.error:
                 self._model.check_file()  # a model file rewritten under a decode: reload it
-        if completion is None or job.cancel.cancelled or not current():
+        if completion is None or job.cancel.cancelled or not asked.same_text():
             # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1
             telemetry.record(uri, version, started, "superseded")
@@ -244,9 +243,10 @@ class Suggester:
         a fresh computation at this spot, whose own first suggestion becomes an alternative
         too."""
         files = self._files
-        doc, state = files.documents.get(uri), files.states.get(uri)
-        if doc is None or state is None or self._model.completer is None:
+        file = files.get(uri)
+        if file is None or self._model.completer is None:
             return []
+        doc, state = file.doc, file.state
         shown = state.shown
         if shown is not None and shown.answers(doc.version, cursor, primary):
             if shown.alternatives is not None:
