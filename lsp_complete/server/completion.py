@@ -9,24 +9,20 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
+from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
-from lsp_complete.server.model import ModelHost
 from lsp_complete.server.protocol import ACCEPT_COMMAND
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState, InFlight, Shown
-from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
@@ -70,17 +66,16 @@ def menu_item(suggestion: Suggestion) -> types.CompletionItem:
 
 
 class Suggester:
-    def __init__(self, files: OpenFiles, model: ModelHost, repo: RepoHost,
-                 typeahead: TypeAhead, telemetry: Telemetry, scheduler: Scheduler,
-                 settings: Callable[[], Settings], client: EditorClient) -> None:
+    def __init__(self, shared: Shared, files: OpenFiles, repo: RepoHost,
+                 typeahead: TypeAhead) -> None:
         self._files = files
-        self._model = model
+        self._model = shared.model
         self._repo = repo
         self._typeahead = typeahead
-        self._telemetry = telemetry
-        self._scheduler = scheduler
-        self._settings = settings
-        self._client = client
+        self._telemetry = shared.telemetry
+        self._scheduler = shared.scheduler
+        self._settings = shared.settings
+        self._client = shared.client
 
     async def suggestion(self, uri: str, position: types.Position) -> Suggestion | None:
         """The suggestion at `position`, or None."""

@@ -31,6 +31,7 @@ from lsp_complete.server.next_edit import NextEdits
 from lsp_complete.server.open_file import OpenFileRegistry
 from lsp_complete.server.protocol import SECTION, Protocol
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.status import server_status
 from lsp_complete.server.telemetry import RECENT_LIMIT, Telemetry
 from lsp_complete.typeahead import TypeAhead
@@ -72,12 +73,11 @@ class CompletionServer(LanguageServer):
         registry = OpenFileRegistry(self.typeahead)
         # Workspace roots and each file's repository context.
         self.repo = RepoHost(current, self.client, registry)
-        self.files = OpenFiles(registry, current, self.client, self.scheduler, self.model,
-                               self.repo, self.telemetry, self._idle_error)
-        self.suggester = Suggester(self.files, self.model, self.repo, self.typeahead,
-                                   self.telemetry, self.scheduler, current, self.client)
-        self.next_edits = NextEdits(self.files, self.model, self.telemetry, self.scheduler,
-                                    current, self.client)
+        # What the parts serving files all use.
+        shared = Shared(current, self.client, self.scheduler, self.model, self.telemetry)
+        self.files = OpenFiles(shared, registry, self.repo, self._idle_error)
+        self.suggester = Suggester(shared, self.files, self.repo, self.typeahead)
+        self.next_edits = NextEdits(shared, self.files)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
         self._loading = False  # load_model's loop is running
         self._model_wanted = False  # `initialized` asked for the model: settings reload it

@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document, max_tree_nodes
 from lsp_complete.engine.base import (
     CancelToken,
@@ -49,14 +48,12 @@ from lsp_complete.engine.base import (
     PersistenceError,
 )
 from lsp_complete.pipeline import Prepared, fresh_anchor, prepare, prepare_head, with_repo
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
-from lsp_complete.server.model import ModelHost
+from lsp_complete.scheduler import Job
 from lsp_complete.server.open_file import OpenFile, OpenFileRegistry, Ticket
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState, Shown
-from lsp_complete.server.telemetry import Telemetry
 
 IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
@@ -114,16 +111,15 @@ class OpenFiles:
     """The open files (the registry's, which the repository host reads too) and their idle
     work."""
 
-    def __init__(self, files: OpenFileRegistry, settings: Callable[[], Settings],
-                 client: EditorClient, scheduler: Scheduler, model: ModelHost, repo: RepoHost,
-                 telemetry: Telemetry, on_idle_error: Callable[[str], None]) -> None:
+    def __init__(self, shared: Shared, files: OpenFileRegistry, repo: RepoHost,
+                 on_idle_error: Callable[[str], None]) -> None:
         self._files = files
-        self._settings = settings
-        self._client = client
-        self._scheduler = scheduler
-        self._model = model
+        self._settings = shared.settings
+        self._client = shared.client
+        self._scheduler = shared.scheduler
+        self._model = shared.model
         self._repo = repo
-        self._telemetry = telemetry
+        self._telemetry = shared.telemetry
         self._on_idle_error = on_idle_error
         self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._told_text_only: set[str] = set()  # files told they have no tree (too many nodes)

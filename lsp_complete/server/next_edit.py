@@ -18,26 +18,22 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
 from lsp_complete.pipeline import NextEditAnswer, next_edit_key
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
+from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
-from lsp_complete.server.model import ModelHost
 from lsp_complete.server.open_file import OpenFile
 from lsp_complete.server.protocol import ACCEPT_COMMAND, NEXT_EDIT_READY_METHOD
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState
-from lsp_complete.server.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +65,13 @@ class Pending:
 
 
 class NextEdits:
-    def __init__(self, files: OpenFiles, model: ModelHost, telemetry: Telemetry,
-                 scheduler: Scheduler, settings: Callable[[], Settings],
-                 client: EditorClient) -> None:
+    def __init__(self, shared: Shared, files: OpenFiles) -> None:
         self._files = files
-        self._model = model
-        self._telemetry = telemetry
-        self._scheduler = scheduler
-        self._settings = settings
-        self._client = client
+        self._model = shared.model
+        self._telemetry = shared.telemetry
+        self._scheduler = shared.scheduler
+        self._settings = shared.settings
+        self._client = shared.client
         self._pending: dict[str, Pending] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sent: OrderedDict[str, dict[str, Any]] = OrderedDict()  # id -> {uri, shown}
