@@ -239,3 +239,39 @@ def test_the_bench_has_one_cli_server_lifecycle_statistics_and_format() -> None:
         for needle, owner in owners.items():
             if needle in text:
                 assert path == PACKAGE / "bench" / owner, f"{path} has {needle}"
+
+
+def _server_side_modules() -> list[tuple[str, ast.Module]]:
+    found = []
+    for path in sorted([*(PACKAGE / "server").rglob("*.py"), *(PACKAGE / "daemon").rglob("*.py")]):
+        found.append((_module_name(path), ast.parse(path.read_text(encoding="utf-8"))))
+    return found
+
+
+def test_the_registry_is_the_one_owner_of_the_open_files() -> None:
+    """Issue 29: one OpenFile per document, in one registry (server/open_file.py). No other
+    part makes a file's state or keeps documents, states or files by URI of its own; a
+    file's repository block is written by the registry and the repository host only."""
+    owner = "lsp_complete.server.open_file"
+    per_file = {"Document", "DocState", "OpenFile"}
+    for name, tree in _server_side_modules():
+        if name == owner:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in {"DocState", "OpenFile"}, f"{name} makes one"
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                    and node.value.id in {"dict", "Mapping", "MutableMapping", "OrderedDict"}:
+                held = {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
+                assert not held & per_file, f"{name} keeps {ast.unparse(node)}"
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and node.attr == "repo" and ast.unparse(node.value) != "self":
+                assert name == "lsp_complete.server.repo", f"{name} writes a file's block"
+
+
+def test_the_open_file_registry_sits_below_the_parts_that_use_it() -> None:
+    """The registry knows documents, states and typing-ahead, none of the parts above it."""
+    graph = _graph()
+    server = {m for m in graph["lsp_complete.server.open_file"]
+              if m.startswith("lsp_complete.server")}
+    assert server <= {"lsp_complete.server.state"}, server

@@ -539,7 +539,7 @@ class Harness:
                                                                    character=character))
 
     def block(self, uri: str) -> RepoContext | None:
-        return self.server.repo.active.get(uri)
+        return self.server.repo.active_for(uri)
 
     def stop(self) -> None:
         self.server.scheduler.stop()
@@ -670,33 +670,28 @@ def test_commonjs_exports_are_definitions(tmp_path: Path) -> None:
                      ("verify", "parse", "check")]
 
 
-class _ClosedDuringCheck(dict):
-    """The open documents, where a close lands (on another thread, as the event loop's would)
+def _closed_during_check(close: Any) -> Any:
+    """The open files, where a close lands (on another thread, as the event loop's would)
     at the moment the worker's apply looks the file up."""
+    import threading
 
-    def __init__(self, close: Any) -> None:
-        super().__init__()
-        self.close = close
+    from lsp_complete.server.open_file import OpenFileRegistry
+    from lsp_complete.typeahead import TypeAhead
 
-    def _closing(self, key: Any) -> None:
-        if self.close is not None:
-            close, self.close = self.close, None
-            import threading
+    class ClosedDuringCheck(OpenFileRegistry):
+        thread: threading.Thread
 
-            t = threading.Thread(target=close, args=(key,))
-            t.start()
-            t.join(0.2)  # done at once unless apply holds the host's lock
-            self.thread = t
+        def holds(self, file: Any) -> bool:
+            found = super().holds(file)
+            nonlocal close
+            if close is not None:
+                target, close = close, None
+                self.thread = threading.Thread(target=target, args=(file.uri,))
+                self.thread.start()
+                self.thread.join(0.2)  # done at once unless apply holds the registry's lock
+            return found
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        found = super().get(key, default)
-        self._closing(key)
-        return found
-
-    def __contains__(self, key: object) -> bool:
-        found = super().__contains__(key)
-        self._closing(key)
-        return found
+    return ClosedDuringCheck(TypeAhead())
 
 
 def test_a_close_during_apply_leaves_no_block_for_the_closed_file() -> None:
@@ -709,29 +704,34 @@ def test_a_close_during_apply_leaves_no_block_for_the_closed_file() -> None:
     uri = "file:///w/a.py"
 
     def close(key: str) -> None:
-        docs.pop(key, None)
+        files.close(key)
         host.closed(key)
 
-    docs = _ClosedDuringCheck(close)
-    doc = docs[uri] = Document(uri, "python", 1, "import os\n")
-    host = RepoHost(lambda: Settings(), None, docs)  # type: ignore[arg-type]
+    files = _closed_during_check(close)
+    file = files.open(Document(uri, "python", 1, "import os\n"))
+    host = RepoHost(lambda: Settings(), None, files)  # type: ignore[arg-type]
     block = RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
-    host.apply(uri, Switch(block, 12), doc)
-    docs.thread.join(5)
-    assert uri not in docs and uri not in host.active and uri not in host.tokens
+    host.apply(file, Switch(block, 12))
+    files.thread.join(5)
+    assert uri not in files and host.active_for(uri) is None and host.describe(uri) is None
 
 
 def test_a_block_chosen_for_a_file_closed_and_opened_again_is_not_applied() -> None:
     from lsp_complete.config import Settings
     from lsp_complete.pipeline import Switch
+    from lsp_complete.server.open_file import OpenFile, OpenFileRegistry
     from lsp_complete.server.repo import RepoHost
+    from lsp_complete.typeahead import TypeAhead
 
     uri = "file:///w/a.py"
-    old = Document(uri, "python", 1, "import os\n")
-    docs = {uri: Document(uri, "python", 1, "import sys\n")}  # opened again meanwhile
-    host = RepoHost(lambda: Settings(), None, docs)  # type: ignore[arg-type]
+    old = OpenFile(Document(uri, "python", 1, "import os\n"))
+    files = OpenFileRegistry(TypeAhead())
+    new = files.open(Document(uri, "python", 1, "import sys\n"))  # opened again meanwhile
+    host = RepoHost(lambda: Settings(), None, files)  # type: ignore[arg-type]
     block = RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
-    host.apply(uri, Switch(block, 12), old)
-    assert uri not in host.active
-    host.apply(uri, Switch(block, 12), docs[uri])
-    assert host.active[uri] is block and host.tokens[uri] == 12
+    host.apply(old, Switch(block, 12))
+    assert host.active_for(uri) is None
+    host.apply(new, Switch(block, 12))
+    assert host.active_for(uri) is block
+    described = host.describe(uri)
+    assert described is not None and described["tokens"] == 12

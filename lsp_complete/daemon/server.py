@@ -249,10 +249,10 @@ class SharedEngine:
         own = self._daemon.sessions.get(session)
         if own is None:
             return set(), ""
-        return set(own.server.files.documents), own.server.telemetry.last_error
+        return set(own.server.files), own.server.telemetry.last_error
 
     def open_elsewhere(self, session: int, uri: str) -> bool:
-        return any(uri in other.server.files.documents
+        return any(uri in other.server.files
                    for sid, other in list(self._daemon.sessions.items()) if sid != session)
 
     def persist(self) -> int:
@@ -343,7 +343,7 @@ class Session:
             "id": self.id,
             "frontendPid": self.frontend_pid,
             "connectedSeconds": round(time.time() - self.connected, 1),
-            "documents": len(server.files.documents),
+            "documents": len(server.files),
             "unsentBytes": self.output.unsent(),  # answers the window has not read yet
             "model": server.settings.model,
             "modelState": server.model.state,

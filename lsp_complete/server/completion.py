@@ -9,25 +9,21 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
+from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
-from lsp_complete.server.model import ModelHost
 from lsp_complete.server.protocol import ACCEPT_COMMAND
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState, InFlight, Shown
-from lsp_complete.server.telemetry import Telemetry
 from lsp_complete.typeahead import TypeAhead
 
 _WORD = re.compile(r"[A-Za-z0-9_$]+$")
@@ -71,17 +67,16 @@ def menu_item(suggestion: Suggestion) -> types.CompletionItem:
 
 
 class Suggester:
-    def __init__(self, files: OpenFiles, model: ModelHost, repo: RepoHost,
-                 typeahead: TypeAhead, telemetry: Telemetry, scheduler: Scheduler,
-                 settings: Callable[[], Settings], client: EditorClient) -> None:
+    def __init__(self, shared: Shared, files: OpenFiles, repo: RepoHost,
+                 typeahead: TypeAhead) -> None:
         self._files = files
-        self._model = model
+        self._model = shared.model
         self._repo = repo
         self._typeahead = typeahead
-        self._telemetry = telemetry
-        self._scheduler = scheduler
-        self._settings = settings
-        self._client = client
+        self._telemetry = shared.telemetry
+        self._scheduler = shared.scheduler
+        self._settings = shared.settings
+        self._client = shared.client
 
     async def suggestion(self, uri: str, position: types.Position) -> Suggestion | None:
         """The suggestion at `position`, or None."""
@@ -93,17 +88,18 @@ class Suggester:
         """The suggestion at `position` (none or one); with `alternatives` (an explicit
         request), followed by up to `settings.alternatives` others, each starting differently."""
         found = await self.suggest(uri, position)
-        # The document `suggest` checked last: nothing ran on the loop since it returned.
-        doc = self._files.documents.get(uri)
-        if found is None or doc is None:
+        # The file `suggest` checked last: nothing ran on the loop since it returned.
+        file = self._files.get(uri)
+        if found is None or file is None:
             return []
+        doc = file.doc
         text, cursor = found
         texts = [text]
         count = self._settings().alternatives
         if alternatives and count > 0:
-            version = doc.version
+            ticket = self._files.ticket(file)
             more = await self._alternatives(uri, text, cursor)
-            if self._files.documents.get(uri) is not doc or doc.version != version:
+            if not ticket.same_text():
                 return []  # the text changed meanwhile: all of it is stale
             texts += [t for t in more if t != text][:count]
         return [self._suggestion(uri, doc, position, cursor, t, alternative=i > 0)
@@ -134,22 +130,19 @@ class Suggester:
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
         settings = self._settings()
         started = time.perf_counter()
-        doc = files.documents.get(uri)
-        state = files.states.get(uri)
-        if doc is None or state is None:
+        file = files.get(uri)
+        if file is None:
             return None
+        doc, state = file.doc, file.state
         version = doc.version
-
-        def current() -> bool:
-            # The same open document (not one closed and opened again under this URI, whose
-            # version numbers start over) at the same version as when asked.
-            return (files.documents.get(uri) is doc and files.states.get(uri) is state
-                    and doc.version == version)
+        # The same open file (not one closed and opened again under this URI, whose version
+        # numbers start over) at the same version as when asked: `asked.same_text()`.
+        asked = files.ticket(file)
 
         files.in_use(uri)
         if (parsing := files.parsing(uri)) is not None:
             await asyncio.shield(parsing)  # a large file: its prompt needs the tree
-            if not current():
+            if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
         if state.disabled_reason or not settings.language_enabled(doc.language_id):
@@ -171,7 +164,7 @@ class Suggester:
             telemetry.record(uri, version, started, "not-ready")
             return None
         if await _join_inflight(state, before, after):
-            if not current():
+            if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
             hit = typeahead.lookup(uri, before, after)
@@ -180,9 +173,10 @@ class Suggester:
                 telemetry.record(uri, version, started, "typeahead")
                 return hit, cursor
         if settings.debounce_ms:
-            generation = state.generation
+            # Nothing at all since (a newer request, an edit, a cursor move): still wanted.
+            debounced = files.ticket(file)
             await asyncio.sleep(settings.debounce_ms / 1000)
-            if not state.current(generation) or not current():
+            if not debounced.still_current() or not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
         prepared = prepare(doc, cursor, state.anchor, settings)
@@ -198,11 +192,11 @@ class Suggester:
             # switches it: it always matches what that work left in the cache.
             completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel,
                                        progress)
-            if completion.text and not cancel.cancelled and files.states.get(uri) is state:
+            if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file
                 # was closed: its typing-ahead was dropped then.
-                typeahead.remember(uri, before, after, completion.text)
+                files.remember(file, before, after, completion.text)
             return completion
 
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
@@ -219,7 +213,7 @@ class Suggester:
                 "engine-error", f"lsp-complete: {completion.error}" if completion.error else None)
             if completion.error:
                 self._model.check_file()  # a model file rewritten under a decode: reload it
-        if completion is None or job.cancel.cancelled or not current():
+        if completion is None or job.cancel.cancelled or not asked.same_text():
             # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1
             telemetry.record(uri, version, started, "superseded")
@@ -244,9 +238,10 @@ class Suggester:
         a fresh computation at this spot, whose own first suggestion becomes an alternative
         too."""
         files = self._files
-        doc, state = files.documents.get(uri), files.states.get(uri)
-        if doc is None or state is None or self._model.completer is None:
+        file = files.get(uri)
+        if file is None or self._model.completer is None:
             return []
+        doc, state = file.doc, file.state
         shown = state.shown
         if shown is not None and shown.answers(doc.version, cursor, primary):
             if shown.alternatives is not None:

@@ -22,15 +22,16 @@ from pygls.lsp.server import LanguageServer
 
 from lsp_complete import __version__
 from lsp_complete.config import EngineSettings, Settings, api_key_env_refusal, parse_settings
-from lsp_complete.documents import Document
 from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.completion import Suggester
 from lsp_complete.server.files import OpenFiles
 from lsp_complete.server.model import ModelHost
 from lsp_complete.server.next_edit import NextEdits
+from lsp_complete.server.open_file import OpenFileRegistry
 from lsp_complete.server.protocol import SECTION, Protocol
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.status import server_status
 from lsp_complete.server.telemetry import RECENT_LIMIT, Telemetry
 from lsp_complete.typeahead import TypeAhead
@@ -68,15 +69,15 @@ class CompletionServer(LanguageServer):
         self.model = ModelHost(self.scheduler, current, self.client)
         self.model.on_file_changed = self._model_file_changed
         self._reload: asyncio.Task[None] | None = None
-        documents: dict[str, Document] = {}
+        # The open files: one OpenFile per document, the registry's (the event loop's).
+        registry = OpenFileRegistry(self.typeahead)
         # Workspace roots and each file's repository context.
-        self.repo = RepoHost(current, self.client, documents)
-        self.files = OpenFiles(documents, current, self.client, self.scheduler, self.model,
-                               self.repo, self.typeahead, self.telemetry, self._idle_error)
-        self.suggester = Suggester(self.files, self.model, self.repo, self.typeahead,
-                                   self.telemetry, self.scheduler, current, self.client)
-        self.next_edits = NextEdits(self.files, self.model, self.telemetry, self.scheduler,
-                                    current, self.client)
+        self.repo = RepoHost(current, self.client, registry)
+        # What the parts serving files all use.
+        shared = Shared(current, self.client, self.scheduler, self.model, self.telemetry)
+        self.files = OpenFiles(shared, registry, self.repo, self._idle_error)
+        self.suggester = Suggester(shared, self.files, self.repo, self.typeahead)
+        self.next_edits = NextEdits(shared, self.files)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for
         self._loading = False  # load_model's loop is running
         self._model_wanted = False  # `initialized` asked for the model: settings reload it
@@ -160,7 +161,7 @@ class CompletionServer(LanguageServer):
         """The client went away without `exit` (TCP mode keeps serving): forget the files it
         opened (their caches are saved) and the settings it sent, so that the next client
         starts as on a fresh launch and sees nothing of this one."""
-        for uri in list(self.files.documents):
+        for uri in self.files:
             self.next_edits.closed(uri)
         self.files.close_all()
         self.settings = self.launch_settings

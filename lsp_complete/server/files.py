@@ -8,10 +8,14 @@ idle work follows an event of a file, what it encodes, and when a repository blo
 are the prompt planner's (`pipeline.planner`); this module queues the steps it plans
 (`follow`).
 
-Idle work is queued on the scheduler as background jobs; each checks that the file is still
-in the state it was planned for (`DocState.current`) before it touches the file's cache, and
-its answer is applied to the file's state on the event loop. Its engine failures go to one
-callback (`on_idle_error`); a failure to save a KV cache (a full disk) is a warning, told once.
+The open files are the registry's (open_file.py): one `OpenFile` per document. Idle work is
+queued on the scheduler as background jobs, each with the `Ticket` of the file and moment it
+was planned for; it checks `Ticket.still_current()` before it touches the file's cache. What it
+tells the event loop comes back as a typed event (`Anchored`, `BlockReady`, `IdleFailed`),
+applied in one place on the loop (`OpenFiles.apply`), which checks the ticket again there. Its
+engine failures go to one callback (`on_idle_error`); a failure to save a KV cache (a full
+disk) is a warning, told once. A repository block chosen for a file is made active on the
+worker itself (`RepoHost.apply`): the next suggestion, read there too, uses it.
 
 Each edit is also kept as next-edit history (`DocState.history`: the lines it touched before
 and after it; server/next_edit.py reads it).
@@ -31,12 +35,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document, max_tree_nodes
 from lsp_complete.engine.base import (
     CancelToken,
@@ -57,14 +61,12 @@ from lsp_complete.pipeline import (
     prepare_head,
     with_repo,
 )
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
-from lsp_complete.server.model import ModelHost
+from lsp_complete.scheduler import Job
+from lsp_complete.server.open_file import OpenFile, OpenFileRegistry, Ticket
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.server.repo import RepoHost
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState, Shown
-from lsp_complete.server.telemetry import Telemetry
-from lsp_complete.typeahead import TypeAhead
 
 IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
@@ -75,33 +77,87 @@ TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose tre
 HISTORY_MAX_LINES = 40
 
 
-class OpenFiles:
-    """`documents` is this object's to fill (the repository host reads it too)."""
+# ---------------------------------------------------------------------- worker -> loop events
 
-    def __init__(self, documents: dict[str, Document], settings: Callable[[], Settings],
-                 client: EditorClient, scheduler: Scheduler, model: ModelHost, repo: RepoHost,
-                 typeahead: TypeAhead, telemetry: Telemetry,
+
+@dataclass(frozen=True)
+class Anchored:
+    """Idle work encoded the prompt anchored at `anchor`: keystrokes may use that anchor."""
+
+    ticket: Ticket
+    anchor: int
+
+
+@dataclass(frozen=True)
+class BlockReady:
+    """The block after a one-line suggestion is kept for typing-ahead: tell the client."""
+
+    ticket: Ticket
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IdleFailed:
+    """Idle work failed: a KV cache not saved (`persist`), the model file changed on disk
+    (`model-file`), or the engine failed (`engine`)."""
+
+    kind: Literal["persist", "model-file", "engine"]
+    message: str = ""
+
+
+Event = Anchored | BlockReady | IdleFailed
+
+
+class OpenFiles:
+    """The open files (the registry's, which the repository host reads too) and their idle
+    work."""
+
+    def __init__(self, shared: Shared, files: OpenFileRegistry, repo: RepoHost,
                  on_idle_error: Callable[[str], None]) -> None:
-        self.documents = documents
-        self.states: dict[str, DocState] = {}
-        self._settings = settings
-        self._client = client
-        self._scheduler = scheduler
-        self._model = model
+        self._files = files
+        self._settings = shared.settings
+        self._client = shared.client
+        self._scheduler = shared.scheduler
+        self._model = shared.model
         self._repo = repo
-        self._typeahead = typeahead
-        self._telemetry = telemetry
+        self._telemetry = shared.telemetry
         self._on_idle_error = on_idle_error
         self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._told_text_only: set[str] = set()  # files told they have no tree (too many nodes)
+
+    # ------------------------------------------------------------------ the open files
+
+    def get(self, uri: str) -> OpenFile | None:
+        return self._files.get(uri)
+
+    def __contains__(self, uri: object) -> bool:
+        return uri in self._files
+
+    def __iter__(self) -> Iterator[str]:
+        """The URIs open now (a copy)."""
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def files(self) -> list[OpenFile]:
+        return self._files.files()
+
+    def ticket(self, file: OpenFile) -> Ticket:
+        """Work planned for `file` now."""
+        return self._files.ticket(file)
+
+    def remember(self, file: OpenFile, before: str, after: str, text: str) -> bool:
+        """(On the worker) keep a suggestion for typing-ahead in `file` unless it was closed."""
+        return self._files.remember(file, before, after, text)
 
     # ------------------------------------------------------------------ text sync
 
     def open(self, item: types.TextDocumentItem) -> None:
         # Text only at first: a file over the limit must never be parsed (50 MB took 7.5 GB).
         doc = Document(item.uri, item.language_id, item.version, item.text, parse=False)
-        self.documents[item.uri] = doc
-        state = self.states[item.uri] = DocState()
+        file = self._files.open(doc)
+        state = file.state
         state.disabled_reason = self._refusal(doc)
         if state.disabled_reason:
             self._client.tell(
@@ -109,7 +165,7 @@ class OpenFiles:
                 types.MessageType.Warning,
             )
             return
-        self._sync_syntax(item.uri, doc, state, warm=True)
+        self._sync_syntax(file, warm=True)
         self.in_use(item.uri)
 
     def _refusal(self, doc: Document, scan: bool = True) -> str:
@@ -123,28 +179,30 @@ class OpenFiles:
             return "file looks binary"
         return ""
 
-    def _sync_syntax(self, uri: str, doc: Document, state: DocState, warm: bool = False) -> None:
+    def _sync_syntax(self, file: OpenFile, warm: bool = False) -> None:
         """Keep a tree only for a file that gets suggestions; parse a large one in slices.
         With `warm`, encode its head once it is parsed (a newly opened file)."""
+        doc, state = file.doc, file.state
         doc.set_syntax(not state.disabled_reason, SYNC_PARSE_BYTES,
                        max_tree_nodes(self._settings().max_file_bytes))
         if doc.needs_parse:
             if state.parsing is None or state.parsing.done():
                 state.parsing = asyncio.get_running_loop().create_task(
-                    self._parse_in_slices(uri, doc, warm)
+                    self._parse_in_slices(file, warm)
                 )
         elif warm:
-            self.follow(uri, state, after_open())
+            self.follow(file, after_open())
 
-    async def _parse_in_slices(self, uri: str, doc: Document, warm: bool) -> None:
-        while self.documents.get(uri) is doc and not doc.parse_step(PARSE_SLICE_S):
+    async def _parse_in_slices(self, file: OpenFile, warm: bool) -> None:
+        # Until the file is closed (edits meanwhile: the parse takes them in).
+        doc = file.doc
+        while self._files.holds(file) and not doc.parse_step(PARSE_SLICE_S):
             # A pause, not just a yield: a request takes several turns of the loop to be read,
             # handled and answered, and each bare yield would cost it another slice.
             await asyncio.sleep(PARSE_PAUSE_S)
-        self._tell_text_only(uri, doc)
-        state = self.states.get(uri)
-        if warm and self.documents.get(uri) is doc and state is not None:
-            self.follow(uri, state, after_open())
+        self._tell_text_only(file.uri, doc)
+        if warm and self._files.holds(file):
+            self.follow(file, after_open())
 
     def _tell_text_only(self, uri: str, doc: Document) -> None:
         """Once per file: its tree was too big to keep (documents.max_tree_nodes)."""
@@ -158,17 +216,19 @@ class OpenFiles:
         """`uri` is the file being worked in: it keeps its tree (built again now if it was
         dropped, or in slices if large), and the files used longest ago drop theirs while
         the kept trees' sources exceed the budget."""
-        doc, state = self.documents.get(uri), self.states.get(uri)
-        if doc is not None:
-            self._tell_text_only(uri, doc)  # (refused by an edit's parse)
-        if doc is None or state is None or state.disabled_reason or not doc.syntax:
+        file = self._files.get(uri)
+        if file is None:
+            return
+        doc, state = file.doc, file.state
+        self._tell_text_only(uri, doc)  # (refused by an edit's parse)
+        if state.disabled_reason or not doc.syntax:
             return
         self._with_tree[uri] = None
         self._with_tree.move_to_end(uri)
         if doc.needs_parse:
             doc.reparse()
-            self._sync_syntax(uri, doc, state)
-        kept = {u: d for u in self._with_tree if (d := self.documents.get(u)) is not None}
+            self._sync_syntax(file)
+        kept = {u: f.doc for u in self._with_tree if (f := self._files.get(u)) is not None}
         total = sum(d.byte_size for d in kept.values() if d.has_tree)
         for old in list(self._with_tree):
             if total <= TREE_BUDGET_BYTES or old == uri:
@@ -182,13 +242,13 @@ class OpenFiles:
 
     def parsing(self, uri: str) -> asyncio.Task[None] | None:
         """The parse a file's suggestions must wait for, if one is under way."""
-        state = self.states.get(uri)
-        task = state.parsing if state is not None else None
+        file = self._files.get(uri)
+        task = file.state.parsing if file is not None else None
         return task if task is not None and not task.done() else None
 
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
-        doc = self.documents.get(params.text_document.uri)
-        if doc is None:
+        file = self._files.get(params.text_document.uri)
+        if file is None:
             self._client.tell(
                 f"lsp-complete: change for a document that was never opened: "
                 f"{_short(params.text_document.uri)}",
@@ -196,7 +256,7 @@ class OpenFiles:
                 once_key="change-unopened",
             )
             return
-        state = self.states[doc.uri]
+        doc, state = file.doc, file.state
         state.edit_begins()
         self.forget_shown(state)  # a keystroke: the alternatives of the old text are moot
         was_disabled = state.disabled_reason
@@ -231,19 +291,19 @@ class OpenFiles:
         # limit drops its tree, one cut back under it is parsed again.
         state.disabled_reason = self._refusal(doc, scan=recheck)
         if state.disabled_reason != was_disabled:
-            self._sync_syntax(doc.uri, doc, state)
+            self._sync_syntax(file)
         self.in_use(doc.uri)  # (and a tree it lacks is built: now, or in slices if large)
         self._repo.edited(params)
 
     def close(self, uri: str) -> None:
-        self.documents.pop(uri, None)
+        """Everything the file had goes: it leaves the registry (with its repository block
+        and its typing-ahead, at once for the worker), its work stops, its cache is saved."""
+        file = self._files.close(uri)
         self._with_tree.pop(uri, None)
         self._told_text_only.discard(uri)
-        state = self.states.pop(uri, None)
-        if state is not None:
-            self.forget_shown(state)
+        if file is not None:
+            self.forget_shown(file.state)
         self._repo.closed(uri)
-        self._typeahead.forget(uri)
         # A suggestion for the closed text is answered empty at once.
         self._scheduler.drop(JobKey.suggest(uri))
         # And its idle work stops (nothing uses it now).
@@ -258,13 +318,14 @@ class OpenFiles:
                     if persist:
                         completer.persist(uri)
                 finally:
-                    if uri not in self.documents:  # not opened again meanwhile: free its cells
+                    # Not opened again meanwhile (by URI: a file opened again uses its cells).
+                    if uri not in self._files:
                         completer.forget(uri)
 
             self._idle(JobKey.file_idle(uri), persist_and_free)
 
     def close_all(self) -> None:
-        for uri in list(self.documents):
+        for uri in self._files:
             self.close(uri)
 
     # ------------------------------------------------------------------ idle work
@@ -278,36 +339,56 @@ class OpenFiles:
             try:
                 return run(cancel)
             except PersistenceError as exc:  # a full disk: a warning, once, not an engine error
-                with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                    loop.call_soon_threadsafe(
-                        self._client.tell, f"lsp-complete: {exc}", types.MessageType.Warning,
-                        "kv-persist")
+                self._post(loop, IdleFailed("persist", str(exc)))
             except ModelFileChanged:  # load it again (told once, by the model host)
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(self._model.check_file)
+                self._post(loop, IdleFailed("model-file"))
             except EngineError as exc:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(self._on_idle_error, str(exc))
+                self._post(loop, IdleFailed("engine", str(exc)))
             return None
 
         return self._scheduler.submit_background(key, guarded, first=first)
 
+    def _post(self, loop: asyncio.AbstractEventLoop, event: Event) -> None:
+        """(On the worker) hand an event to the loop, which applies it (`apply`)."""
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+            loop.call_soon_threadsafe(self.apply, event)
+
+    def apply(self, event: Event) -> None:
+        """On the loop: what idle work found, applied if its file is still as planned."""
+        match event:
+            case Anchored(ticket, anchor):
+                if ticket.still_current():
+                    ticket.file.state.anchor = anchor
+            case BlockReady(ticket, params):
+                if ticket.open():  # (edits since do not matter: the client checks the spot)
+                    self._telemetry.counters["blocks"] += 1
+                    self._client.notify(BLOCK_READY_METHOD, params)
+            case IdleFailed("persist", message):
+                self._client.tell(f"lsp-complete: {message}", types.MessageType.Warning,
+                                  "kv-persist")
+            case IdleFailed("model-file"):
+                self._model.check_file()
+            case IdleFailed("engine", message):
+                self._on_idle_error(message)
+
     def warm_all(self) -> None:
         """A model was loaded: warm every open file for it."""
-        for uri, state in list(self.states.items()):
-            self.follow(uri, state, after_open())
+        for file in self._files.files():
+            self.follow(file, after_open())
 
     def refresh_all(self, skip: str | None = None) -> None:
         """Idle work for every open file: its repository block may name files that changed."""
-        for uri, state in list(self.states.items()):
-            if uri != skip and not state.disabled_reason:
-                self.follow(uri, state, after_repository_change())
+        for file in self._files.files():
+            state = file.state
+            if file.uri != skip and not state.disabled_reason:
+                self.follow(file, after_repository_change())
 
     def schedule_warmup(self, uri: str, first: bool = False) -> None:
         """Encode the head of a newly opened file while the worker is idle."""
-        doc, completer = self.documents.get(uri), self._model.completer
-        if doc is None or completer is None or self.states[uri].disabled_reason:
+        file, completer = self._files.get(uri), self._model.completer
+        if file is None or completer is None or file.state.disabled_reason:
             return
+        doc = file.doc
         if doc.needs_parse:
             return  # warmed once its parse is done
         ctx = prepare_head(doc)
@@ -322,28 +403,31 @@ class OpenFiles:
                  full_prompt: bool) -> None:
         """The model answered a keystroke in `uri` (from the full-context prompt or not): the
         idle work the planner asks for, and the file's KV cache saved once it stays idle."""
-        self.follow(uri, state, after_answer(state.plan, full_prompt), prepared)
-        self._persist_when_idle(uri, state)
+        file = self._files.get(uri)
+        if file is None or file.state is not state:
+            return  # (the caller's file is open: it just checked)
+        self.follow(file, after_answer(state.plan, full_prompt), prepared)
+        self._persist_when_idle(file)
 
-    def follow(self, uri: str, state: DocState, steps: list[IdleStep],
+    def follow(self, file: OpenFile, steps: list[IdleStep],
                prepared: Prepared | None = None) -> None:
         """Queue the idle work that the planner asked for after an event of the file, in its
         order: at once, or once the cursor rests (the idle delay; a step planned for a state of
         the file that an edit or a move left behind then does nothing). `prepared`: the spot a
         keystroke was answered at (a climb builds on its prompt)."""
         loop = asyncio.get_running_loop()
-        generation = state.generation
+        ticket = self._files.ticket(file)
         for step in steps:
             def start(step: IdleStep = step) -> None:
-                self._start(uri, state, step, prepared, generation)
+                self._start(ticket, step, prepared)
 
             if step.when_resting:
                 loop.call_later(self._settings().idle_reanchor_ms / 1000, start)
             else:
                 start()
 
-    def _start(self, uri: str, state: DocState, step: IdleStep, prepared: Prepared | None,
-               generation: int) -> None:
+    def _start(self, ticket: Ticket, step: IdleStep, prepared: Prepared | None) -> None:
+        uri, state = ticket.file.uri, ticket.file.state
         if step.work == "head":
             self.schedule_warmup(uri, first=step.first)
         elif step.work == "climb":
@@ -351,16 +435,16 @@ class OpenFiles:
                 self.schedule_climb(uri, prepared, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
-            self.prepare_at(uri, state, cursor, generation, first=step.first)
+            self.prepare_at(ticket, cursor, first=step.first)
 
-    def _persist_when_idle(self, uri: str, state: DocState) -> None:
+    def _persist_when_idle(self, file: OpenFile) -> None:
         """Still idle a while later: save the file's KV sequence, so that a crash or a kill
         loses nothing (close and shutdown save too)."""
-        generation = state.generation
+        ticket, uri = self._files.ticket(file), file.uri
 
         def persist() -> None:
             completer = self._model.completer
-            if completer is None or not self._current(uri, state, generation):
+            if completer is None or not ticket.still_current():
                 return
             if self._settings().persist_cache:
                 self._idle(JobKey.persist_file(uri), lambda _c: completer.persist(uri))
@@ -376,23 +460,19 @@ class OpenFiles:
             return
 
         def climb(cancel: CancelToken) -> None:
-            if uri in self.documents:
+            # Open under its URI (closing it drops this job before it runs).
+            if uri in self._files:
                 completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
 
         self._idle(JobKey.climb(uri), climb, first=first)
 
-    def _current(self, uri: str, state: DocState, generation: int) -> bool:
-        """Idle work is still wanted: the same edit state of the same open document (not a
-        later edit, and not the file closed and opened again, whose cache it must not touch)."""
-        return self.states.get(uri) is state and state.current(generation)
-
-    def prepare_at(self, uri: str, state: DocState, cursor: int, generation: int,
-                   first: bool = False) -> None:
+    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
-        the next keystroke there only encodes what it typed."""
-        doc, completer = self.documents.get(uri), self._model.completer
-        if doc is None or completer is None or not self._current(uri, state, generation):
+        the next keystroke there only encodes what it typed (while `ticket` is current)."""
+        file, completer = ticket.file, self._model.completer
+        if completer is None or not ticket.still_current():
             return
+        doc, uri = file.doc, file.uri
         if cursor > len(doc.text) or doc.needs_parse:
             return
         prepared = prepare(doc, cursor, None, self._settings())
@@ -400,25 +480,20 @@ class OpenFiles:
         request = repo.request(doc, cursor)
         loop = asyncio.get_running_loop()
 
-        def anchored() -> None:
-            if self._current(uri, state, generation):
-                state.anchor = prepared.ctx.anchor
-
         def candidate(cancel: CancelToken) -> Any:
             # The spot's prompt is encoded: keystrokes there may use its anchor from now on;
             # then bring its repository block up to date, unless the file moved on meanwhile.
-            if not self._current(uri, state, generation):
+            if not ticket.still_current():
                 return repo.active_for(uri)
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                loop.call_soon_threadsafe(anchored)
+            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
             return repo.block(request, uri, cancel)
 
         def warm(cancel: CancelToken) -> None:
-            if not self._current(uri, state, generation):
+            if not ticket.still_current():
                 return
             switch = completer.warm_spot(prepared, repo.active_for(uri),
                                          lambda: candidate(cancel), cancel)
-            repo.apply(uri, switch, doc)
+            repo.apply(file, switch)  # (unless it was closed meanwhile)
 
         self._idle(JobKey.file_idle(uri), warm, first=first)
 
@@ -446,31 +521,29 @@ class OpenFiles:
         next request there, or typing on through the line, is answered with it, and our
         clients are told (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the
         suggestion stops it, as it stops any idle work."""
+        file = self._files.get(uri)
+        if file is None or file.state is not state:
+            return  # (the caller's file is open: it just checked)
         loop = asyncio.get_running_loop()
-        model, typeahead, client = self._model, self._typeahead, self._client
+        model = self._model
         params = {"textDocument": {"uri": uri, "version": shown.version},
                   "position": {"line": position.line, "character": position.character}}
-
-        def ready() -> None:
-            if self.states.get(uri) is state:
-                self._telemetry.counters["blocks"] += 1
-                client.notify(BLOCK_READY_METHOD, params)
+        # The text of the suggestion shown: a keystroke since, and it is not generated.
+        ticket = self._files.ticket(file, version=shown.version)
 
         def run(cancel: CancelToken) -> str | None:
-            if self.states.get(uri) is not state or shown.completer is not model.completer:
+            if not ticket.open() or shown.completer is not model.completer:
                 return None  # closed, or the model was reloaded
             block = shown.completer.block(shown.prepared, shown.completion, cancel)
-            if block is None or cancel.cancelled or self.states.get(uri) is not state:
+            if block is None or cancel.cancelled:
                 return None
-            typeahead.remember(uri, before, after, block)
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                loop.call_soon_threadsafe(ready)
+            if not self._files.remember(file, before, after, block):
+                return None  # closed meanwhile
+            self._post(loop, BlockReady(ticket, params))
             return block
 
-        doc = self.documents.get(uri)
-
         def rested() -> None:
-            if doc is not None and self.documents.get(uri) is doc and doc.version == shown.version:
+            if ticket.same_text():
                 self._idle(JobKey.block(uri), run, first=True)
 
         loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
@@ -492,9 +565,10 @@ class OpenFiles:
         prompt is anchored at that line already, prepare the prompt anchored there while the
         user gets ready to type: the first keystroke of a new spot then costs what any other
         keystroke does, and its middle starts short."""
-        doc, state = self.documents.get(uri), self.states.get(uri)
-        if doc is None or state is None or not self._model.ready or state.disabled_reason:
+        file = self._files.get(uri)
+        if file is None or not self._model.ready or file.state.disabled_reason:
             return
+        doc, state = file.doc, file.state
         if not self._settings().language_enabled(doc.language_id):
             return
         if not (0 <= line < doc.line_count and character >= 0):
@@ -508,7 +582,7 @@ class OpenFiles:
             return
         self._telemetry.counters["cursorMoves"] += 1
         state.at_cursor(cursor)  # idle work planned for the old spot is moot
-        self.follow(uri, state, steps)
+        self.follow(file, steps)
 
 
 def _short(uri: str) -> str:

@@ -18,26 +18,23 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
 
-from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
 from lsp_complete.pipeline import NextEditAnswer
-from lsp_complete.scheduler import Job, Scheduler
-from lsp_complete.server.client import EditorClient
+from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
-from lsp_complete.server.model import ModelHost
+from lsp_complete.server.open_file import OpenFile
 from lsp_complete.server.protocol import ACCEPT_COMMAND, NEXT_EDIT_READY_METHOD
+from lsp_complete.server.shared import Shared
 from lsp_complete.server.state import DocState
-from lsp_complete.server.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +66,13 @@ class Pending:
 
 
 class NextEdits:
-    def __init__(self, files: OpenFiles, model: ModelHost, telemetry: Telemetry,
-                 scheduler: Scheduler, settings: Callable[[], Settings],
-                 client: EditorClient) -> None:
+    def __init__(self, shared: Shared, files: OpenFiles) -> None:
         self._files = files
-        self._model = model
-        self._telemetry = telemetry
-        self._scheduler = scheduler
-        self._settings = settings
-        self._client = client
+        self._model = shared.model
+        self._telemetry = shared.telemetry
+        self._scheduler = shared.scheduler
+        self._settings = shared.settings
+        self._client = shared.client
         self._pending: dict[str, Pending] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sent: OrderedDict[str, dict[str, Any]] = OrderedDict()  # id -> {uri, shown}
@@ -101,7 +96,7 @@ class NextEdits:
         if sent is not None:
             self._telemetry.counters["nextEditAccepted"] += 1
             uri = sent["uri"]
-        if uri is not None and uri in self._files.documents and self._ahead():
+        if uri is not None and uri in self._files and self._ahead():
             self._after(uri, 0)
 
     def shown(self, item: Any) -> None:
@@ -127,24 +122,23 @@ class NextEdits:
         old = self._timers.pop(uri, None)
         if old is not None:
             old.cancel()
-        doc = self._files.documents.get(uri)
-        if doc is None:
+        file = self._files.get(uri)
+        if file is None:
             return
-        version = doc.version
+        ticket = self._files.ticket(file)
 
         def fire() -> None:
             self._timers.pop(uri, None)
-            state = self._files.states.get(uri)
-            if self._files.documents.get(uri) is not doc or doc.version != version or \
-                    state is None:
+            if not ticket.same_text():
                 return
+            doc, state = file.doc, file.state
             cursor = state.edit_cursor if state.edit_cursor is not None else state.last_cursor
             if cursor is None or cursor > len(doc.text):
                 return
             line = doc.line_of(cursor)
             pending = self._pending.get(uri)
             if pending is None or not pending.answers(doc, line):  # (a request started it)
-                self._start(uri, doc, state, line, cursor, asked=False)
+                self._start(uri, file, line, cursor, asked=False)
 
         self._timers[uri] = asyncio.get_running_loop().call_later(delay_s, fire)
 
@@ -171,25 +165,26 @@ class NextEdits:
                               once_key="next-edit-params")
             return {"edits": []}
         self._asked = True
-        doc, state = self._files.documents.get(uri), self._files.states.get(uri)
-        if doc is None or state is None or self._settings().next_edit == "off":
+        file = self._files.get(uri)
+        if file is None or self._settings().next_edit == "off":
             return {"edits": []}
+        doc = file.doc
         if version is not None and version != doc.version:
             return {"edits": []}  # asked for another text than the one here
         if not 0 <= line < doc.line_count or character < 0:
             return {"edits": []}
-        version = doc.version
+        asked = self._files.ticket(file)
         for _ in range(_ATTEMPTS):
             pending = self._pending.get(uri)
             if pending is None or not pending.answers(doc, line):
                 cursor = doc.offset_at(line, character, self._client.encoding)
-                pending = self._start(uri, doc, state, line, cursor, asked=True)
+                pending = self._start(uri, file, line, cursor, asked=True)
                 if pending is None:
                     break
             assert pending.task is not None
             # ($/cancelRequest cancels this wait, not the work: another request may want it.)
             edit = await asyncio.shield(pending.task)
-            if self._files.documents.get(uri) is not doc or doc.version != version:
+            if not asked.same_text():
                 break  # the text changed meanwhile: whatever came is stale
             if edit is not None:
                 return {"edits": [edit]}
@@ -200,10 +195,11 @@ class NextEdits:
 
     # ------------------------------------------------------------------ computing
 
-    def _start(self, uri: str, doc: Document, state: DocState, line: int, cursor: int,
+    def _start(self, uri: str, file: OpenFile, line: int, cursor: int,
                asked: bool) -> Pending | None:
         """Compute the next edit for the window around `line` in idle time; `asked` (a
         client waits for it): before the other idle work queued."""
+        doc, state = file.doc, file.state
         completer = self._model.completer
         if completer is None or not self._model.ready or state.disabled_reason:
             return None
@@ -228,7 +224,8 @@ class NextEdits:
         job = self._scheduler.submit_background(
             JobKey.next_edit(uri), lambda cancel: _guarded(completer, uri, window, history, cancel),
             first=asked)
-        version = doc.version
+        ticket = self._files.ticket(file)
+        version = ticket.version
         encoding = self._client.encoding
         planned = time.perf_counter()
 
@@ -247,8 +244,7 @@ class NextEdits:
             if result.error:
                 self._client.tell_failure("engine-error", f"lsp-complete: {result.error}")
             rep = result.replacement
-            if rep is None or self._files.documents.get(uri) is not doc \
-                    or doc.version != version:
+            if rep is None or not ticket.same_text():
                 return None
             edit = self._edit(uri, doc, start + rep.start, start + rep.end, rep.text, encoding)
             self._client.notify(NEXT_EDIT_READY_METHOD,

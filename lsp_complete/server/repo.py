@@ -10,18 +10,18 @@ becomes active is the prompt-cache policy's call (`pipeline.planner`), applied h
 worker (`apply`). The block itself stays the very same object while the file's imports and
 the imported files' versions are unchanged.
 
-Threads: `active` and `tokens` are the worker's (the status reads them for display); the rest
-is the event loop's, except `workspace`, which is thread-safe, and `_buffer`, which the worker
-calls and which only reads references the loop replaces whole.
+Threads: the active block lives on the file (`OpenFile.repo`): the worker's, written under the
+registry's lock while the file is open, so a closed file keeps none (the status reads it for
+display). The rest is the event loop's, except `workspace`, which is thread-safe, and
+`_buffer`, which the worker calls and which only reads references the loop replaces whole.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Switch
 from lsp_complete.server.client import EditorClient
+from lsp_complete.server.open_file import OpenFile, OpenFileRegistry
 from lsp_complete.workspace import Workspace, path_of_uri
 
 log = logging.getLogger(__name__)
@@ -45,22 +46,17 @@ REGISTER_TIMEOUT_S = 5  # a client that does not answer must not hold up loading
 
 
 class RepoHost:
-    """`documents`: the open documents (OpenFiles'), read for their text and URIs."""
+    """`files`: the open files, read for their text and URIs; each holds its active block."""
 
     def __init__(self, settings: Callable[[], Settings], client: EditorClient,
-                 documents: Mapping[str, Document]) -> None:
+                 files: OpenFileRegistry) -> None:
         self._settings = settings
         self._client = client
-        self._documents = documents
+        self._files = files
         self.workspace = Workspace()
         self.workspace.buffers = self._buffer
-        self.active: dict[str, RepoContext] = {}
-        self.tokens: dict[str, int] = {}  # prompt tokens of each active block
         self._recent: deque[tuple[str, int]] = deque(maxlen=RECENT_EDITS)
         self._real: dict[str, Path | None] = {}
-        # `active` and `tokens` are written by the worker (apply) and the loop (closed, a
-        # new root): one at a time, so a close never lands between apply's check and write.
-        self._lock = threading.Lock()
 
     @property
     def budget(self) -> int:
@@ -77,9 +73,7 @@ class RepoHost:
         if not roots and params.root_path:
             roots = [Path(params.root_path)]
         self.workspace.set_roots(roots)
-        with self._lock:
-            self.active.clear()
-            self.tokens.clear()
+        self._files.clear_blocks()
 
     def folders_changed(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
         """The roots changed: the open files' blocks may too (prepare them again)."""
@@ -130,18 +124,15 @@ class RepoHost:
                 self._recent.appendleft((params.text_document.uri, change.range.start.line))
 
     def closed(self, uri: str) -> None:
-        """Call after the document has left `documents`."""
-        with self._lock:
-            self.active.pop(uri, None)
-            self.tokens.pop(uri, None)
+        """Call after the file has left the registry (its block went with it)."""
         self._real.pop(uri, None)
 
     def _buffer(self, path: Path) -> tuple[int, str] | None:
         """The open document at `path`, for the workspace (its text wins over the disk's).
         Runs on the worker: it only reads references the loop replaces whole."""
-        for uri, doc in list(self._documents.items()):
-            if self._real_path(uri) == path:
-                return doc.version, doc.text
+        for file in self._files.files():
+            if self._real_path(file.uri) == path:
+                return file.doc.version, file.doc.text
         return None
 
     def _real_path(self, uri: str) -> Path | None:
@@ -162,12 +153,17 @@ class RepoHost:
         for uri, line in self._recent:
             edits.setdefault(uri, []).append(line)
         others = [OpenText(uri, tuple(edits.get(uri, ())))
-                  for uri in self._documents if uri != doc.uri]
+                  for uri in self._files if uri != doc.uri]
         return repo_request(doc, cursor, self.budget, others)
 
     def active_for(self, key: str) -> RepoContext | None:
         """The file's active block, the one its prompts use now (call on the worker)."""
-        return self.active.get(key) if self.budget > 0 else None
+        return self._active(key) if self.budget > 0 else None
+
+    def _active(self, key: str) -> RepoContext | None:
+        file = self._files.get(key)
+        switch = file.repo if file is not None else None
+        return switch.repo if switch is not None else None
 
     # ------------------------------------------------------------------ idle work (worker)
 
@@ -178,38 +174,37 @@ class RepoHost:
         if request is None:
             return None
         try:
-            return build_repo_context(request, self.workspace, self.active.get(key),
+            return build_repo_context(request, self.workspace, self._active(key),
                                       lambda: cancel.cancelled)
         except (OSError, ValueError, RecursionError) as exc:  # a file changed under us
             log.debug("repository context for %s failed: %s", key, exc)
-            return self.active.get(key)
+            return self._active(key)
 
-    def apply(self, key: str, switch: Switch | None, doc: Document) -> None:
-        """Make a block active for `doc`, as the prompt-cache policy decided (not when it was
-        closed meanwhile, or closed and opened again: the block was chosen for its old text)."""
+    def apply(self, file: OpenFile, switch: Switch | None) -> None:
+        """Make a block active for `file`, as the prompt-cache policy decided (not when it was
+        closed meanwhile, or closed and opened again: the block was chosen for its old text).
+        On the worker, where suggestions read it: the next one uses it."""
         if switch is None:
             return
-        with self._lock:
-            if self._documents.get(key) is not doc:
-                return
-            if switch.repo is None:
-                self.active.pop(key, None)
-                self.tokens.pop(key, None)
-            else:
-                self.active[key] = switch.repo
-                self.tokens[key] = switch.tokens
+
+        def write() -> None:
+            file.repo = switch if switch.repo is not None else None
+
+        self._files.while_open(file, write)
 
     # ------------------------------------------------------------------ status
 
     def describe(self, uri: str) -> dict[str, Any] | None:
         """The file's repository context in use, for lsp-complete/status (None: none)."""
-        repo = self.active.get(uri)
-        if repo is None:
+        file = self._files.get(uri)
+        switch = file.repo if file is not None else None
+        if switch is None or switch.repo is None:
             return None
+        repo = switch.repo
         return {
             "name": repo.name,
             "path": repo.current_path,
-            "tokens": self.tokens.get(uri, 0),
+            "tokens": switch.tokens,
             "sources": sorted({f.source for f in repo.files}),
             "files": [{"path": f.path, "source": f.source, "chars": len(f.text)}
                       for f in repo.files],

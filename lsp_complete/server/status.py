@@ -53,17 +53,17 @@ def server_status(
         # Lists, not objects keyed by URI: clients map objects to records with field names.
         "documents": [
             {
-                "uri": uri,
-                "version": doc.version,
-                "language": doc.language_id,
-                "cachedTokens": len(engine.cached_tokens(uri)) if engine else 0,
-                "disabled": files.states[uri].disabled_reason,
+                "uri": file.uri,
+                "version": file.doc.version,
+                "language": file.doc.language_id,
+                "cachedTokens": len(engine.cached_tokens(file.uri)) if engine else 0,
+                "disabled": file.state.disabled_reason,
                 # Whether its syntax tree is held (only the recently used files keep one).
-                "syntaxTree": doc.has_tree,
+                "syntaxTree": file.doc.has_tree,
                 # The repository context its prompts use: sources, files, tokens (or None).
-                "repoContext": repo.describe(uri),
+                "repoContext": repo.describe(file.uri),
             }
-            for uri, doc in files.documents.items()
+            for file in files.files()
         ],
         "repository": repo.summary(),
         "positionEncoding": encoding,

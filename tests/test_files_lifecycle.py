@@ -1,0 +1,138 @@
+"""An open file's life in the server (issue 29): work on the worker for a file that the event
+loop closes meanwhile leaves nothing behind for the closed file. The server runs in this
+process on a stand-in completer; each close lands, on the event loop, at the worst moment of
+the worker's work."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+
+from lsp_complete.config import Settings
+from lsp_complete.context.limits import RepoContext, RepoFile
+from lsp_complete.engine.base import CancelToken, GenerationResult
+from lsp_complete.pipeline import Completion, Prepared, Switch
+from lsp_complete.server.completion_server import CompletionServer
+from lsp_complete.typeahead import TypeAhead
+
+URI = "file:///w/a.py"
+TEXT = "import os\n\n\ndef main():\n    value = os.getcwd()\n    return val\n"
+LINE, CHARACTER = 5, len("    return val")
+
+
+class FakeCompleter:
+    """What the server asks of a completer, answering at once; `on_warm_spot` runs on the
+    worker in the middle of idle work at a spot."""
+
+    def __init__(self) -> None:
+        self.on_warm_spot: Callable[[], None] = lambda: None
+
+    def model_changed(self) -> str | None:
+        return None
+
+    def run(self, prepared: Prepared, cancel: CancelToken, progress: Any = None) -> Completion:
+        return Completion(text="ue + 1", raw="ue + 1", result=GenerationResult(text="ue + 1"),
+                          prompt_tokens=1)
+
+    def warm_head(self, *_args: Any) -> int:
+        return 0
+
+    def warm_spot(self, prepared: Prepared, active: RepoContext | None,
+                  candidate: Callable[[], RepoContext | None],
+                  cancel: CancelToken) -> Switch | None:
+        self.on_warm_spot()
+        return Switch(RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),)),
+                      12)
+
+    def climb(self, *_args: Any) -> int:
+        return 0
+
+    def block(self, *_args: Any) -> None:
+        return None
+
+    def persist(self, _key: str) -> None:
+        pass
+
+    def forget(self, _key: str) -> None:
+        pass
+
+
+def close_on_the_loop(server: CompletionServer, loop: asyncio.AbstractEventLoop) -> None:
+    """From the worker: have the event loop close the file, and give it the time to."""
+    done = threading.Event()
+
+    def close() -> None:
+        server.files.close(URI)
+        done.set()
+
+    loop.call_soon_threadsafe(close)
+    done.wait(0.3)  # at once, unless the close must wait for the worker to finish
+
+
+def make_server() -> tuple[CompletionServer, FakeCompleter]:
+    server = CompletionServer()
+    server.settings = server.launch_settings = Settings(
+        persist_cache=False, debounce_ms=0, idle_reanchor_ms=10_000, repo_context_tokens=256)
+    completer = FakeCompleter()
+    server.model.completer = completer  # type: ignore[assignment]
+    server.model.state = "ready"
+    return server, completer
+
+
+def open_file(server: CompletionServer) -> None:
+    server.files.open(types.TextDocumentItem(uri=URI, language_id="python", version=1,
+                                             text=TEXT))
+
+
+async def test_a_close_while_a_suggestion_is_remembered_leaves_no_typing_ahead() -> None:
+    """The worker checked the file was open, then remembered the suggestion for typing-ahead;
+    a close between the two left an entry for the closed file (served if it is opened again
+    with the same text, whatever model made it)."""
+    loop = asyncio.get_running_loop()
+
+    class ClosingTypeAhead(TypeAhead):
+        def remember(self, uri: str, before: str, after: str, text: str) -> None:
+            close_on_the_loop(server, loop)
+            super().remember(uri, before, after, text)
+
+    server, _ = make_server()
+    server.typeahead.__class__ = ClosingTypeAhead  # (the one every part holds)
+    try:
+        open_file(server)
+        found = await server.suggester.suggestion(
+            URI, types.Position(line=LINE, character=CHARACTER))
+        assert found is None  # closed while computing: stale
+        await asyncio.sleep(0.05)
+        assert URI not in server.files
+        before = TEXT[: TEXT.index("return val") + len("return val")]
+        after = TEXT[len(before):]
+        assert server.typeahead.lookup(URI, before, after) is None
+    finally:
+        server.scheduler.stop()
+
+
+async def test_a_close_during_idle_work_at_a_spot_leaves_no_repository_block() -> None:
+    """Idle work checked the file was current, encoded its spot and chose a new repository
+    block; the file closed meanwhile must not keep it."""
+    loop = asyncio.get_running_loop()
+    server, completer = make_server()
+    warmed = asyncio.Event()
+
+    def close_then_return() -> None:
+        close_on_the_loop(server, loop)
+        loop.call_soon_threadsafe(warmed.set)
+
+    completer.on_warm_spot = close_then_return
+    try:
+        open_file(server)
+        server.files.cursor_moved(URI, LINE, CHARACTER)
+        await asyncio.wait_for(warmed.wait(), 5)
+        await asyncio.sleep(0.1)  # the worker applies its switch, if it still does
+        assert URI not in server.files
+        assert server.repo.describe(URI) is None
+    finally:
+        server.scheduler.stop()
