@@ -136,3 +136,18 @@ async def test_a_close_during_idle_work_at_a_spot_leaves_no_repository_block() -
         assert server.repo.describe(URI) is None
     finally:
         server.scheduler.stop()
+
+
+async def test_closing_a_file_is_one_method_that_also_ends_its_next_edit_work() -> None:
+    """`OpenFiles.close` is the whole close: a next edit planned for the file's pause is
+    dropped with it, whoever closes it (didClose, or a TCP session that ends)."""
+    server, _ = make_server()
+    server.settings = Settings(persist_cache=False, next_edit="on", next_edit_delay_ms=60_000)
+    try:
+        open_file(server)
+        server.next_edits.edited(URI)
+        assert URI in server.next_edits._timers  # planned for the pause
+        server.files.close(URI)
+        assert URI not in server.next_edits._timers
+    finally:
+        server.scheduler.stop()

@@ -161,8 +161,6 @@ class CompletionServer(LanguageServer):
         """The client went away without `exit` (TCP mode keeps serving): forget the files it
         opened (their caches are saved) and the settings it sent, so that the next client
         starts as on a fresh launch and sees nothing of this one."""
-        for uri in self.files:
-            self.next_edits.closed(uri)
         self.files.close_all()
         self.settings = self.launch_settings
         self.model.use_settings(self.settings)

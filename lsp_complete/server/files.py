@@ -123,7 +123,7 @@ class OpenFiles:
         self._telemetry = shared.telemetry
         self._on_idle_error = on_idle_error
         self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
-        self._told_text_only: set[str] = set()  # files told they have no tree (too many nodes)
+        self._when_closed: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------------ the open files
 
@@ -200,14 +200,15 @@ class OpenFiles:
             # A pause, not just a yield: a request takes several turns of the loop to be read,
             # handled and answered, and each bare yield would cost it another slice.
             await asyncio.sleep(PARSE_PAUSE_S)
-        self._tell_text_only(file.uri, doc)
+        self._tell_text_only(file)
         if warm and self._files.holds(file):
             self.follow(file, after_open())
 
-    def _tell_text_only(self, uri: str, doc: Document) -> None:
-        """Once per file: its tree was too big to keep (documents.max_tree_nodes)."""
-        if doc.tree_refused and uri not in self._told_text_only:
-            self._told_text_only.add(uri)
+    def _tell_text_only(self, file: OpenFile) -> None:
+        """Once per open file: its tree was too big to keep (documents.max_tree_nodes)."""
+        doc, uri = file.doc, file.uri
+        if doc.tree_refused and not file.told_text_only:
+            file.told_text_only = True
             self._client.tell(f"lsp-complete: {_short(uri)} has no syntax tree "
                               f"({doc.tree_refused}): suggestions see its text only",
                               types.MessageType.Warning, once_key=f"text-only {uri}")
@@ -220,7 +221,7 @@ class OpenFiles:
         if file is None:
             return
         doc, state = file.doc, file.state
-        self._tell_text_only(uri, doc)  # (refused by an edit's parse)
+        self._tell_text_only(file)  # (refused by an edit's parse)
         if state.disabled_reason or not doc.syntax:
             return
         self._with_tree[uri] = None
@@ -295,12 +296,19 @@ class OpenFiles:
         self.in_use(doc.uri)  # (and a tree it lacks is built: now, or in slices if large)
         self._repo.edited(params)
 
+    def when_closed(self, forget: Callable[[str], None]) -> None:
+        """`forget(uri)` runs (on the loop) when a file closes: for what another part keeps
+        per file (the next-edit timers and jobs)."""
+        self._when_closed.append(forget)
+
     def close(self, uri: str) -> None:
         """Everything the file had goes: it leaves the registry (with its repository block
-        and its typing-ahead, at once for the worker), its work stops, its cache is saved."""
+        and its typing-ahead, at once for the worker), its work stops (next edits too), its
+        cache is saved."""
+        for forget in self._when_closed:
+            forget(uri)
         file = self._files.close(uri)
         self._with_tree.pop(uri, None)
-        self._told_text_only.discard(uri)
         if file is not None:
             self.forget_shown(file.state)
         self._repo.closed(uri)

@@ -59,7 +59,6 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompletionServer, params: types.DidCloseTextDocumentParams) -> None:
-        ls.next_edits.closed(params.text_document.uri)
         ls.files.close(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)

@@ -76,6 +76,7 @@ class NextEdits:
         self._pending: dict[str, Pending] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sent: OrderedDict[str, dict[str, Any]] = OrderedDict()  # id -> {uri, shown}
+        files.when_closed(self._drop)
         # Work ahead of a request only for a client that asks: the others would pay a
         # rewrite of the window (seconds of CPU) after every pause, for nothing.
         self._asked = False
@@ -114,9 +115,6 @@ class NextEdits:
         """Next edits are computed before they are asked for."""
         wanted = self._settings().next_edit
         return wanted == "on" or (wanted == "auto" and self._asked)
-
-    def closed(self, uri: str) -> None:
-        self._drop(uri)
 
     def _after(self, uri: str, delay_s: float) -> None:
         old = self._timers.pop(uri, None)

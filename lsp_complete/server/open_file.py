@@ -42,6 +42,8 @@ class OpenFile(LoopOwned):
     # The active repository block and its prompt tokens, the one its prompts use now (None:
     # none). The worker's: idle work switches it (RepoHost.apply, under the registry's lock).
     repo: Switch | None = None
+    # The user was told the file has no syntax tree (too many nodes): once per open file.
+    told_text_only: bool = False
 
     @property
     def uri(self) -> str:
