@@ -47,12 +47,23 @@ BRANCHES = ("def f(n):\n    out = []\n    for i in range(n):\n        if i % 2:\
 BRANCH_LINE, BRANCH_COL = 5, 12
 
 
+NESTED = ("def f(xs):\n    def ok(n):\n        for i in xs:\n            return n > i\n\n    \n"
+          "    return [x for x in xs if ok(x)]\n")
+
+
 @pytest.mark.parametrize(("language", "text", "line", "expected"), [
     ("python", BRANCHES, BRANCH_LINE, 0),
     ("python", "class A:\n    def m(self):\n        if self:\n            a = 1\n"
                "            \n", 4, 4),
     ("javascript", "run(() => {\n  if (a) {\n    b();\n    \n  }\n});\n", 3, 0),
     ("python", "for i in x:\n    if i:\n        y = 1\n        \n", 3, -1),  # top level
+    # Below a nested function, at its column: the outer function's statements (HumanEval/94).
+    ("python", NESTED, 5, 0),
+    # Still in the nested function's body (deeper than its `def`): the nested one.
+    ("python", NESTED.replace("\n    \n", "\n        \n"), 5, 4),
+    # Below a method, at the class body's column: the class's.
+    ("python", "class A:\n    def m(self):\n        return 1\n\n    \n", 4, 0),
+    ("javascript", "function f() {\n  function g() {\n    return 1;\n  }\n  \n}\n", 4, 0),
 ])
 def test_statements_go_down_to_the_enclosing_definition(language, text, line,
                                                         expected) -> None:

@@ -132,7 +132,9 @@ def statements_indent(doc: Document, cursor: int) -> int:
     the indentation of the line that starts the innermost definition (function, class,
     closure) around the code line above the cursor, whose statements the block may continue
     past the cursor's own block (a hole in the middle of a body often spans an `else:` or a
-    closing bracket). -1 at the top level; without a tree, `enclosing_block_indent`."""
+    closing bracket). A definition that ends above the cursor and starts at the cursor's
+    column or deeper is one the cursor has left (a nested function, the method before): the
+    next one out counts. -1 at the top level; without a tree, `enclosing_block_indent`."""
     cursor = clamp(doc, cursor)
     spec, tree = doc.spec, doc.tree
     above = prev_code_line(doc, doc.line_of(cursor))
@@ -146,9 +148,14 @@ def statements_indent(doc: Document, cursor: int) -> int:
     root = tree.root_node
     inner = root.descendant_for_byte_range(last, last + 1)
     definitions = spec.functions | spec.containers | spec.anonymous
+    column = cursor - doc.line_range(doc.line_of(cursor))[0]
+    cursor_byte = doc.byte_offset(cursor)
     for node in reversed(node_path(root, inner) if inner is not None else []):
         if node.type in definitions:
-            return len(leading_ws(doc.line_text(node_row(doc, node))))
+            indent = len(leading_ws(doc.line_text(node_row(doc, node))))
+            if node.end_byte <= cursor_byte and indent >= column:
+                continue  # left: the cursor is below it, no deeper than its first line
+            return indent
     return -1
 
 
