@@ -1,6 +1,6 @@
 """How many right blocks would our block rules keep? Model-free: the canonical lines of every
 hole of the official HumanEval-MultiLineInfilling set are passed through the cuts a generated
-block gets (`clean_completion` with the site's multi-line rules, then `cut_to_parsing`), and
+block gets (`completer.cut_block`, as `Completer.block` cuts), and
 each hole whose answer is not kept whole is put down to the rule that cut it. A hole cut here
 cannot pass, whatever the model writes: this is the ceiling the rules leave for pass@1.
 
@@ -15,11 +15,10 @@ import dataclasses
 
 from lsp_complete.bench.humaneval import BlockTask, load_multi_line_file
 from lsp_complete.config import Settings
-from lsp_complete.context.block_shape import cut_to_parsing
 from lsp_complete.documents import Document
 from lsp_complete.pipeline import prepare
-from lsp_complete.pipeline.completer import MAX_LINES
-from lsp_complete.postprocess import clean_completion, count_block_lines
+from lsp_complete.pipeline.completer import MAX_LINES, cut_block
+from lsp_complete.postprocess import count_block_lines
 
 
 def verdict(task: BlockTask, settings: Settings) -> str:
@@ -27,17 +26,14 @@ def verdict(task: BlockTask, settings: Settings) -> str:
     doc = Document("file:///he/hole.py", "python", 1, task.prefix + task.suffix)
     prepared = prepare(doc, len(task.prefix), None, settings)
     site = dataclasses.replace(prepared.site, multiline=True)
-    cleaned = clean_completion(task.target, site, (), max_lines=MAX_LINES)
-    ctx = prepared.ctx
-    final = cut_to_parsing(ctx.before + ctx.middle, cleaned, ctx.suffix, ctx.language_id)
-    if task.exact_match(final):
+    if task.exact_match(cut_block(task.target, site, prepared.ctx, ())):
         return "kept"
     kept = count_block_lines(task.target, site, MAX_LINES)
     if task.target_lines > MAX_LINES and kept == MAX_LINES:
         return "more lines than MAX_LINES"
     if kept < task.target_lines:
         return "scope (statements)" if site.statements else "scope (enclosing block)"
-    return "the parse check" if cleaned != final else "other cleaning"
+    return "the parse check or other cleaning"
 
 
 def main() -> None:

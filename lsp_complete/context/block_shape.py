@@ -137,7 +137,8 @@ def statements_indent(doc: Document, cursor: int) -> int:
     next one out counts. -1 at the top level; without a tree, `enclosing_block_indent`."""
     cursor = clamp(doc, cursor)
     spec, tree = doc.spec, doc.tree
-    above = prev_code_line(doc, doc.line_of(cursor))
+    line = doc.line_of(cursor)
+    above = prev_code_line(doc, line)
     if spec is None or tree is None or above is None:
         return enclosing_block_indent(doc, cursor)
     start, end = doc.line_range(above)
@@ -148,7 +149,7 @@ def statements_indent(doc: Document, cursor: int) -> int:
     root = tree.root_node
     inner = root.descendant_for_byte_range(last, last + 1)
     definitions = spec.functions | spec.containers | spec.anonymous
-    column = cursor - doc.line_range(doc.line_of(cursor))[0]
+    column = cursor - doc.line_range(line)[0]
     cursor_byte = doc.byte_offset(cursor)
     for node in reversed(node_path(root, inner) if inner is not None else []):
         if node.type in definitions:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,9 +215,7 @@ class Completer:
         raw = result.text[len(request.heal) :]
         if result.stop_reason in ("max_tokens", "cancelled", "error"):
             raw = raw[: max(0, raw.rfind("\n"))]  # its last line may be cut mid-way
-        text = clean_completion(raw, site, self.spec.stop, max_lines=MAX_LINES)
-        ctx = prepared.ctx
-        text = cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
+        text = cut_block(raw, site, prepared.ctx, self.spec.stop)
         if not text.startswith(primary.text) or text.count("\n") <= primary.text.count("\n"):
             return None
         return text
@@ -267,6 +265,13 @@ class Completer:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[str]) -> str:
+    """A generated block cut as it is shown: the multi-line rules at `site` (a multi-line
+    site), then to the lines that parse between the text before and after it."""
+    text = clean_completion(raw, site, stop, max_lines=MAX_LINES)
+    return cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
 
 
 def block_wanted(prepared: Prepared, answered: Completion) -> bool:
