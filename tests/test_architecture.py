@@ -112,8 +112,10 @@ def test_config_imports_nothing_of_the_package() -> None:
 ENGINE_FACADE = {"lsp_complete.engine.base", "lsp_complete.engine.factory",
                  "lsp_complete.engine.speculation"}
 # The bench's stateless baselines are engines of their own on llama.cpp: they load the model
-# as the engine does (one decision on llama.cpp's crashing CPU buffer types), nothing more.
-LLAMA_LOADER_USERS = {"lsp_complete.bench.baselines": {"lsp_complete.engine.llama_backend"}}
+# as the engine does (one decision on llama.cpp's crashing CPU buffer types), nothing more;
+# the servers it installs (earlier releases) are told that decision.
+LLAMA_LOADER_USERS = {"lsp_complete.bench.baselines": {"lsp_complete.engine.llama_backend"},
+                      "lsp_complete.bench.install": {"lsp_complete.engine.llama_backend"}}
 # Engine parts that must not load llama.cpp: testable without it (test_vocabulary).
 MODEL_FREE = ("lsp_complete.engine.base", "lsp_complete.engine.vocabulary",
               "lsp_complete.engine.model_file", "lsp_complete.engine.speculation")

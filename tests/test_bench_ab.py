@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gzip
 import json
+import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -14,11 +17,14 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, install, stats, workload
-from lsp_complete.bench.ab import measures, scenarios
+from lsp_complete.bench import humaneval, install, lsp_driver, stats, workload
+from lsp_complete.bench.ab import drive, measures, scenarios
 from lsp_complete.bench.ab.drive import LARGE_PHASES, UnitRun
+from lsp_complete.bench.compat.sitecustomize import NO_EXTRA_BUFFERS
 from lsp_complete.bench.records import Sample
+from lsp_complete.bench.servers import base_server_env, live_checkout
 from lsp_complete.bench.spans import accepted_chars
+from lsp_complete.engine import llama_backend
 
 # --- scenarios ---------------------------------------------------------------------------------
 
@@ -483,6 +489,84 @@ def test_a_copy_that_the_server_would_not_import_is_refused(tmp_path: Path) -> N
     altered = dataclasses.replace(checkout, source_digest="0" * 64)
     with pytest.raises(install.InstallError, match="not the ones built"):
         install.verify(altered)
+
+
+def test_every_measured_server_loads_models_as_todays_engine_does(tmp_path: Path) -> None:
+    """An earlier release turned llama.cpp's extra CPU buffer types on, which crashes its
+    first decode on a CPU with AMX: every server the bench starts has them off where today's
+    engine turns them off, and the bench's start-up module turns them off when told to."""
+    checkout = install.this_checkout()
+    ask = ("import llama_cpp; "
+           "print(llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts, "
+           "llama_cpp.llama_model_default_params().use_extra_bufts)")
+
+    def loaded_with(env: dict[str, str]) -> str:
+        done = subprocess.run([checkout.python, "-c", ask], capture_output=True, text=True,
+                              env=env, cwd=str(tmp_path), timeout=120, check=True)
+        return done.stdout.strip()
+
+    safe = llama_backend.extra_buffer_types_safe()
+    env = checkout.server_env(dict(os.environ))
+    assert loaded_with(env) == f"{safe} {safe}"
+    assert loaded_with({**env, NO_EXTRA_BUFFERS: "1"}) == "False False"
+    assert loaded_with({**env, NO_EXTRA_BUFFERS: "0"}) == "True True"  # llama.cpp's default
+
+
+# --- a server that dies ------------------------------------------------------------------------
+
+
+async def test_a_server_that_died_fails_every_request_at_once(tiny_model_path: Path,
+                                                             tmp_path: Path) -> None:
+    """pygls fails only the requests pending when the process ends; one sent after that was
+    never answered, and the bench waited for ever on a baseline that had crashed."""
+    session = lsp_driver.ServerSession(
+        str(tiny_model_path), {"model": str(tiny_model_path)},
+        env=live_checkout().server_env(base_server_env(str(tmp_path / "kv"))),
+        log_path=tmp_path / "server.log")
+    await asyncio.wait_for(session.start(), 120)
+    assert session.pid is not None
+    os.kill(session.pid, signal.SIGSEGV)
+    while session.running:  # reaped, and pygls told: its pending requests failed by now
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    with pytest.raises(lsp_driver.ServerExited, match="SIGSEGV.*its log: .*server.log"):
+        await asyncio.wait_for(session.status(), 30)
+    with pytest.raises(lsp_driver.ServerExited, match="SIGSEGV"):
+        session.open("file:///x.py", "python", "x = 1\n", 1)
+    with pytest.raises(lsp_driver.ServerExited, match="SIGSEGV"):
+        await asyncio.wait_for(session.inline("file:///x.py", "x = 1\n", 5), 30)
+    await asyncio.wait_for(session.stop(), 30)
+    assert not session.running
+
+
+async def test_a_unit_whose_server_dies_is_an_error_and_the_next_unit_gets_a_new_one(
+        tiny_model_path: Path, tmp_path: Path) -> None:
+    cfg = drive.AbConfig(model_path=str(tiny_model_path), threads=1, max_tokens=8,
+                         out=tmp_path, settle_s=0.1)
+    side = drive.Side("A", live_checkout(), cfg.init_options(), tmp_path / "A.log")
+    pids: list[int | None] = []
+
+    async def ask(side: drive.Side, index: int) -> list[Sample]:
+        session = side.live
+        assert isinstance(session, lsp_driver.ServerSession)
+        pids.append(session.pid)
+        if index == 0:
+            os.kill(session.pid or 0, signal.SIGKILL)
+        text = "def f(x):\n    return x\n"
+        session.open("file:///f.py", "python", text, 1)
+        completion, error = await lsp_driver.ask(session, "file:///f.py", 1, text, 21)
+        session.close("file:///f.py")
+        return [Sample.of(side.engine, "burst", "f", 0, completion, error, side=side.key)]
+
+    await drive.start(side, cfg)
+    try:
+        runs = await asyncio.wait_for(drive.run_units(
+            cfg, scenarios.parse("burst")[0], [side], [("f", 1), ("f", 1)], ask), 300)
+    finally:
+        await drive.stop(side)
+    assert runs[0].error is not None and "SIGKILL" in runs[0].error, runs[0]
+    assert runs[1].error is None and runs[1].samples[0].source != "error", runs[1]
+    assert len(set(pids)) == 2
 
 
 # --- end to end ----------------------------------------------------------------------------------

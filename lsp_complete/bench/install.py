@@ -15,10 +15,11 @@ checkout are installed into a virtual environment of their own:
    run reuses it.
 
 Verification (`verify`): the server runs as `<venv>/bin/python -m lsp_complete serve` in the
-venv's folder, with no PYTHONPATH (this checkout's PYTHONPATH and the editable install's path
-entry must not shadow the venv's copy). Before a run, that interpreter, environment and folder
-import `lsp_complete` and say where from; the folder must be the venv's, and its sources must
-hash to what was built (`source_digest`: every .py file of the package and models.toml).
+venv's folder, with only the bench's start-up module on its PYTHONPATH (this checkout's
+PYTHONPATH and the editable install's path entry must not shadow the venv's copy). Before a
+run, that interpreter, environment and folder import `lsp_complete` and say where from; the
+folder must be the venv's, and its sources must hash to what was built (`source_digest`: every
+.py file of the package and models.toml).
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lsp_complete.bench.compat.sitecustomize import NO_EXTRA_BUFFERS
+from lsp_complete.engine import llama_backend
+
 PACKAGE = "lsp_complete"
+COMPAT_DIR = Path(__file__).resolve().parent / "compat"  # holds only sitecustomize.py
 CHECKOUT_ROOT = Path(__file__).resolve().parents[2]  # the folder this lsp_complete lives in
 PIP_TIMEOUT_S = 900.0
 _WHERE = "import os, lsp_complete; print(os.path.dirname(os.path.abspath(lsp_complete.__file__)))"
@@ -67,12 +72,14 @@ class ServerVersion:
     venv: str | None = None
 
     def server_env(self, base: dict[str, str]) -> dict[str, str]:
-        """`base` with this version's import path: the checkout first, or no PYTHONPATH."""
+        """`base` with this version's import path (the checkout first, or nothing of `base`'s)
+        and the bench's start-up module (compat/sitecustomize.py), told whether to turn
+        llama.cpp's extra CPU buffer types off."""
         env = dict(base)
         env.pop("PYTHONPATH", None)
-        if self.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (self.pythonpath, base.get("PYTHONPATH")) if p)
+        own = (self.pythonpath, base.get("PYTHONPATH")) if self.pythonpath else ()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (*own, str(COMPAT_DIR)) if p)
+        env[NO_EXTRA_BUFFERS] = "0" if llama_backend.extra_buffer_types_safe() else "1"
         return env
 
     def describe(self) -> str:

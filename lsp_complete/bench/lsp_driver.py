@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -27,6 +29,14 @@ from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 60.0
+
+T = TypeVar("T")
+
+
+class ServerExited(RuntimeError):
+    """The server process ended before it answered: pygls fails the requests pending then,
+    but one sent afterwards would wait for ever."""
 
 
 def _ignore_log_message(_client: LanguageClient, _params: types.LogMessageParams) -> None:
@@ -97,12 +107,12 @@ class ServerSession:
         capabilities = lsp_client.client_capabilities(
             encodings=[types.PositionEncodingKind.Utf16], inline_completion=True
         )
-        await lsp_client.initialize(
+        await self._answer(lsp_client.initialize(
             self.client,
             lsp_client.initialize_params(self.init_options, capabilities, process_id=os.getpid(),
                                          workspace_folders=self.workspace_folders),
-        )
-        await self._wait_ready()
+        ), READY_TIMEOUT_S)
+        await self._answer(self._wait_ready(), READY_TIMEOUT_S)
         self.startup_ms = (time.perf_counter() - begin) * 1000
         return self.startup_ms
 
@@ -128,23 +138,58 @@ class ServerSession:
         if state != "ready":
             raise TimeoutError(f"model state stayed {state!r}")
 
+    async def _answer(self, request: Awaitable[T], timeout_s: float) -> T:
+        """`request`'s answer; ServerExited as soon as the process has ended, TimeoutError
+        after `timeout_s`."""
+        server = self.client._server
+        exited = asyncio.ensure_future(server.wait() if server is not None
+                                       else asyncio.sleep(0))
+        asked = asyncio.ensure_future(request)
+        try:
+            done, _ = await asyncio.wait({asked, exited}, timeout=timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+        if asked in done and (asked.exception() is None or self.running):
+            return asked.result()
+        asked.cancel()  # (a request the exit failed raises pygls' RuntimeError: ours instead)
+        if not self.running:
+            raise ServerExited(self.exit_reason())
+        raise TimeoutError(f"no answer from the server in {timeout_s:.0f} s")
+
+    def exit_reason(self) -> str:
+        """How the process ended, and where its log is."""
+        server = self.client._server
+        code = server.returncode if server is not None else None
+        how = f"exited with code {code}"
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        return f"the server {how}" + (f"; its log: {self.log_path}" if self.log_path else "")
+
     async def status(self, recent: int | None = None) -> dict[str, Any]:
-        return await lsp_client.status(self.client, recent)
+        return await self._answer(lsp_client.status(self.client, recent), REQUEST_TIMEOUT_S)
+
+    def _alive(self) -> LanguageClient:
+        """The client, to send a notification with; ServerExited once the process ended."""
+        if not self.running:
+            raise ServerExited(self.exit_reason())
+        return self.client
 
     def open(self, uri: str, language_id: str, text: str, version: int) -> None:
-        lsp_client.open_doc(self.client, uri, text, language_id, version)
+        lsp_client.open_doc(self._alive(), uri, text, language_id, version)
 
     def insert(self, uri: str, version: int, position: types.Position, text: str) -> None:
-        lsp_client.insert(self.client, uri, version, position.line, position.character, text)
+        lsp_client.insert(self._alive(), uri, version, position.line, position.character, text)
 
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
-        lsp_client.replace(self.client, uri, version, where, text)
+        lsp_client.replace(self._alive(), uri, version, where, text)
 
     def move_cursor(self, uri: str, position: types.Position) -> None:
-        lsp_client.move_cursor(self.client, uri, position.line, position.character)
+        lsp_client.move_cursor(self._alive(), uri, position.line, position.character)
 
     def close(self, uri: str) -> None:
-        lsp_client.close_doc(self.client, uri)
+        lsp_client.close_doc(self._alive(), uri)
 
     async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]:
         """Request a suggestion at `offset` of `text`.
@@ -155,7 +200,7 @@ class ServerSession:
         position = lsp_client.position_at(text, offset)
         start = time.perf_counter()
         try:
-            answer = await asyncio.wait_for(
+            answer = await self._answer(
                 lsp_client.inline(self.client, uri, position.line, position.character),
                 REQUEST_TIMEOUT_S,
             )
@@ -180,7 +225,9 @@ class ServerSession:
     async def stop(self) -> None:
         """shutdown + exit, waiting for the process (it persists KV caches on shutdown)."""
         try:
-            await lsp_client.shutdown(self.client, 60)
+            if self.running:
+                await self._answer(lsp_client.shutdown(self.client, STOP_TIMEOUT_S),
+                                   STOP_TIMEOUT_S)
             await asyncio.wait_for(self.client.stop(), 30)
         except (TimeoutError, RuntimeError, ConnectionError):
             server = self.client._server
