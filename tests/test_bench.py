@@ -227,6 +227,33 @@ def test_the_psm_baselines_agree_and_reuse_what_they_share(tiny_model_path: Path
             engine.close()
 
 
+def test_the_cross_file_oracle_is_psm_lcp_given_what_the_document_needs(
+        tiny_model_path: Path) -> None:
+    """(o) prompts as (b) does, after the context its request's document is given, and
+    reuses the prefix as (b) does; a document given nothing is prompted as (b) prompts it."""
+    from lsp_complete.bench.baselines import LlamaBaseline
+
+    given = ("# b.py\nLIMIT = 3\n", False)
+    oracle = LlamaBaseline(str(tiny_model_path), None, (), 2, 8, reuse=True,
+                           context=lambda uri: given if uri == "file:///a.py" else ("", False))
+    plain = LlamaBaseline(str(tiny_model_path), None, (), 2, 8, reuse=True)
+    text = "import b\n\n\ndef f(x):\n    return x + b.\n"
+    offset = text.index("b.\n") + 2
+    try:
+        psm = plain.prompt_tokens(text, offset)
+        bos = len(plain._bos)
+        assert oracle.prompt_tokens(text, offset, "file:///a.py") == \
+            psm[:bos] + plain._tok(given[0]) + psm[bos:]
+        assert oracle.prompt_tokens(text, offset, "file:///other.py") == psm
+        first = oracle.complete(text, offset, "file:///a.py")
+        again = oracle.complete(text, offset, "file:///a.py")
+        assert first.prompt_tokens == len(psm) + len(plain._tok(given[0]))
+        assert again.encoded_tokens == 1 and again.text == first.text
+    finally:
+        oracle.close()
+        plain.close()
+
+
 def test_a_stateless_engine_answers_behind_a_servers_session() -> None:
     """Requests run one at a time; one still waiting when a newer one comes is superseded
     without running; each has a record by uri and version, as a server's status has."""

@@ -715,3 +715,26 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((out / "ab-samples.json").read_text())["rows"] == rows
     assert (out / "ab-report.md").read_text() == report_md
+
+
+def test_the_cross_file_oracle_is_a_side_of_the_cross_file_lines(tiny_model_path: Path,
+                                                                 tmp_path: Path) -> None:
+    """psm-oracle (o) answers the cross-file lines given their imported definitions, beside
+    the candidate; without cross-file lines it has nothing to be given and is refused. Times
+    are not checked."""
+    base = [sys.executable, "-m", "lsp_complete", "bench", "--baseline", "psm-oracle",
+            "--quick", "--model", str(tiny_model_path), "--max-tokens", "8",
+            "--resamples", "200", "--settle-ms", "200"]
+    refused = subprocess.run([*base, "--scenarios", "burst", "--out", str(tmp_path / "no")],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "crossfile" in refused.stderr
+    out = tmp_path / "ab"
+    proc = subprocess.run([*base, "--scenarios", "crossfile-at-open", "--crossfile", "2",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "ab-samples.json").read_text())
+    assert data["meta"]["sides"]["A"]["engine"] == "o"
+    units = data["units"]
+    assert len(units) == 4 and all(u["error"] is None for u in units), units
+    oracle = [u["samples"][0] for u in units if u["side"] == "A"]
+    assert all(s["prompt_tokens"] and {"em", "needed"} <= set(s["extra"]) for s in oracle)

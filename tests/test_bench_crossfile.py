@@ -172,3 +172,15 @@ def test_javascript_tasks_need_what_only_the_required_module_defines(node_module
     assert by_target[("twice.ts", "UNIT);")].language == "typescript"
     # Nothing outside the package is read, whatever the path says.
     assert all("outside" not in t.imported_path for t in tasks)
+
+
+def test_the_oracle_is_given_the_definition_in_the_templates_repository_format(
+        site: Path) -> None:
+    task = next(t for t in crossfile.build_tasks(10, seed=0, roots=[site])
+                if t.target == "scaled_area(c, shapes.UNIT)")
+    text, special = task.oracle_context("<|file_sep|>", "<|repo_name|>", "#")
+    assert special and text == ("<|repo_name|>geometry\n<|file_sep|>geometry/shapes.py\n"
+                                f"{task.definition}\n<|file_sep|>geometry/uses.py\n")
+    text, special = task.oracle_context(None, None, "#")
+    assert not special and text.startswith("# Path: geometry/shapes.py\n# ")
+    assert "# UNIT = 1.0\n" in text and "class Circle" in text

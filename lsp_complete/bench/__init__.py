@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab_opts.add_argument("--baseline", metavar="REF[,REF...]", help="version A: a git ref of "
                          "this checkout's repository, a wheel or a source folder, installed in a "
                          "cached virtual environment, or a stateless baseline: psm (a), psm-lcp "
-                         "(b), llama-server (c, with --llama-server); several, comma-separated, "
+                         "(b), llama-server (c, with --llama-server), psm-to-end (e), "
+                         "psm-oracle (o, cross-file scenarios); several, comma-separated, "
                          "are A1, A2, ..., each compared with B (default: the stateless "
                          "baselines)")
     ab_opts.add_argument("--candidate", metavar="REF",

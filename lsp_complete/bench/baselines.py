@@ -10,12 +10,14 @@ end-of-text or FIM token) instead of the first newline, within BLOCK_MAX_TOKENS.
 (b) keeps one sequence and lets `Llama.generate` reuse the longest common token prefix with it,
 which is what llama-server's `cache_prompt` does.  Because the cursor line sits *before* the
 suffix in PSM, every keystroke still re-encodes the rest of the line plus the suffix window.
+(o), the cross-file oracle: (b) given, before its prompt, what the document's path needs from
+other files (`context`; the cross-file lines' imported definitions).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,7 @@ class LlamaBaseline:
         reuse: bool,
         n_ctx: int = 4096,
         to_end: bool = False,
+        context: Callable[[str], tuple[str, bool]] | None = None,
     ) -> None:
         import llama_cpp
 
@@ -94,6 +97,7 @@ class LlamaBaseline:
 
         self.reuse = reuse
         self.to_end = to_end
+        self.context = context  # a path's (text, special) before the prompt; None: nothing
         self.max_tokens = max(max_tokens, BLOCK_MAX_TOKENS) if to_end else max_tokens
         self.fim = fim
         self.stop_strings = tuple(s for s in stop if s)
@@ -134,16 +138,16 @@ class LlamaBaseline:
             return []
         return self._backend.vocab_tokenize(self._vocab, text, special)
 
-    def prompt_tokens(self, text: str, offset: int) -> list[int]:
+    def prompt_tokens(self, text: str, offset: int, path: str = "") -> list[int]:
         prefix, suffix = psm_windows(text, offset)
         fim = self.fim
+        tokens = self._bos + (self._tok(*self.context(path)) if self.context else [])
         if fim is None:  # a prefix-only model: plain continuation
-            tokens = self._bos + self._tok(prefix)
+            tokens = tokens + self._tok(prefix)
         else:
             parts = [(fim.prefix, True), (prefix, False), (fim.suffix, True), (suffix, False)]
             if fim.order == "spm":
                 parts = parts[2:] + parts[:2]
-            tokens = self._bos
             for text_part, special in [*parts, (fim.middle, True)]:
                 tokens = tokens + self._tok(text_part, special=special)
         # Keep room for generation; llama-server truncates the prefix the same way.
@@ -152,7 +156,7 @@ class LlamaBaseline:
 
     def complete(self, text: str, offset: int, path: str = "") -> Completion:
         start = time.perf_counter()
-        tokens = self.prompt_tokens(text, offset)
+        tokens = self.prompt_tokens(text, offset, path)
         # (b) keeps the longest common prefix, as llama-server's cache_prompt; (a) nothing.
         reused = generate_reuse(self._cached, tokens, requires_eval=True) if self.reuse else 0
         self._llama.llama_memory_seq_rm(self._memory, 0, reused, -1)

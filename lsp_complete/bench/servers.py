@@ -57,30 +57,38 @@ def base_server_env(cache_dir: str) -> dict[str, str]:
 
 Model = tuple[str, str | None, Any]  # the model under test: path, registry name, spec
 # The stateless baselines by the names `--baseline` knows them, and their engine keys.
-STATELESS = {"psm": "a", "psm-lcp": "b", "llama-server": "c", "psm-to-end": "e"}
+STATELESS = {"psm": "a", "psm-lcp": "b", "llama-server": "c", "psm-to-end": "e",
+             "psm-oracle": "o"}
 STATELESS_LABELS = {"a": "(a) PSM, full re-encode",
                     "e": "(e) PSM, full re-encode, to the model's end of the middle",
                     "b": "(b) PSM + LCP reuse (llama-server cache_prompt)",
-                    "c": "(c) llama-server /infill, llama.vim-style"}
+                    "c": "(c) llama-server /infill, llama.vim-style",
+                    "o": "(o) PSM + LCP reuse, given the imported definitions (the cross-file "
+                         "oracle)"}
+Context = Callable[[str], tuple[str, bool]]  # (o): a document's uri -> (text, special)
 
 
 def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Sequence[str],
                      threads: int, max_tokens: int, llama_server: str | None,
-                     log_path: Path, side: str | None = None) -> Server:
+                     log_path: Path, side: str | None = None,
+                     context: Context | None = None) -> Server:
     """Baseline `key` as a server under test (its key `side`, else `key`): (a) PSM with a
     full re-encode per request, (b) PSM with longest-common-prefix reuse, both on
     `model_path` in this process, or (c) the llama-server at `llama_server`, or (e) (a)
-    writing on to the model's end of the middle (the multi-line reference). Raises
-    ValueError for (c) without a URL."""
+    writing on to the model's end of the middle (the multi-line reference), or (o) (b) given
+    `context` before its prompt. Raises ValueError for (c) without a URL, (o) without a
+    context."""
     if key == "c" and not llama_server:
         raise ValueError("the llama-server baseline needs --llama-server URL")
+    if key == "o" and context is None:
+        raise ValueError("the cross-file oracle psm-oracle needs a crossfile scenario")
 
     def make() -> StatelessEngine:
         if key == "c":
             assert llama_server is not None
             return LlamaServerClient(llama_server, max_tokens)
-        return LlamaBaseline(model_path, fim, stop, threads, max_tokens, reuse=key == "b",
-                             to_end=key == "e")
+        return LlamaBaseline(model_path, fim, stop, threads, max_tokens,
+                             reuse=key in ("b", "o"), to_end=key == "e", context=context)
 
     version = ServerVersion(label=STATELESS_LABELS[key], kind="stateless", python=sys.executable,
                             pythonpath=None, cwd=None, source_digest="")

@@ -43,10 +43,18 @@ from lsp_complete.bench.ab import scenarios as scenario_specs
 from lsp_complete.bench.ab.drive import CANDIDATE, AbConfig, Side, UnitRun, Work
 from lsp_complete.bench.ab.scenarios import Scenario
 from lsp_complete.bench.baselines import fim_tokens
+from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import build_block_tasks
 from lsp_complete.bench.records import Sample
-from lsp_complete.bench.servers import STATELESS, Model, StartError, stateless_server
+from lsp_complete.bench.servers import (
+    STATELESS,
+    Context,
+    Model,
+    StartError,
+    stateless_server,
+)
 from lsp_complete.bench.variants import Variant
+from lsp_complete.languages import syntax_for
 
 
 def build_work(args: argparse.Namespace, scenarios: list[Scenario]) -> tuple[Work, list[str], str]:
@@ -98,7 +106,7 @@ def baseline_specs(text: str) -> list[str]:
 def default_baselines(args: argparse.Namespace) -> list[str]:
     """A run that names no other side: the stateless baselines (llama-server with its URL)."""
     return [name for name, key in STATELESS.items()
-            if key not in ("c", "e") or (key == "c" and args.llama_server)]
+            if key not in ("c", "e", "o") or (key == "c" and args.llama_server)]
 
 
 def server_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,8 +145,18 @@ def _variants(args: argparse.Namespace, model: Model) -> tuple[list[Variant], li
         raise SystemExit(f"bench: {err}") from None
 
 
+def _oracle_context(tasks: list[CrossFileTask], model: Model) -> Context:
+    """The cross-file oracle's context: each line's imported definitions, by its uri."""
+    fim = getattr(model[2], "fim", None)
+    file_sep, repo_name = getattr(fim, "file_sep", None), getattr(fim, "repo_name", None)
+    known = {Path(t.path).resolve().as_uri():
+             t.oracle_context(file_sep, repo_name, syntax_for(t.language).comment_prefix)
+             for t in tasks}
+    return lambda uri: known.get(uri, ("", False))
+
+
 def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
-           chosen: list[Variant]) -> list[Side]:
+           chosen: list[Variant], crossfile_tasks: list[CrossFileTask]) -> list[Side]:
     """The baselines, each with its side key, then the variants (the candidate's code with
     another model or speculation mode, each its key), then the candidate: installed
     versions, or a stateless baseline by its name in servers.STATELESS (in this process, or
@@ -159,7 +177,9 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
                 sides.append(stateless_server(
                     STATELESS[spec], cfg.model_path, fim_tokens(model[2]),
                     tuple(getattr(model[2], "stop", ()) or ()), cfg.threads, cfg.max_tokens,
-                    args.llama_server, log_path, side=key))
+                    args.llama_server, log_path, side=key,
+                    context=_oracle_context(crossfile_tasks, model) if crossfile_tasks
+                    else None))
                 continue
             if key != CANDIDATE:
                 print(f"A/B: installing the baseline {spec} (cached in {cache})",
@@ -250,7 +270,7 @@ def run(args: argparse.Namespace, model: Model) -> int:
     )  # fmt: skip
     for old in out.glob("ab-server-*.log"):
         old.unlink()
-    sides = _sides(args, cfg, model, chosen)
+    sides = _sides(args, cfg, model, chosen, work.crossfile)
     began = time.time()
     try:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))

@@ -35,6 +35,21 @@ class CrossFileTask(AtCursor):
     def relative(self, path: str) -> str:
         return Path(path).relative_to(self.root).as_posix()
 
+    def oracle_context(self, file_sep: str | None, repo_name: str | None,
+                       comment_prefix: str) -> tuple[str, bool]:
+        """What the oracle is given before the PSM prompt, B's definition of what the line
+        needs: (text, whether it holds the template's special markers). In the template's
+        repository format when it has one, else as a commented block."""
+        if file_sep:
+            package = self.relative(self.path).split("/", 1)[0] \
+                if self.language == "python" else Path(self.root).name
+            repo = f"{repo_name}{package}\n" if repo_name else ""
+            return (f"{repo}{file_sep}{self.relative(self.imported_path)}\n{self.definition}\n"
+                    f"{file_sep}{self.relative(self.path)}\n"), True
+        lines = "".join(f"{comment_prefix} {line}".rstrip() + "\n"
+                        for line in self.definition.split("\n"))
+        return f"{comment_prefix} Path: {self.relative(self.imported_path)}\n{lines}\n", False
+
 
 # ---------------------------------------------------------------------- scores
 
