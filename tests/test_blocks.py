@@ -199,20 +199,78 @@ async def test_no_block_where_one_line_is_all_there_is(fake, tiny_model_path) ->
         await client.shutdown_session()
 
 
-async def test_typing_on_before_the_cursor_rests_generates_no_block(fake, tiny_model_path) -> None:  # noqa: F811
-    """The block waits for the cursor to rest: a typist who goes on costs no block work."""
+async def test_a_typist_who_types_on_through_the_line_gets_the_block_without_resting(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """The block is written at once, while typing-ahead answers the keys that follow the
+    line: a typist who never pauses still finds it at the next line (the idle delay here is
+    a minute, so no rest can explain it)."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
     client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
-                                                     debounceMs=0, idleReanchorMs=1500))
+                                                     debounceMs=0, idleReanchorMs=60_000))
+    try:
+        uri = "file:///work/typist.py"
+        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"
+        insert(client, uri, 2, LINE, COL, "for")  # typing on, as shown
+        typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 3))
+        assert typed.startswith("for item in items:")
+        await asyncio.wait_for(ready, 10)
+        insert(client, uri, 3, LINE, COL + 3, " item in items:\n        ")
+        after, _ = suggestion_of(await inline(client, uri, LINE + 1, 8))
+        assert after == "count += item"  # the block's next line, by typing-ahead
+        assert len(fake.posts("/v1/completions")) == 2  # the line, then the block
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_key_typed_on_into_the_next_line_is_answered_by_the_block_being_written(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """The typist accepts the line and goes on to the next while the block is still being
+    written: that key waits for the block to write the line it is on (not for the whole
+    block, and without asking the model again), and is answered with it."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
+                   "        count += 1", "\n", "        count -= 1", "\n"]
+    fake.piece_delay_s = 0.1
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                     debounceMs=0, idleReanchorMs=60_000))
     try:
         uri = "file:///work/typist.py"
         open_doc(client, uri, SOURCE)
         first, _ = suggestion_of(await inline(client, uri, LINE, COL))
         assert first == "for item in items:"
+        insert(client, uri, 2, LINE, COL, "for item in items:\n")  # Tab, then Enter
+        after, _ = suggestion_of(await inline(client, uri, LINE + 1, 0))
+        assert after == "        count += item"
+        counters = (await status(client))["counters"]
+        assert counters["blockLines"] == 1 and counters["blocks"] == 0  # not finished yet
+        assert len(fake.posts("/v1/completions")) == 2  # the line, then the block
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """A key that typing-ahead cannot serve: the block being written for the old text stops,
+    and is neither kept nor announced."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
+                   "        count += 1", "\n"]
+    fake.piece_delay_s = 0.15
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                     debounceMs=0))
+    try:
+        uri = "file:///work/typist.py"
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"
+        for _ in range(100):  # until the block is being written
+            if len(fake.posts("/v1/completions")) >= 2:
+                break
+            await asyncio.sleep(0.02)
         insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
         await inline(client, uri, LINE, COL + 1)
-        await asyncio.sleep(2.5)  # past the rest the first answer would have waited for
+        await asyncio.sleep(1.5)  # past the end the block would have had
         assert (await status(client))["counters"]["blocks"] == 0
-        assert len(fake.posts("/v1/completions")) == 2  # the two keystrokes, no block
     finally:
         await client.shutdown_session()

@@ -146,6 +146,7 @@ class FakeLlamaServer:
 
     `mode`: "normal" streams `pieces` then a final event; "slow" streams a piece every 20 ms
     until the client goes away (at most 10 s); "silent" reads the request and never answers.
+    `piece_delay_s`: the OpenAI stream's pause before each piece (a model writing).
     `raw[path]`, when set, writes the whole answer to a POST to `path` (a streamed one, for
     the completion endpoints) itself, bytes on the socket: for answers that break the rules.
     """
@@ -154,6 +155,7 @@ class FakeLlamaServer:
         self.requests: list[tuple[str, str, Any]] = []
         self.mode = "normal"
         self.pieces = ["hello", " wor", "ld", "\n", "never"]
+        self.piece_delay_s = 0.0
         self.total_slots = total_slots
         self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
         self.version = "0.12.0"
@@ -229,14 +231,19 @@ class FakeLlamaServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for piece in fake.pieces:
-                    self._event({"choices": [{"text": piece, "finish_reason": None}]})
-                self._event({"choices": [{"text": "", "finish_reason": "length"}]})
-                self._event({"choices": [], "usage": {
-                    "prompt_tokens": 7, "completion_tokens": 5,
-                    "prompt_tokens_details": {"cached_tokens": 4}}})
-                payload = b"data: [DONE]\n\n"
-                self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n")
+                try:
+                    for piece in fake.pieces:
+                        time.sleep(fake.piece_delay_s)
+                        self._event({"choices": [{"text": piece, "finish_reason": None}]})
+                    self._event({"choices": [{"text": "", "finish_reason": "length"}]})
+                    self._event({"choices": [], "usage": {
+                        "prompt_tokens": 7, "completion_tokens": 5,
+                        "prompt_tokens_details": {"cached_tokens": 4}}})
+                    payload = b"data: [DONE]\n\n"
+                    self.wfile.write(f"{len(payload):x}\r\n".encode() + payload
+                                     + b"\r\n0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.disconnected_at = time.monotonic()
 
             def _stream(self, body: dict[str, Any]) -> None:
                 if fake.mode == "silent":

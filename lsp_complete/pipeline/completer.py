@@ -192,19 +192,27 @@ class Completer:
                 texts.append(text)
         return texts
 
-    def block(self, prepared: Prepared, primary: Completion,
-              cancel: CancelToken) -> str | None:
+    def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
+              progress: Callable[[str], None] | None = None) -> str | None:
         """The block that the suggestion `primary` begins (`block_wanted`): the same prompt,
         generated on to the model's own end of the middle (its FIM-end or end-of-text token) within
         BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
         enclosing block's indentation, the lines that already follow) and to the lines that
-        parse. None when that is no more than the line, or starts otherwise."""
+        parse. None when that is no more than the line, or starts otherwise. `progress` sees
+        the raw text generated so far."""
         request = primary.request
         if request is None or not block_wanted(prepared, primary):
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
+        heal = request.heal
+
+        def on_text(text: str) -> None:
+            if progress is not None and text.startswith(heal):
+                progress(text[len(heal) :])
+
         request = dataclasses.replace(
-            request, aside=True, single_line=False, line_check=_block_ended(site), on_text=None,
+            request, aside=True, single_line=False, line_check=_block_ended(site),
+            on_text=on_text if progress is not None else None,
             max_tokens=max(request.max_tokens, BLOCK_MAX_TOKENS),
             deadline=time.monotonic() + BLOCK_TIME_BUDGET_S,
             abandon=lambda produced: copying_next_line(produced, site),

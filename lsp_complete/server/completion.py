@@ -18,6 +18,7 @@ from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
+from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
 from lsp_complete.server.protocol import ACCEPT_COMMAND
@@ -31,6 +32,9 @@ _WORD = re.compile(r"[A-Za-z0-9_$]+$")
 # start inside a run of word characters that ends before the cursor (`aaa…a(`) scans the run:
 # quadratic over an unbounded line. A longer word is replaced from inside it, which is fine.
 _WORD_WINDOW = 256
+# The most a key typed on into the next line waits for the block being written to reach that
+# line's end (a line is at most LINE_MAX_TOKENS): longer, and it is asked for anew.
+BLOCK_LINE_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,25 @@ class Suggester:
         if self._model.check_file() or completer is None or self._model.state != "ready":
             telemetry.record(uri, version, started, "not-ready")
             return None
+        block = state.block
+        if block is not None and await _block_reached(block, before, after):
+            if not asked.same_text():
+                telemetry.record(uri, version, started, "superseded")
+                return None
+            # The block ended (and what its rules kept is in typing-ahead), or has written
+            # this line so far (the rules judge it as any line at this spot).
+            hit = typeahead.lookup(uri, before, after)
+            assert block.job is not None
+            raw = None if hit is not None or block.job.future.done() else \
+                block.line_at(before, after)
+            if raw is not None:
+                site = prepare(doc, cursor, state.anchor, settings).site
+                hit = clean_completion(raw, site, completer.spec.stop) or None
+            if hit is not None:
+                telemetry.counters["blockLines"] += 1
+                telemetry.record(uri, version, started, "typeahead")
+                return hit, cursor
+        files.left_suggestion(uri)
         if await _join_inflight(state, before, after):
             if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
@@ -280,6 +303,25 @@ class Suggester:
         except asyncio.CancelledError:
             self._scheduler.cancel(job)
             raise
+
+
+async def _block_reached(block: InFlight, before: str, after: str) -> bool:
+    """While the block being written for the suggestion shown agrees with what was typed
+    since, wait (at most BLOCK_LINE_WAIT_S) until it has written the cursor's line to its end,
+    or ended; whether it did."""
+    assert block.progressed is not None and block.job is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BLOCK_LINE_WAIT_S
+    while True:
+        block.progressed.clear()
+        if not block.follows(before, after):
+            return False
+        if block.line_at(before, after) is not None or block.job.future.done():
+            return True
+        try:
+            await asyncio.wait_for(block.progressed.wait(), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            return False
 
 
 async def _join_inflight(state: DocState, before: str, after: str) -> bool:

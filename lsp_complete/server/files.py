@@ -66,7 +66,7 @@ from lsp_complete.server.open_file import OpenFile, OpenFileRegistry, Ticket
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.shared import Shared
-from lsp_complete.server.state import DocState, Shown
+from lsp_complete.server.state import DocState, InFlight, Shown
 
 IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
@@ -523,12 +523,13 @@ class OpenFiles:
 
     def schedule_block(self, uri: str, state: DocState, shown: Shown, before: str,
                        after: str, position: types.Position) -> None:
-        """A suggestion was shown where a block may follow (`block_wanted`): once the cursor
-        rests there (idle_reanchor_ms with no edit), before other idle work, generate the
-        block it begins (`Completer.block`). It is kept for typing-ahead at that spot: the
-        next request there, or typing on through the line, is answered with it, and our
-        clients are told (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the
-        suggestion stops it, as it stops any idle work."""
+        """A suggestion was shown where a block may follow (`block_wanted`): at once, before
+        other idle work, generate the block it begins (`Completer.block`), while the user
+        reads the line or types on through it (typing-ahead answers those keys without the
+        worker). It is kept for typing-ahead at that spot: the next request there, or typing
+        on through the line and into the next, is answered with it, and our clients are told
+        (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the suggestion, or a move
+        elsewhere, stops it (`left_suggestion`)."""
         file = self._files.get(uri)
         if file is None or file.state is not state:
             return  # (the caller's file is open: it just checked)
@@ -536,13 +537,23 @@ class OpenFiles:
         model = self._model
         params = {"textDocument": {"uri": uri, "version": shown.version},
                   "position": {"line": position.line, "character": position.character}}
-        # The text of the suggestion shown: a keystroke since, and it is not generated.
         ticket = self._files.ticket(file, version=shown.version)
+        # What it has written so far: a key typed on into the next line is answered from it.
+        progressed = asyncio.Event()
+        writing = InFlight(before=before, after=after, progressed=progressed)
+
+        def poke() -> None:  # (on the worker)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(progressed.set)
+
+        def progress(text: str) -> None:
+            writing.partial = text
+            poke()
 
         def run(cancel: CancelToken) -> str | None:
             if not ticket.open() or shown.completer is not model.completer:
                 return None  # closed, or the model was reloaded
-            block = shown.completer.block(shown.prepared, shown.completion, cancel)
+            block = shown.completer.block(shown.prepared, shown.completion, cancel, progress)
             if block is None or cancel.cancelled:
                 return None
             if not self._files.remember(file, before, after, block):
@@ -550,11 +561,17 @@ class OpenFiles:
             self._post(loop, BlockReady(ticket, params))
             return block
 
-        def rested() -> None:
-            if ticket.same_text():
-                self._idle(JobKey.block(uri), run, first=True)
+        writing.job = self._idle(JobKey.block(uri), run, first=True)
+        writing.job.future.add_done_callback(lambda _: poke())
+        state.block = writing
 
-        loop.call_later(self._settings().idle_reanchor_ms / 1000, rested)
+    def left_suggestion(self, uri: str) -> None:
+        """A keystroke that typing-ahead could not serve, or the cursor moved off the
+        suggestion's spot: the block being written for the suggestion is moot."""
+        file = self._files.get(uri)
+        if file is not None:
+            file.state.block = None
+        self._scheduler.drop_idle(JobKey.block(uri))
 
     @staticmethod
     def keep_alternatives(shown: Shown, texts: list[str] | None) -> None:
@@ -585,6 +602,7 @@ class OpenFiles:
         cursor = doc.offset_at(line, character, self._client.encoding)
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
+            self.left_suggestion(uri)
         steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor)
         if not steps:
             return

@@ -54,16 +54,39 @@ class InFlight(LoopOwned):
     after: str
     job: Job | None = None
     partial: str = ""  # written by the worker as the suggestion grows
+    progressed: asyncio.Event | None = None  # set (on the loop) as `partial` grows, and at the end
+
+    def typed_since(self, before: str, after: str) -> str | None:
+        """What was typed at the cursor since it was asked, when that is all that changed."""
+        if self.after != after or not before.startswith(self.before):
+            return None
+        return before[len(self.before) :]
 
     def joinable(self, before: str, after: str) -> bool:
         """The model is already writing exactly what the user typed since it was asked: the
         new keystroke's answer is the rest of it (wait for it instead of superseding it)."""
         if self.job is None or self.job.future.done():
             return False
-        if self.after != after or not before.startswith(self.before):
+        typed = self.typed_since(before, after)
+        return bool(typed) and self.partial.startswith(typed or "")
+
+    def follows(self, before: str, after: str) -> bool:
+        """What was typed since agrees with what the model has written so far (it may not
+        have got that far yet)."""
+        typed = self.typed_since(before, after)
+        if typed is None:
             return False
-        typed = before[len(self.before) :]
-        return bool(typed) and self.partial.startswith(typed)
+        return self.partial.startswith(typed) or typed.startswith(self.partial)
+
+    def line_at(self, before: str, after: str) -> str | None:
+        """The rest of the cursor's line as the model wrote it, once it has written past what
+        was typed since to that line's end; else None."""
+        typed, partial = self.typed_since(before, after), self.partial
+        if typed is None or not partial.startswith(typed):
+            return None
+        rest = partial[len(typed) :]
+        end = rest.find("\n")
+        return rest[:end] if end >= 0 else None
 
 
 @dataclass
@@ -93,6 +116,7 @@ class DocState(LoopOwned):
     generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
     disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
     inflight: InFlight | None = None
+    block: InFlight | None = None  # the block being written for the suggestion shown
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
     shown: Shown | None = None  # until the text changes or the cursor leaves the spot
     plan: FilePlan = field(default_factory=FilePlan)  # what the prompt planner keeps of it

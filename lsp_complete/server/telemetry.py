@@ -60,6 +60,8 @@ class Telemetry:
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
             "cursorMoves": 0, "alternativesShown": 0, "blocks": 0,
+            # Keys typed on into the next line, answered from the block being written.
+            "blockLines": 0,
             # Next edits: computed (each answer of the model), what it came to (an edit,
             # nothing to change, an answer the guards refused, an engine error), and the edits
             # the client showed (didShowInlineEdit) and accepted.
