@@ -22,7 +22,14 @@ from lsp_complete.context.block_shape import (
 from lsp_complete.documents import Document
 from lsp_complete.postprocess import CompletionSite, count_block_lines
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
-from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
+from lsp_complete.testing.lsp_client import (
+    inline,
+    insert,
+    move_cursor,
+    open_doc,
+    status,
+    suggestion_of,
+)
 from tests.lsp_helpers import start_server
 from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
 
@@ -270,6 +277,34 @@ async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
             await asyncio.sleep(0.02)
         insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
         await inline(client, uri, LINE, COL + 1)
+        await asyncio.sleep(1.5)  # past the end the block would have had
+        assert (await status(client))["counters"]["blocks"] == 0
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_cursor_moved_off_the_suggestion_stops_its_block(fake, tiny_model_path) -> None:  # noqa: F811
+    """Our clients say where the cursor rests: away from the suggestion (not where typing on
+    through it leaves it), the block being written for it stops, unannounced."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
+                   "        count += 1", "\n"]
+    fake.piece_delay_s = 0.15
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                     debounceMs=0))
+    try:
+        uri = "file:///work/moved.py"
+        open_doc(client, uri, SOURCE)
+        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert first == "for item in items:"
+        for _ in range(100):  # until the block is being written
+            if len(fake.posts("/v1/completions")) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        insert(client, uri, 2, LINE, COL, "for")  # typing on through it
+        typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 3))
+        assert typed.startswith("for item in items:")
+        move_cursor(client, uri, LINE, COL + 3)  # where typing left it: it goes on
+        move_cursor(client, uri, 0, 0)  # away
         await asyncio.sleep(1.5)  # past the end the block would have had
         assert (await status(client))["counters"]["blocks"] == 0
     finally:

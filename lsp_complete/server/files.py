@@ -602,7 +602,9 @@ class OpenFiles:
         cursor = doc.offset_at(line, character, self._client.encoding)
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
-            self.left_suggestion(uri)
+        block = state.block
+        if block is not None and not block.follows(doc.text[:cursor], doc.text[cursor:]):
+            self.left_suggestion(uri)  # off the line its block goes on from
         steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor)
         if not steps:
             return
