@@ -254,6 +254,28 @@ def test_the_cross_file_oracle_is_psm_lcp_given_what_the_document_needs(
         plain.close()
 
 
+def test_only_the_oracle_is_given_the_imported_definitions(tiny_model_path: Path,
+                                                           tmp_path: Path) -> None:
+    """The run hands the cross-file context to every stateless side it builds: psm and
+    psm-lcp (the default sides, in the crossfile scenario too) must stay plain PSM."""
+    from lsp_complete.bench.baselines import LlamaBaseline
+    from lsp_complete.bench.servers import stateless_server
+
+    def given(uri: str) -> tuple[str, bool]:
+        return "# b.py\n", False
+
+    for key in ("a", "b", "e", "o"):
+        server = stateless_server(key, str(tiny_model_path), None, (), 2, 8, None,
+                                  tmp_path / f"{key}.log", context=given)
+        assert server.make_engine is not None
+        engine = server.make_engine()
+        try:
+            assert isinstance(engine, LlamaBaseline)
+            assert engine.context is (given if key == "o" else None), key
+        finally:
+            engine.close()
+
+
 def test_a_stateless_engine_answers_behind_a_servers_session() -> None:
     """Requests run one at a time; one still waiting when a newer one comes is superseded
     without running; each has a record by uri and version, as a server's status has."""

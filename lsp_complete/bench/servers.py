@@ -76,8 +76,8 @@ def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Seq
     full re-encode per request, (b) PSM with longest-common-prefix reuse, both on
     `model_path` in this process, or (c) the llama-server at `llama_server`, or (e) (a)
     writing on to the model's end of the middle (the multi-line reference), or (o) (b) given
-    `context` before its prompt. Raises ValueError for (c) without a URL, (o) without a
-    context."""
+    `context` before its prompt (the others are given none, whatever is passed). Raises
+    ValueError for (c) without a URL, (o) without a context."""
     if key == "c" and not llama_server:
         raise ValueError("the llama-server baseline needs --llama-server URL")
     if key == "o" and context is None:
@@ -88,7 +88,8 @@ def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Seq
             assert llama_server is not None
             return LlamaServerClient(llama_server, max_tokens)
         return LlamaBaseline(model_path, fim, stop, threads, max_tokens,
-                             reuse=key in ("b", "o"), to_end=key == "e", context=context)
+                             reuse=key in ("b", "o"), to_end=key == "e",
+                             context=context if key == "o" else None)
 
     version = ServerVersion(label=STATELESS_LABELS[key], kind="stateless", python=sys.executable,
                             pythonpath=None, cwd=None, source_digest="")
