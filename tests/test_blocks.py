@@ -257,24 +257,31 @@ async def test_a_key_typed_on_into_the_next_line_is_answered_by_the_block_being_
         await client.shutdown_session()
 
 
-async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
-        fake, tiny_model_path) -> None:  # noqa: F811
-    """A key that typing-ahead cannot serve: the block being written for the old text stops,
-    and is neither kept nor announced."""
+async def _writing_a_block(fake, tiny_model_path, uri: str):  # noqa: F811
+    """A server whose first answer at the spot was the line, and whose block for it is being
+    written (slowly) now: its client."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "        count += 1", "\n"]
     fake.piece_delay_s = 0.15
     client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
                                                      debounceMs=0))
+    open_doc(client, uri, SOURCE)
+    first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+    assert first == "for item in items:"
+    for _ in range(100):  # until the block is being written
+        if len(fake.posts("/v1/completions")) >= 2:
+            break
+        await asyncio.sleep(0.02)
+    return client
+
+
+async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """A key that typing-ahead cannot serve: the block being written for the old text stops,
+    and is neither kept nor announced."""
+    uri = "file:///work/typist.py"
+    client = await _writing_a_block(fake, tiny_model_path, uri)
     try:
-        uri = "file:///work/typist.py"
-        open_doc(client, uri, SOURCE)
-        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
-        assert first == "for item in items:"
-        for _ in range(100):  # until the block is being written
-            if len(fake.posts("/v1/completions")) >= 2:
-                break
-            await asyncio.sleep(0.02)
         insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
         await inline(client, uri, LINE, COL + 1)
         await asyncio.sleep(1.5)  # past the end the block would have had
@@ -286,20 +293,9 @@ async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
 async def test_a_cursor_moved_off_the_suggestion_stops_its_block(fake, tiny_model_path) -> None:  # noqa: F811
     """Our clients say where the cursor rests: away from the suggestion (not where typing on
     through it leaves it), the block being written for it stops, unannounced."""
-    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
-                   "        count += 1", "\n"]
-    fake.piece_delay_s = 0.15
-    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
-                                                     debounceMs=0))
+    uri = "file:///work/moved.py"
+    client = await _writing_a_block(fake, tiny_model_path, uri)
     try:
-        uri = "file:///work/moved.py"
-        open_doc(client, uri, SOURCE)
-        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
-        assert first == "for item in items:"
-        for _ in range(100):  # until the block is being written
-            if len(fake.posts("/v1/completions")) >= 2:
-                break
-            await asyncio.sleep(0.02)
         insert(client, uri, 2, LINE, COL, "for")  # typing on through it
         typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 3))
         assert typed.startswith("for item in items:")
