@@ -16,6 +16,8 @@ from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.pipeline import Completer, load_completer, prepare
+from lsp_complete.pipeline.planner import WINDOW_MAX_TOKENS
+from lsp_complete.prompt import fit_context
 
 # A module long enough that its full prompt is several times the first one.
 SOURCE = "".join(
@@ -91,6 +93,36 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
         expected = fresh.run(dataclasses.replace(prepared, cold_ctx=None), CancelToken())
         assert expected.full_prompt
         assert completion.text == expected.text and completion.raw == expected.raw
+    finally:
+        fresh.close()
+
+
+def test_a_first_answer_from_the_cut_is_answered_again_from_the_window(
+    completer: Completer, settings: Settings
+) -> None:
+    """The first answer at a spot the cache does not hold comes from the cut prompt; the
+    climb after it answers the spot again from the window, as a fresh engine asked with the
+    window at once does; then there is nothing richer to climb to."""
+    doc = Document("file:///refine.py", "python", 1, SOURCE)
+    prepared = prepare(doc, SOURCE.index(SPOT) + len("    return"), None, settings)
+    first = completer.run(prepared, CancelToken())
+    window = completer.planner.window_prompt(prepared)
+    assert not first.full_prompt and first.prompt_tokens < len(window)
+
+    completer.engine.prefill_rate = 200.0  # (the first prefill measured the tiny model)
+    assert completer.refine(prepared, first, NextKeystrokeAtOnce()) is None  # a key came
+    better = completer.refine(prepared, first, CancelToken())
+    assert better is not None and better.prompt_tokens == len(window)
+    assert completer.refine(prepared, better, CancelToken()) is None
+
+    assert prepared.cold_ctx is not None
+    window_ctx = fit_context(prepared.cold_ctx, WINDOW_MAX_TOKENS, completer._count_tokens)
+    fresh, _, _ = load_completer(settings)
+    try:
+        expected = fresh.run(dataclasses.replace(prepared, ctx=window_ctx, cold_ctx=None),
+                             CancelToken())
+        assert expected.prompt_tokens == len(window)
+        assert better.text == expected.text and better.raw == expected.raw
     finally:
         fresh.close()
 

@@ -22,7 +22,6 @@ from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
     Encode,
-    FilePlan,
     IdleStep,
     PromptPlanner,
     Switch,
@@ -102,16 +101,16 @@ CASES = [
     ("nothing", lambda c: [], "small"),
     # The full prompt held but for a few tokens: it costs a little more, and has most.
     ("full but the slack", lambda c: c["full"].tokens[:-FULL_PROMPT_SLACK], "full"),
-    # Half the window missing costs less than the cut from nothing, plus half again.
-    ("the window's first half", lambda c: c["window"].tokens[: len(c["window"]) // 2 + 60],
+    # The window missing as many tokens as the cut has: no dearer than the cut from nothing.
+    ("the window but the cut's cost", lambda c: c["window"].tokens[: -len(c["small"])],
      "window"),
     # Less of it held: more than half again the cut's cost, so the cut.
-    ("under half the window", lambda c: c["window"].tokens[: len(c["window"]) // 2 - 10],
-     "small"),
+    ("the window but twice the cut's cost",
+     lambda c: c["window"].tokens[: -2 * len(c["small"]) - FULL_PROMPT_SLACK], "small"),
     ("the window", lambda c: c["window"].tokens, "window"),
     ("the cut", lambda c: c["small"].tokens, "small"),
-    # The full prompt missing more than the slack, but less than half again the cheapest.
-    ("full but 100", lambda c: c["full"].tokens[:-100], "full"),
+    # The full prompt missing more than the slack, but no more than the cut costs.
+    ("full but the cut's cost", lambda c: c["full"].tokens[: -len(c["small"])], "full"),
 ]
 
 
@@ -190,30 +189,15 @@ def test_a_newly_opened_file_encodes_its_head_at_once() -> None:
     assert after_open() == [IdleStep("head")]
 
 
-# Answers in a row (from the full prompt or not) -> the idle work after the last one.
-ANSWERS = [
+@pytest.mark.parametrize(("full_prompt", "expected"), [
     # The full prompt: nothing to climb to; re-anchored once the cursor rests.
-    ("full", [True], [IdleStep("spot", when_resting=True)]),
-    # The first small answer: typing-ahead serves it on while the user types what it shows.
-    ("first small", [False], [IdleStep("spot", when_resting=True)]),
-    # Asked again on a small prompt: climb at once, before other idle work.
-    ("second small", [False, False],
-     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
-    ("small, full, small", [False, True, False],
-     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
-    ("small twice, then full", [False, False, True], [IdleStep("spot", when_resting=True)]),
-]
-
-
-@pytest.mark.parametrize(("answers", "expected"), [(a, e) for _, a, e in ANSWERS],
-                         ids=[name for name, _, _ in ANSWERS])
-def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
-                                                                       expected) -> None:
-    file = FilePlan()
-    steps: list[IdleStep] = []
-    for full in answers:
-        steps = after_answer(file, full)
-    assert steps == expected
+    (True, [IdleStep("spot", when_resting=True)]),
+    # A smaller prompt (the first answer at a spot the cache does not hold): climb at once,
+    # before other idle work, and answer the spot again from what it built.
+    (False, [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
+])
+def test_an_answer_from_a_smaller_prompt_climbs_at_once(full_prompt, expected) -> None:
+    assert after_answer(full_prompt) == expected
 
 
 @pytest.mark.parametrize(("anchored_here", "expected"), [

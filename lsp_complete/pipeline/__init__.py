@@ -23,7 +23,6 @@ from lsp_complete.pipeline.completer import (
 from lsp_complete.pipeline.next_edit import NextEditAnswer
 from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
-    FilePlan,
     IdleStep,
     PromptPlanner,
     Switch,
@@ -43,7 +42,6 @@ __all__ = [
     "Completion",
     "NextEditAnswer",
     "block_wanted",
-    "FilePlan",
     "IdleStep",
     "PromptPlanner",
     "Prepared",

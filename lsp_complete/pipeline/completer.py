@@ -254,6 +254,23 @@ class Completer:
         """Build on towards the full prompt after a keystroke (`PromptPlanner.plan_climb`)."""
         return encode(self.engine, self.planner.plan_climb(prepared), cancel)
 
+    def refine(self, prepared: Prepared, primary: Completion,
+               cancel: CancelToken) -> Completion | None:
+        """After `primary` was answered from a smaller prompt than the full one: climb, then
+        answer the same spot again from the richer prompt now cached. None when there was
+        nothing to climb to, when cancelled (the next keystroke), or when the engine failed."""
+        plan = self.planner.plan_climb(prepared)
+        if not plan:
+            return None
+        encode(self.engine, plan, cancel)
+        if cancel.cancelled:
+            return None
+        completion = self.run(prepared, cancel)
+        richer = completion.prompt_tokens > primary.prompt_tokens
+        if cancel.cancelled or completion.error or not richer:
+            return None
+        return completion
+
     def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
                   cancel: CancelToken) -> int:
         """Encode a newly opened file's stable head (`PromptPlanner.plan_head`)."""

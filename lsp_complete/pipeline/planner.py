@@ -34,23 +34,22 @@ from lsp_complete.prompt import Prompt, fit_context
 # 2 cores) and more than half again as much as the smaller cold one to encode: more context
 # is worth a little more time, not a wait.
 FULL_PROMPT_SLACK = 16
-# The first prompt in a file whose cache is cold holds what the engine prefills in about this
-# long at its measured speed, at least COLD_MIN_TOKENS: the first suggestion comes in about a
-# second on 2 cores, and it must be good, for typing-ahead serves it on as long as the user
-# types what it shows (with 48 tokens, 1.5B's line-exact was 71% against 92123de's 93% with
-# its 375-token window, in the A/B of 2026-12-01).
+# The first prompt at a spot the file's cache does not hold (a file just opened, a new spot in
+# an open one) holds what the engine prefills in about this long at its measured speed, at
+# least COLD_MIN_TOKENS: the first suggestion comes at once, and the spot is then answered
+# again from the cold window (`after_answer`'s climb), for typing-ahead to serve on.
 COLD_PREFILL_SECONDS = 0.5
-COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing headers
+COLD_MIN_TOKENS = 48  # the cursor line and the lines just above it
 COLD_MAX_TOKENS = 320
 # The cold window (what a file climbs to first) is cut only beyond this many tokens.
 WINDOW_MAX_TOKENS = 448
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
-# After a keystroke answered with the cut first prompt, the cold window is built on, aside:
-# the first slice, about this long at the measured prefill speed, no keystroke interrupts (so
-# the prompt grows even while the user types without a pause: a keystroke waits for it at
-# most once); the rest runs until the next keystroke aborts it.
+# After a keystroke answered with a smaller prompt, the cold window is built on, aside: the
+# first slice, about this long at the measured prefill speed, no keystroke interrupts (so the
+# prompt grows even while the user types without a pause: a keystroke waits for it at most
+# once); the rest, and the spot answered again from it, run until the next keystroke aborts it.
 CLIMB_FIRM_SECONDS = 0.2
 CLIMB_MIN_TOKENS = 8
 
@@ -63,7 +62,8 @@ IdleWork = Literal["head", "climb", "spot"]
 @dataclass(frozen=True)
 class IdleStep:
     """One piece of idle work for a file: `head` encodes a newly opened file's stable head
-    (`plan_head`), `climb` builds on from a keystroke's small prompt (`plan_climb`), `spot`
+    (`plan_head`), `climb` builds on from a keystroke's small prompt (`plan_climb`) and
+    answers its spot again from what it built (`Completer.refine`), `spot`
     encodes the prompt anchored at the cursor line and brings the repository block up to date
     (`plan_spot`, `warm_spot`). `when_resting`: once the cursor rests (the idle delay with no
     edit), else at once; `first`: before the idle work queued already."""
@@ -73,33 +73,21 @@ class IdleStep:
     first: bool = False
 
 
-@dataclass
-class FilePlan:
-    """What the planner remembers of one open file (its owner keeps it, from open to close)."""
-
-    small_answers: int = 0  # model answers from a smaller prompt than the full one
-
-
 def after_open() -> list[IdleStep]:
     """A file was opened (or a model loaded for it): its head, ahead of the first keystroke."""
     return [IdleStep("head")]
 
 
-def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
-    """A keystroke was answered by the model, from the full-context prompt or not. A small
-    prompt climbs, at once and first, but not after the file's first small answer: typing-ahead
-    serves that suggestion on while the user types what it shows, and a bigger prompt pays only
-    once the model must be asked again (the user typed something else). Every answer re-anchors
+def after_answer(full_prompt: bool) -> list[IdleStep]:
+    """A keystroke was answered by the model, from the full-context prompt or not. A smaller
+    prompt climbs, at once and first: the cold window is built aside and the spot answered
+    again from it, so the keys typed on through the first suggestion are served a better one
+    by typing-ahead (the first came at the small prompt's speed). Every answer re-anchors
     once the cursor rests, so that the next keystroke appends to a fresh, short middle (also
     when the anchor is there already: a file that started with the cold prompt gets its full
     context; a no-op when cached)."""
-    steps: list[IdleStep] = []
-    if not full_prompt:
-        file.small_answers += 1
-        if file.small_answers >= 2:
-            steps.append(IdleStep("climb", first=True))
-    steps.append(IdleStep("spot", when_resting=True))
-    return steps
+    steps = [] if full_prompt else [IdleStep("climb", first=True)]
+    return [*steps, IdleStep("spot", when_resting=True)]
 
 
 def after_cursor_move(anchored_here: bool) -> list[IdleStep]:

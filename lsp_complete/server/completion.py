@@ -20,7 +20,7 @@ from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completion, block_wanted, prepare, with_repo
 from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
-from lsp_complete.server.files import OpenFiles
+from lsp_complete.server.files import Answered, OpenFiles
 from lsp_complete.server.protocol import ACCEPT_COMMAND
 from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.shared import Shared
@@ -248,7 +248,7 @@ class Suggester:
             state.shown = Shown(version, cursor, prepared, completion, completer)
             if block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
-        files.answered(uri, state, prepared, completion.full_prompt)
+        files.answered(uri, state, Answered(prepared, completion, before, after, position))
         if not completion.text:
             telemetry.counters["empty"] += 1
             return None

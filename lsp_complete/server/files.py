@@ -50,6 +50,7 @@ from lsp_complete.engine.base import (
 )
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import (
+    Completion,
     IdleStep,
     Prepared,
     after_answer,
@@ -97,6 +98,16 @@ class BlockReady:
 
 
 @dataclass(frozen=True)
+class Refined:
+    """A keystroke answered from a smaller prompt was answered again from a richer one, kept
+    for typing-ahead; `changed`: the suggestion differs, tell the client (as for a block)."""
+
+    ticket: Ticket
+    params: dict[str, Any]
+    changed: bool
+
+
+@dataclass(frozen=True)
 class IdleFailed:
     """Idle work failed: a KV cache not saved (`persist`), the model file changed on disk
     (`model-file`), or the engine failed (`engine`)."""
@@ -105,7 +116,19 @@ class IdleFailed:
     message: str = ""
 
 
-Event = Anchored | BlockReady | IdleFailed
+Event = Anchored | BlockReady | Refined | IdleFailed
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A keystroke the model answered: its spot, the text either side of the cursor then,
+    and the answer."""
+
+    prepared: Prepared
+    completion: Completion
+    before: str
+    after: str
+    position: types.Position
 
 
 class OpenFiles:
@@ -371,6 +394,12 @@ class OpenFiles:
                 if ticket.open():  # (edits since do not matter: the client checks the spot)
                     self._telemetry.counters["blocks"] += 1
                     self._client.notify(BLOCK_READY_METHOD, params)
+            case Refined(ticket, params, changed):
+                if ticket.open():
+                    self._telemetry.counters["refined"] += 1
+                    if changed:
+                        self._telemetry.counters["refinedChanged"] += 1
+                        self._client.notify(BLOCK_READY_METHOD, params)
             case IdleFailed("persist", message):
                 self._client.tell(f"lsp-complete: {message}", types.MessageType.Warning,
                                   "kv-persist")
@@ -407,40 +436,41 @@ class OpenFiles:
 
         self._idle(JobKey.file_idle(uri), warm, first=first)
 
-    def answered(self, uri: str, state: DocState, prepared: Prepared,
-                 full_prompt: bool) -> None:
-        """The model answered a keystroke in `uri` (from the full-context prompt or not): the
-        idle work the planner asks for, and the file's KV cache saved once it stays idle."""
+    def answered(self, uri: str, state: DocState, answer: Answered) -> None:
+        """The model answered a keystroke in `uri`: the idle work the planner asks for, and
+        the file's KV cache saved once it stays idle."""
         file = self._files.get(uri)
         if file is None or file.state is not state:
             return  # (the caller's file is open: it just checked)
-        self.follow(file, after_answer(state.plan, full_prompt), prepared)
+        self.follow(file, after_answer(answer.completion.full_prompt), answer)
         self._persist_when_idle(file)
 
     def follow(self, file: OpenFile, steps: list[IdleStep],
-               prepared: Prepared | None = None) -> None:
+               answer: Answered | None = None) -> None:
         """Queue the idle work that the planner asked for after an event of the file, in its
         order: at once, or once the cursor rests (the idle delay; a step planned for a state of
-        the file that an edit or a move left behind then does nothing). `prepared`: the spot a
-        keystroke was answered at (a climb builds on its prompt)."""
+        the file that an edit or a move left behind then does nothing). `answer`: the
+        keystroke the model answered (a climb builds on its prompt and answers it again)."""
         loop = asyncio.get_running_loop()
         ticket = self._files.ticket(file)
         for step in steps:
             def start(step: IdleStep = step) -> None:
-                self._start(ticket, step, prepared)
+                self._start(ticket, step, answer)
 
             if step.when_resting:
                 loop.call_later(self._settings().idle_reanchor_ms / 1000, start)
             else:
                 start()
 
-    def _start(self, ticket: Ticket, step: IdleStep, prepared: Prepared | None) -> None:
+    def _start(self, ticket: Ticket, step: IdleStep, answer: Answered | None) -> None:
         uri, state = ticket.file.uri, ticket.file.state
         if step.work == "head":
             self.schedule_warmup(uri, first=step.first)
         elif step.work == "climb":
-            if prepared is not None:
-                self.schedule_climb(uri, prepared, first=step.first)
+            # Not while the block its suggestion begins is written: the block goes on from
+            # the prompt that answered, and is the better suggestion there.
+            if answer is not None and state.block is None:
+                self.schedule_climb(ticket, answer, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
             self.prepare_at(ticket, cursor, first=step.first)
@@ -459,18 +489,31 @@ class OpenFiles:
 
         asyncio.get_running_loop().call_later(IDLE_PERSIST_S, persist)
 
-    def schedule_climb(self, uri: str, prepared: Prepared, first: bool = False) -> None:
+    def schedule_climb(self, ticket: Ticket, answer: Answered, first: bool = False) -> None:
         """A keystroke was answered with a smaller prompt than the full one: build on towards
         the full one (a short first slice even if the next keystroke comes at once; the rest in
-        whatever time it leaves)."""
-        completer, repo = self._model.completer, self._repo
+        whatever time it leaves), then answer the keystroke's spot again from it
+        (`Completer.refine`). That answer is kept for typing-ahead, which serves it to the keys
+        typed on through the suggestion, and our clients are told when it differs."""
+        completer, repo, file = self._model.completer, self._repo, ticket.file
         if completer is None:
             return
+        loop, uri = asyncio.get_running_loop(), file.uri
+        position = answer.position
+        params = {"textDocument": {"uri": uri, "version": file.doc.version},
+                  "position": {"line": position.line, "character": position.character}}
 
         def climb(cancel: CancelToken) -> None:
             # Open under its URI (closing it drops this job before it runs).
-            if uri in self._files:
-                completer.climb(with_repo(prepared, repo.active_for(uri)), cancel)
+            if uri not in self._files:
+                return
+            prepared = with_repo(answer.prepared, repo.active_for(uri))
+            better = completer.refine(prepared, answer.completion, cancel)
+            if better is None or not better.text:
+                return
+            if self._files.remember(file, answer.before, answer.after, better.text):
+                changed = better.text != answer.completion.text
+                self._post(loop, Refined(ticket, params, changed))
 
         self._idle(JobKey.climb(uri), climb, first=first)
 

@@ -62,6 +62,9 @@ class Telemetry:
             "cursorMoves": 0, "alternativesShown": 0, "blocks": 0,
             # Keys typed on into the next line, answered from the block being written.
             "blockLines": 0,
+            # Keystrokes answered from a smaller prompt answered again from a richer one, and
+            # of those, the ones whose suggestion changed.
+            "refined": 0, "refinedChanged": 0,
             # Next edits: computed (each answer of the model), what it came to (an edit,
             # nothing to change, an answer the guards refused, an engine error), and the edits
             # the client showed (didShowInlineEdit) and accepted.
