@@ -5,7 +5,6 @@ suggestion made with a prompt built that way equals one made from nothing."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,14 +30,11 @@ SPOT = "    return total + 20\n"
 TYPED = "    scaled = [step_3(values, scale), step_4(values, scale), total * scale]\n"
 
 
-class NextKeystrokeAtOnce(CancelToken):
-    """Burst typing: the next keystroke arrives the moment idle work starts its firm slice."""
-
-    @contextlib.contextmanager
-    def firm(self) -> Iterator[None]:
-        with super().firm():
-            self.cancel(hard=True)
-            yield
+def next_keystroke_came() -> CancelToken:
+    """Idle work that a keystroke needing the worker cancelled before it began."""
+    cancel = CancelToken()
+    cancel.cancel(hard=True)
+    return cancel
 
 
 @pytest.fixture
@@ -55,9 +51,13 @@ def completer(settings: Settings) -> Iterator[Completer]:
     made.close()
 
 
-def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
+def test_typing_on_climbs_from_the_first_prompt_to_the_window_in_the_time_between_keys(
     completer: Completer, settings: Settings
 ) -> None:
+    """Keys that come at once get nothing from a climb and wait for none of it; keys with
+    time between them (typing-ahead answered the ones in between) climb to the window, each
+    encoding only what it typed. Idle time then builds the full prompt, and a suggestion from
+    the prompt built this way equals one made from nothing."""
     doc = Document("file:///climb.py", "python", 1, SOURCE)
     cursor = SOURCE.index(SPOT)
     anchor = None
@@ -69,22 +69,19 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
         prepared = prepare(doc, cursor, anchor, settings)
         anchor = prepared.ctx.anchor
         completer.engine.prefill_rate = 200.0  # long prefills measure the tiny model's speed
-        slice_tokens = completer.planner.climb_slice()
         completion = completer.run(prepared, CancelToken())
         assert not completion.full_prompt  # the full prompt is idle time's
         window = len(completer.planner.window_prompt(prepared))
         used.append("window" if completion.prompt_tokens == window else "cut")
-        if i:  # what this keystroke encoded: its typing, and no more (the slice came before)
+        if i:  # what this keystroke encoded: its typing, and no more
             assert completion.result.encoded_tokens <= 8, (i, completion)
         completer.engine.prefill_rate = 200.0
-        climbed = completer.climb(prepared, NextKeystrokeAtOnce())
-        assert climbed <= slice_tokens
-    assert used[0] == "cut"  # asked at open: the cut first prompt
-    first = used.index("window")  # ... then the window, well before the line is typed
-    assert first < len(used) // 2 and set(used[first:]) == {"window"}, used
+        if i < 10:  # the next key at once: the climb encodes nothing
+            assert completer.climb(prepared, next_keystroke_came()) == 0
+        elif i == 10:  # time before the next one
+            assert completer.climb(prepared, CancelToken()) > 0
+    assert used[:11] == ["cut"] * 11 and set(used[11:]) == {"window"}, used
 
-    # Idle time then builds the full prompt; a suggestion from the prompt built this way
-    # equals one from a fresh engine that encodes the full prompt at once.
     completer.warm_spot(prepared, None, lambda: None, CancelToken())
     completion = completer.run(prepared, CancelToken())
     assert completion.full_prompt and completion.result.encoded_tokens <= 1, completion
@@ -95,7 +92,6 @@ def test_typing_without_a_pause_climbs_from_the_first_prompt_to_the_window(
         assert completion.text == expected.text and completion.raw == expected.raw
     finally:
         fresh.close()
-
 
 def test_a_first_answer_from_the_cut_is_answered_again_from_the_window(
     completer: Completer, settings: Settings
@@ -109,8 +105,7 @@ def test_a_first_answer_from_the_cut_is_answered_again_from_the_window(
     window = completer.planner.window_prompt(prepared)
     assert not first.full_prompt and first.prompt_tokens < len(window)
 
-    completer.engine.prefill_rate = 200.0  # (the first prefill measured the tiny model)
-    assert completer.refine(prepared, first, NextKeystrokeAtOnce()) is None  # a key came
+    assert completer.refine(prepared, first, next_keystroke_came()) is None
     better = completer.refine(prepared, first, CancelToken())
     assert better is not None and better.prompt_tokens == len(window)
     assert completer.refine(prepared, better, CancelToken()) is None

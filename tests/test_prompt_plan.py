@@ -215,13 +215,13 @@ def test_a_change_of_the_workspace_brings_the_repository_block_up_to_date() -> N
 # ---------------------------------------------------------------- what idle work encodes
 
 
-def test_a_climb_builds_the_window_with_a_firm_first_slice() -> None:
-    engine = FakeEngine(prefill_rate=100.0)  # the slice: 0.2 s of it, 20 tokens
+def test_a_climb_builds_the_window_and_no_part_of_it_is_firm() -> None:
+    """No keystroke waits for a climb: its answer does not need it."""
+    engine = FakeEngine(prefill_rate=100.0)
     cache, prepared = policy(engine), at_spot()
     candidates = prompts(cache, prepared)
     engine.held[KEY] = candidates["small"].tokens  # a keystroke answered from the cut
-    assert cache.plan_climb(prepared) == [
-        Encode(KEY, candidates["window"].segments, firm_tokens=20)]
+    assert cache.plan_climb(prepared) == [Encode(KEY, candidates["window"].segments)]
 
 
 @pytest.mark.parametrize("held", ["window", "full"])

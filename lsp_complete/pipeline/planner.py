@@ -46,12 +46,6 @@ WINDOW_MAX_TOKENS = 448
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
-# After a keystroke answered with a smaller prompt, the cold window is built on, aside: the
-# first slice, about this long at the measured prefill speed, no keystroke interrupts (so the
-# prompt grows even while the user types without a pause: a keystroke waits for it at most
-# once); the rest, and the spot answered again from it, run until the next keystroke aborts it.
-CLIMB_FIRM_SECONDS = 0.2
-CLIMB_MIN_TOKENS = 8
 
 
 # What follows each event of a file
@@ -233,17 +227,14 @@ class PromptPlanner:
 
     # ------------------------------------------------------------------ idle work
 
-    def climb_slice(self) -> int:
-        """Tokens of the firm slice each keystroke pays towards the full prompt."""
-        rate = self.engine.prefill_rate or 0.0
-        return max(CLIMB_MIN_TOKENS, int(rate * CLIMB_FIRM_SECONDS))
-
     def plan_climb(self, prepared: Prepared) -> list[Encode]:
-        """After a keystroke answered with the cut first prompt: build the cold window aside
-        (the engine swaps it in once complete), the context the next keystrokes can have
-        soonest. The first `climb_slice()` tokens are firm; the rest yields to the next
-        keystroke at once. The full prompt is idle time's (`plan_spot`): while the user types
-        on, the thousand-odd tokens it costs would pay off only on a long stay at one spot."""
+        """After a keystroke answered with a smaller prompt: build the cold window aside (the
+        engine swaps it in once complete), the context the next keystrokes can have soonest.
+        No part of it is firm: the next keystroke that needs the worker aborts it within a
+        prefill batch, for a keystroke never waits for work its answer does not need (an
+        interrupted build resumes where it stopped). The full prompt is idle time's
+        (`plan_spot`): while the user types on, the thousand-odd tokens it costs would pay off
+        only on a long stay at one spot."""
         if prepared.cold_ctx is None:
             return []
         full, window = self._build(prepared.ctx), self.window_prompt(prepared)
@@ -253,7 +244,7 @@ class PromptPlanner:
         cached = self.engine.cached_prefix(prepared.key, window.tokens)
         if cached is None or cached >= len(window):
             return []
-        return [Encode(prepared.key, window.segments, firm_tokens=self.climb_slice())]
+        return [Encode(prepared.key, window.segments)]
 
     def plan_spot(self, prepared: Prepared) -> list[Encode]:
         """Idle time at a spot (`prepared` with the file's active repository block): what a
