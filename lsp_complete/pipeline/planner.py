@@ -36,10 +36,13 @@ from lsp_complete.prompt import Prompt, fit_context
 FULL_PROMPT_SLACK = 16
 # The first prompt at a spot the file's cache does not hold (a file just opened, a new spot in
 # an open one) holds what the engine prefills in about this long at its measured speed, at
-# least COLD_MIN_TOKENS: the first suggestion comes at once, and the spot is then answered
-# again from the cold window (`after_answer`'s climb), for typing-ahead to serve on.
+# least COLD_MIN_TOKENS: the first suggestion comes in about a second on 2 cores, and it must
+# be good, for typing-ahead serves it on as long as the user types what it shows (a span
+# asks the model 1-4 times); the spot is then answered again from the cold window
+# (`after_answer`'s climb). With 48 tokens, as 215d7a9, the first suggestion came 0.6x as
+# soon and line-exact was 0.74-0.82x (docs/bench/2026-12-04-first-prompt).
 COLD_PREFILL_SECONDS = 0.5
-COLD_MIN_TOKENS = 48  # the cursor line and the lines just above it
+COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing headers
 COLD_MAX_TOKENS = 320
 # The cold window (what a file climbs to first) is cut only beyond this many tokens.
 WINDOW_MAX_TOKENS = 448
