@@ -6,7 +6,7 @@ answered at once with None, and the old computation sees its cancel flag between
 batches and between generated tokens. Interactive jobs for different documents run in arrival
 order; background jobs (warm-up, re-anchoring, persistence) run only when no interactive job
 waits, and yield at once to any that arrives: a decode in flight is aborted (llama.cpp's abort
-callback), except in a job's firm part (`CancelToken.firm`), which is short by design.
+callback).
 
 Jobs are keyed by `JobKey` (jobkey.py): whose work a job is, and which ones shutdown cancels.
 """
@@ -173,7 +173,7 @@ class Scheduler:
 
     def drop_idle(self, key: JobKey) -> None:
         """Cancel the idle work queued or running for a key (its file was closed): a decode in
-        flight is aborted, except a firm part."""
+        flight is aborted."""
         with self._lock:
             self._stop_idle(key, hard=True)
 

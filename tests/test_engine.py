@@ -379,31 +379,6 @@ def test_a_build_with_amx_kernels_loads_without_extra_buffer_types(
         eng.close()
 
 
-def test_warming_in_slices_builds_the_same_prompt_aside_and_swaps_it_in_once_complete(
-    engine, fresh
-) -> None:
-    key = "file:///slices.py"
-    typed = fim_request(engine, key, BEFORE, TYPED[:12], SUFFIX_TEXT, max_tokens=8)
-    engine.complete(typed, CancelToken())
-    moved_before = BEFORE + "".join(f"    step_{i} = compute({i}, path)\n" for i in range(12))
-    moved = fim_request(engine, key, moved_before, "    x", SUFFIX_TEXT, max_tokens=8)
-    assert len(moved.tokens) - engine.cached_prefix(key, moved.tokens) > 20
-    slices = 0
-    while engine.cached_prefix(key, moved.tokens) < len(moved.tokens):
-        assert engine.warm(key, moved.segments, CancelToken(), limit=10) <= 10
-        slices += 1
-        if engine.cached_prefix(key, moved.tokens) < len(moved.tokens):
-            # Not complete: the keystrokes' own prompt is still the file's sequence.
-            keystroke = fim_request(engine, key, BEFORE, TYPED[:12], SUFFIX_TEXT, max_tokens=8)
-            assert engine.cached_prefix(key, keystroke.tokens) == len(keystroke.tokens)
-            assert engine.describe()["sequences"][-1]["asideTokens"] > 0
-    assert slices >= 2
-    assert engine.describe()["sequences"][-1]["asideTokens"] == 0  # swapped in
-    result = engine.complete(moved, CancelToken())
-    assert result.encoded_tokens <= 1, result
-    assert result.text == uncached(fresh, moved).text
-
-
 def test_an_aside_leaves_the_files_cache_as_the_plain_request_left_it(
     tiny_model_path: Path,
 ) -> None:

@@ -1,7 +1,8 @@
 """The prompt planner on the real engine (tiny model): a file asked the moment it opens
-starts with a small prompt and climbs to the cold window while the user types without a
-pause, each keystroke paying at most one firm slice; idle time builds the full prompt; and a
-suggestion made with a prompt built that way equals one made from nothing."""
+starts with a small prompt and climbs to the cold window in the time between keys, no
+keystroke waiting for it; the spot is answered again from the window; idle time builds the
+full prompt; and a suggestion made with a prompt built that way equals one made from
+nothing."""
 
 from __future__ import annotations
 

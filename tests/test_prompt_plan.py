@@ -255,24 +255,24 @@ def test_idle_time_at_a_spot_whose_full_prompt_is_held_encodes_it_alone() -> Non
     assert cache.plan_spot(prepared) == [Encode(KEY, full.segments)]
 
 
-def test_a_plan_runs_in_order_and_stops_at_a_keystroke_after_its_firm_parts() -> None:
+def test_a_plan_runs_in_order_and_stops_at_a_keystroke() -> None:
     engine = FakeEngine()
-    calls: list[tuple[int, int | None, bool]] = []
+    calls: list[tuple[int, bool]] = []
     cancel = CancelToken()
 
-    def warm(key, segments, token, extend_only=False, limit=None):
-        calls.append((len(segments[0]), limit, extend_only))
-        cancel.cancel(hard=False)  # the next keystroke arrives during the first call
+    def warm(key, segments, token, extend_only=False):
+        calls.append((len(segments[0]), extend_only))
+        if len(calls) == 2:
+            cancel.cancel(hard=True)  # the next keystroke arrives during the second step
         return 1
 
     engine.warm = warm  # type: ignore[method-assign]
-    plan = [Encode(KEY, [[1] * 3], firm_tokens=2), Encode(KEY, [[1] * 4])]
-    assert encode(engine, plan, cancel) == 1  # type: ignore[arg-type]
-    assert calls == [(3, 2, False)]  # the firm slice only: the rest yields
-    calls.clear()
-    assert encode(engine, [Encode(KEY, [[1] * 5], extend_only=True), *plan],  # type: ignore[arg-type]
-                  cancel) == 1
-    assert calls == [(5, None, True)]  # the first step starts even so; no other
+    plan = [Encode(KEY, [[1] * 5], extend_only=True), Encode(KEY, [[1] * 3]),
+            Encode(KEY, [[1] * 4])]
+    assert encode(engine, plan, cancel) == 2  # type: ignore[arg-type]
+    assert calls == [(5, True), (3, False)]  # in order; the third never starts
+    assert encode(engine, plan, cancel) == 0  # type: ignore[arg-type]
+    assert len(calls) == 2  # a plan whose keystroke came already does nothing
 
 
 def test_a_new_repository_block_becomes_active_when_it_costs_no_more() -> None:

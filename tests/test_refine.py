@@ -14,7 +14,7 @@ from lsp_complete.engine.base import CancelToken, GenerationResult
 from lsp_complete.pipeline import Completion, Prepared
 from lsp_complete.server.completion_server import CompletionServer
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
-from tests.test_files_lifecycle import LINE, TEXT, URI, FakeCompleter, make_server, open_file
+from tests.test_files_lifecycle import LINE, URI, FakeCompleter, make_server, open_file
 
 CHARACTER = len("    return val")
 

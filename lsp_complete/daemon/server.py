@@ -163,8 +163,8 @@ class SessionEngine:
         return self._engine.alternatives(request, count, cancel)
 
     def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
-             extend_only: bool = False, limit: int | None = None) -> int:
-        return self._engine.warm(key, segments, cancel, extend_only, limit)
+             extend_only: bool = False) -> int:
+        return self._engine.warm(key, segments, cancel, extend_only)
 
     def cached_tokens(self, key: str) -> list[int]:
         return self._engine.cached_tokens(key)

@@ -7,11 +7,10 @@ share. Nothing here loads llama.cpp: the settings and the remote engines import 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -71,36 +70,13 @@ class CancelToken:
         self.hard = False
         self.work_after_cancel = 0
         self._lock = threading.Lock()
-        self._firm = False
-        self._deferred: bool | None = None  # a cancel asked for in a firm part: hard or not
 
     def cancel(self, hard: bool = False) -> None:
         with self._lock:
-            if self._firm:
-                self._deferred = bool(self._deferred) or hard
-                return
-        self._set(hard)
-
-    def _set(self, hard: bool) -> None:
-        self.hard = self.hard or hard
-        if not self._event.is_set():
-            self.cancelled_at = time.monotonic()
-            self._event.set()
-
-    @contextlib.contextmanager
-    def firm(self) -> Iterator[None]:
-        """A short part of idle work that no cancel interrupts (a bounded slice each
-        keystroke pays for, so that the file's prompt grows even while the user types without
-        a pause): a cancel asked for meanwhile takes effect when it ends."""
-        with self._lock:
-            self._firm = True
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._firm, deferred, self._deferred = False, self._deferred, None
-            if deferred is not None:
-                self._set(deferred)
+            self.hard = self.hard or hard
+            if not self._event.is_set():
+                self.cancelled_at = time.monotonic()
+                self._event.set()
 
     @property
     def cancelled(self) -> bool:
@@ -221,11 +197,9 @@ class Engine(Protocol):
 
     def warm(
         self, key: str, segments: list[list[int]], cancel: CancelToken, extend_only: bool = False,
-        limit: int | None = None,
     ) -> int:
         """Encode a prompt ahead of time (prefill only); returns the tokens encoded. With
-        `extend_only`, a prompt that would discard cached tokens is not encoded; with `limit`,
-        at most that many more of its tokens (an engine that cannot tell may ignore it)."""
+        `extend_only`, a prompt that would discard cached tokens is not encoded."""
         ...
 
     def cached_tokens(self, key: str) -> list[int]:

@@ -223,15 +223,15 @@ class LlamaEngine:
     # ------------------------------------------------------------------ public API
 
     def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
-             extend_only: bool = False, limit: int | None = None) -> int:
+             extend_only: bool = False) -> int:
         """Encode a prompt ahead of time (idle time); returns tokens encoded.
 
         A prompt that extends what the file's sequence holds is encoded into it. One that
         would discard part of it is built in the file's aside sequence (starting from the
         prefix they share, copied without recomputing), which replaces the file's sequence
         only once complete: a keystroke that interrupts it still finds its old prompt intact.
-        With `extend_only`, such a prompt is not encoded at all. With `limit`, at most that
-        many more of its tokens are (a slice: a later call goes on from there).
+        With `extend_only`, such a prompt is not encoded at all. An interrupted build goes on
+        from where it stopped at the next call.
         """
         prompt = [t for s in segments for t in s]
         if not prompt:
@@ -246,13 +246,10 @@ class LlamaEngine:
                 if common_prefix_length(seq.tokens, prompt) < shared:
                     self._table.copy_prefix(self._table.files[key], seq, prompt[:shared])
             self.counters.warm_calls += 1
-            target = prompt
-            if limit is not None:
-                target = prompt[: common_prefix_length(seq.tokens, prompt) + max(limit, 0)]
-            done = self._prefill(seq, target, cancel, want_logits=False)
+            done = self._prefill(seq, prompt, cancel, want_logits=False)
             if done is None:
                 return 0
-            if seq.aside and len(target) == len(prompt):
+            if seq.aside:
                 self._table.promote(seq)
             self.counters.tokens_encoded += done[1]
             self.counters.tokens_reused += done[0]

@@ -149,7 +149,7 @@ class LlamaServerEngine(RemoteEngine):
         return chunk
 
     def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
-             extend_only: bool = False, limit: int | None = None) -> int:
+             extend_only: bool = False) -> int:
         """Prefill a file's slot (`n_predict: 0`, as llama.vim does); returns tokens computed."""
         prompt = [t for s in segments for t in s]
         if not prompt or cancel.cancelled:

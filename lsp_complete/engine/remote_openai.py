@@ -164,7 +164,7 @@ class OpenAIEngine(RemoteEngine):
             self.healing = "off"
 
     def warm(self, key: str, segments: list[list[int]], cancel: CancelToken,
-             extend_only: bool = False, limit: int | None = None) -> int:
+             extend_only: bool = False) -> int:
         return 0  # these servers have no prefill-only request; their caches fill on use
 
     def describe(self) -> dict[str, object]:

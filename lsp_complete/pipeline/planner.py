@@ -105,28 +105,19 @@ def after_repository_change() -> list[IdleStep]:
 class Encode:
     """Encode `segments` (a prompt) into `key`'s KV cache ahead of a keystroke. A prompt that
     does not extend what the file's cache holds is built aside and replaces it once complete
-    (a keystroke meanwhile finds the old one intact), or with `extend_only` not encoded at all.
-    The first `firm_tokens` of what is missing are encoded even if a keystroke comes."""
+    (a keystroke meanwhile finds the old one intact), or with `extend_only` not encoded at all."""
 
     key: str
     segments: list[list[int]] = field(repr=False)
     extend_only: bool = False
-    firm_tokens: int = 0
 
 
 def encode(engine: Engine, plan: list[Encode], cancel: CancelToken) -> int:
-    """Run `plan` in order until cancelled; returns the tokens encoded. The first step
-    starts even if a keystroke came already, and a step's firm part always ends: idle work
-    that the scheduler started makes that much progress."""
+    """Run `plan` in order until cancelled; returns the tokens encoded."""
     done = 0
-    for index, step in enumerate(plan):
-        if index and cancel.cancelled:
+    for step in plan:
+        if cancel.cancelled:
             break
-        if step.firm_tokens:
-            with cancel.firm():
-                done += engine.warm(step.key, step.segments, cancel, limit=step.firm_tokens)
-            if cancel.cancelled:
-                break
         done += engine.warm(step.key, step.segments, cancel, extend_only=step.extend_only)
     return done
 
