@@ -52,13 +52,31 @@ def test_episodes_are_deterministic_and_retype_the_original(source_file: Path) -
     assert len(first) == 3
     for ep in first:
         assert ep.text_after(0) == ep.initial_text
-        assert ep.text_after(len(ep.keystrokes)) == SOURCE
-        assert "".join(k.char for k in ep.keystrokes) == ep.typed
-        for n, key in enumerate(ep.keystrokes, start=1):
-            text = ep.text_after(n)
+        assert ep.text_after(ep.keystrokes[-1].typed) == SOURCE
+        assert "".join(k.text for k in ep.keystrokes) == ep.typed
+        for key in ep.keystrokes:
+            text = ep.text_after(key.typed)
+            assert key.offset == ep.start_offset + key.typed
             line_start = text.rfind("\n", 0, key.offset) + 1
             assert text[line_start : key.offset] == key.typed_prefix
             assert SOURCE.split("\n")[text.count("\n", 0, key.offset)] == key.full_line
+
+
+def test_enter_is_one_key_with_the_indentation_the_editor_keeps(tmp_path: Path) -> None:
+    """Editors indent on Enter: the line break and what the line's and the next line's
+    indentation share are one key; any further indentation is typed."""
+    path = tmp_path / "nest.py"
+    lines = ["def f(values):", "    for v in values:", "        if v:", "            yield v",
+             "    return None", ""]
+    path.write_text("\n".join(lines))
+    ep = workload.make_episode(workload.read_source(str(path)), 1, 4)
+    enters = [k.text for k in ep.keystrokes if k.text[0] == "\n"]
+    assert enters == ["\n    ", "\n        ", "\n    "]  # kept; further typed; dedented
+    spaces = sum(1 for k in ep.keystrokes if k.text == " ")
+    assert spaces == 3 + 1 + 1 + 1 + 4 + 4  # in the lines' words, and the two further indents
+    assert ep.text_after(ep.keystrokes[-1].typed) == path.read_text()
+    after_enter = ep.keystrokes[[k.text for k in ep.keystrokes].index("\n    ")]
+    assert (after_enter.typed_prefix, after_enter.full_line) == ("    ", "        if v:")
 
 
 def test_keystroke_cap_is_split_over_episodes(source_file: Path) -> None:

@@ -196,6 +196,25 @@ def test_the_typist_presses_tab_on_exactly_the_rest_of_the_line(tmp_path, answer
     assert any(s.wrong for s in steps) == wrong
 
 
+def test_the_typist_presses_enter_and_the_editor_indents(tmp_path) -> None:
+    """Enter puts the next line's indentation in with the line break (one key, one request
+    at the indented line), as editors do."""
+    import asyncio
+
+    from lsp_complete.bench.spans import SpanTiming, type_with_tab
+
+    path = tmp_path / "i.py"
+    path.write_text("def f(scale, offset):\n" + "".join(
+        f"    total_{i} = compute({i}, scale) + offset\n" for i in range(40)))
+    ep = workload.make_episode(workload.read_source(str(path)), 20, 2)
+    session = ScriptedSession(lambda rest: "print()", ep.original_text)  # never taken
+    timing = SpanTiming(delays_ms=tuple([0.0] + [15.0] * (len(ep.keystrokes) - 1)))
+    steps = asyncio.run(type_with_tab(session, ep, 100, timing))  # type: ignore[arg-type]
+    assert session.text == ep.original_text
+    assert len(steps) == len(ep.keystrokes) == len(ep.typed) - len("    ")
+    assert [s.rest for s in steps].count("total_20 = compute(20, scale) + offset") == 1
+
+
 class BlockSession(ScriptedSession):
     """Answers with the rest of the span's lines as the original file has them, and then
     `tail` (a line the user will not type, or nothing)."""

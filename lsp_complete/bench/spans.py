@@ -6,7 +6,8 @@ A span opens its file (or, moved: opens the whole file, is asked elsewhere in it
 deletes the span's lines), optionally says where the cursor rests (lsp-complete/didMoveCursor,
 which only lsp-complete's own editor plugins send), optionally rests, then types: each
 keystroke is an incremental didChange and an automatic inlineCompletion request at the new
-cursor. Either every key waits for the previous answer (burst typing: the next key as soon as
+cursor (Enter inserts the line break and the indentation the editor keeps). Either every
+key waits for the previous answer (burst typing: the next key as soon as
 the answer is there), or keys go out on a schedule with their answers not awaited (a typist
 who never waits), which is where answers go stale.
 """
@@ -91,10 +92,10 @@ async def type_span(
         if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
             due += timing.delays_ms[k] / 1000
             await asyncio.sleep(max(0.0, due - loop.time()))
-        before = position_at(text, ks.offset - 1)
-        text = ep.text_after(k + 1)
+        before = position_at(text, ks.offset - len(ks.text))
+        text = ep.text_after(ks.typed)
         version += 1
-        session.insert(uri, version, before, ks.char)
+        session.insert(uri, version, before, ks.text)
         request = _ask(session, uri, text, ks.offset, version)
         if timing.awaited:
             answered.append(await request)
@@ -185,8 +186,10 @@ async def type_with_tab(
     session.open(uri, ep.language_id, ep.initial_text, version)
     loop = asyncio.get_running_loop()
     made: list[tuple[asyncio.Task[KeyAnswer], int, int]] = []  # request, accepted, k after
+    keys = {ks.typed - len(ks.text): ks.text for ks in ep.keystrokes}  # by where each starts
+    end = ep.keystrokes[-1].typed if ep.keystrokes else 0
     k, due = 0, loop.time()
-    while k < len(ep.keystrokes):
+    while k < end:
         due += timing.delays_ms[len(made)] / 1000
         await asyncio.sleep(max(0.0, due - loop.time()))
         newest = made[-1][0] if made else None
@@ -202,8 +205,9 @@ async def type_with_tab(
             session.insert(uri, version, where, rest)
             accepted, k = len(rest), k + len(rest)
         else:
-            session.insert(uri, version, where, ep.keystrokes[k].char)
-            accepted, k = 0, k + 1
+            key = keys.get(k, ep.typed[k])
+            session.insert(uri, version, where, key)
+            accepted, k = 0, k + len(key)
         request = _ask(session, uri, ep.text_after(k), ep.start_offset + k, version)
         made.append((asyncio.create_task(request), accepted, k))
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))
@@ -243,7 +247,7 @@ def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAn
         c = lsp_driver.completion_with_stats(answer.suggestion, answer.latency_ms,
                                              records.get(answer.version), answer.error)
         shown = fresh(is_newest(answers, k), c)
-        line_end = k == len(ep.keystrokes) - 1 or ep.keystrokes[k + 1].char == "\n"
+        line_end = k == len(ep.keystrokes) - 1 or ep.keystrokes[k + 1].text[0] == "\n"
         extra = {"accepted_chars": accepted_chars(ks.typed_prefix, c.text, ks.full_line)
                  if shown else 0, "line_end": line_end, "language": ep.language_id}
         samples.append(Sample.of(engine, workload, ep.name, k, c, answer.error, side=side,

@@ -2,8 +2,10 @@
 
 Each episode starts from the original file with a span of lines replaced by one line holding
 just the first line's indentation (the user opened a new line and the editor indented it), then
-types the span back one character at a time; after a newline the next line's indentation is
-typed too.  After the last keystroke the document equals the original file exactly.
+types the span back one character at a time. Enter is one key that inserts the line break and
+the indentation the editor keeps (what the line and the next one share); any further
+indentation is typed. After the last keystroke the document equals the original file
+exactly.
 """
 
 from __future__ import annotations
@@ -69,12 +71,13 @@ _NOT_TYPED = (".min.", "_test.go", ".d.ts")
 
 @dataclass(frozen=True)
 class Keystroke:
-    """One typed character and what the line-exact metric needs after it."""
+    """One key and what the line-exact metric needs after it."""
 
-    char: str
+    text: str  # what it inserts: one character, or Enter with the indentation the editor keeps
     line: int  # cursor line before the insertion (0-based)
     col: int  # cursor column before the insertion, in code points
     offset: int  # cursor offset (code points) after the insertion
+    typed: int  # characters of the span in after it (`Episode.text_after`)
     typed_prefix: str  # the cursor line up to the cursor, after the insertion
     full_line: str  # the original text of the cursor line, after the insertion
 
@@ -92,7 +95,7 @@ class Episode:
     keystrokes: tuple[Keystroke, ...]
 
     def text_after(self, n_typed: int) -> str:
-        """The document after the first `n_typed` keystrokes."""
+        """The document once the first `n_typed` characters of the span are in."""
         pos = self.start_offset
         return self.initial_text[:pos] + self.typed[:n_typed] + self.initial_text[pos:]
 
@@ -330,21 +333,25 @@ def make_episode(src: SourceFile, start: int, n_lines: int, cap: int | None = No
     initial_text = "\n".join(initial_lines)
     start_offset = sum(len(line) + 1 for line in lines[:start]) + len(indent)
     keys: list[Keystroke] = []
-    line, col, offset = start, len(indent), start_offset
-    for char in typed[: cap if cap is not None else len(typed)]:
+    line, col, offset, done = start, len(indent), start_offset, 0
+    while done < (cap if cap is not None else len(typed)):
+        text = typed[done]
+        if text == "\n":  # Enter: the editor keeps what this line's and the next's indents share
+            text += os.path.commonprefix([_indent(lines[line]), _indent(lines[line + 1])])
         before_line, before_col = line, col
-        offset += 1
-        if char == "\n":
-            line, col = line + 1, 0
+        offset, done = offset + len(text), done + len(text)
+        if text[0] == "\n":
+            line, col = line + 1, len(text) - 1
         else:
             col += 1
         full = lines[line]
         keys.append(
             Keystroke(
-                char=char,
+                text=text,
                 line=before_line,
                 col=before_col,
                 offset=offset,
+                typed=done,
                 typed_prefix=full[:col],
                 full_line=full,
             )
