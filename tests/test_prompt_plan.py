@@ -22,6 +22,7 @@ from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
     Encode,
+    FilePlan,
     IdleStep,
     PromptPlanner,
     Switch,
@@ -189,15 +190,31 @@ def test_a_newly_opened_file_encodes_its_head_at_once() -> None:
     assert after_open() == [IdleStep("head")]
 
 
-@pytest.mark.parametrize(("full_prompt", "expected"), [
+# Answers in a row (from the full prompt or not) -> the idle work after the last one.
+ANSWERS = [
     # The full prompt: nothing to climb to; re-anchored once the cursor rests.
-    (True, [IdleStep("spot", when_resting=True)]),
-    # A smaller prompt (the first answer at a spot the cache does not hold): climb at once,
-    # before other idle work, and answer the spot again from what it built.
-    (False, [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
-])
-def test_an_answer_from_a_smaller_prompt_climbs_at_once(full_prompt, expected) -> None:
-    assert after_answer(full_prompt) == expected
+    ("full", [True], [IdleStep("spot", when_resting=True)]),
+    # The first small answer: typing-ahead serves it on while the user types what it shows.
+    ("first small", [False], [IdleStep("spot", when_resting=True)]),
+    # Asked again on a small prompt: climb at once, before other idle work (and answer the
+    # spot again from what it built).
+    ("second small", [False, False],
+     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
+    ("small, full, small", [False, True, False],
+     [IdleStep("climb", first=True), IdleStep("spot", when_resting=True)]),
+    ("small twice, then full", [False, False, True], [IdleStep("spot", when_resting=True)]),
+]
+
+
+@pytest.mark.parametrize(("answers", "expected"), [(a, e) for _, a, e in ANSWERS],
+                         ids=[name for name, _, _ in ANSWERS])
+def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
+                                                                       expected) -> None:
+    file = FilePlan()
+    steps: list[IdleStep] = []
+    for full in answers:
+        steps = after_answer(file, full)
+    assert steps == expected
 
 
 @pytest.mark.parametrize(("anchored_here", "expected"), [

@@ -1,6 +1,6 @@
-"""A keystroke answered from a smaller prompt is answered again from a richer one (issue 30:
-the first answer at a new spot at the small prompt's speed, the keys after it with the rich
-prompt's quality). The server runs in this process on a stand-in completer whose second
+"""A keystroke answered from a smaller prompt, once the model is asked again in the file, is
+answered again from a richer one (issue 30: the keys after it get the richer prompt's
+quality through typing-ahead). The server runs in this process on a stand-in completer whose second
 answer differs from its first; the real engine's part is in test_prompt_cache.py."""
 
 from __future__ import annotations
@@ -58,39 +58,60 @@ async def refined(server: CompletionServer, count: int = 1) -> None:
     raise AssertionError("the spot was not answered again")
 
 
+def type_at(server: CompletionServer, version: int, at: types.Position, text: str) -> None:
+    server.files.change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=at, end=at), text=text)]))
+
+
 async def test_the_keys_typed_on_get_the_richer_answer() -> None:
     server, completer, told = serve()
-    at = types.Position(line=LINE, character=CHARACTER)
+    first_spot = types.Position(line=LINE, character=CHARACTER)
+    at = types.Position(line=LINE, character=CHARACTER + 1)
     try:
         open_file(server)
-        first = await server.suggester.suggestion(URI, at)
-        assert first is not None and first.insert == "val" + "ue + 1"  # at once, the small one
+        first = await server.suggester.suggestion(URI, first_spot)
+        assert first is not None and first.insert == "val" + "ue + 1"
+        # The file's first small answer: typing-ahead serves it on; nothing is climbed yet.
+        await asyncio.sleep(0.1)
+        assert completer.refined == [] and server.telemetry.counters["refined"] == 0
+        # A key that leaves it: the model is asked again (small, at once), then the spot
+        # again from the richer prompt.
+        type_at(server, 2, first_spot, "x")
+        second = await server.suggester.suggestion(URI, at)
+        assert second is not None and second.insert == "valx" + "ue + 1"
         await refined(server)
         assert [c.text for c in completer.refined] == ["ue + 1"]
         assert server.telemetry.counters["refinedChanged"] == 1
-        assert told == [(BLOCK_READY_METHOD, {"textDocument": {"uri": URI, "version": 1},
+        assert told == [(BLOCK_READY_METHOD, {"textDocument": {"uri": URI, "version": 2},
                                               "position": {"line": LINE,
-                                                           "character": CHARACTER}})]
+                                                           "character": CHARACTER + 1}})]
         # Asked again at the spot (our clients, told), or typed on through it: the new one.
         again = await server.suggester.suggestion(URI, at)
-        assert again is not None and again.insert == "val" + "ue * 2"
-        server.files.change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=at, end=at), text="u")]))
+        assert again is not None and again.insert == "valx" + "ue * 2"
+        type_at(server, 3, at, "u")
         typed_on = await server.suggester.suggestion(
-            URI, types.Position(line=LINE, character=CHARACTER + 1))
-        assert typed_on is not None and typed_on.insert == "valu" + "e * 2"
+            URI, types.Position(line=LINE, character=CHARACTER + 2))
+        assert typed_on is not None and typed_on.insert == "valxu" + "e * 2"
         assert server.telemetry.counters["typeahead"] == 2  # neither asked the model
     finally:
         server.scheduler.stop()
+
+
+async def asked_twice(server: CompletionServer) -> None:
+    """The model asked at the spot, then again after a key that left its suggestion."""
+    first_spot = types.Position(line=LINE, character=CHARACTER)
+    await server.suggester.suggestion(URI, first_spot)
+    type_at(server, 2, first_spot, "x")
+    await server.suggester.suggestion(URI, types.Position(line=LINE, character=CHARACTER + 1))
 
 
 async def test_the_same_answer_again_tells_the_client_nothing() -> None:
     server, _, told = serve(again="ue + 1")
     try:
         open_file(server)
-        await server.suggester.suggestion(URI, types.Position(line=LINE, character=CHARACTER))
+        await asked_twice(server)
         await refined(server)
         assert server.telemetry.counters["refinedChanged"] == 0 and told == []
     finally:
@@ -102,9 +123,7 @@ async def test_an_answer_from_the_full_prompt_is_not_answered_again() -> None:
     completer.run = lambda *_a, **_k: answer("ue + 1", 400, full_prompt=True)  # type: ignore[method-assign]
     try:
         open_file(server)
-        found = await server.suggester.suggestion(
-            URI, types.Position(line=LINE, character=CHARACTER))
-        assert found is not None
+        await asked_twice(server)
         await asyncio.sleep(0.2)
         assert completer.refined == [] and server.telemetry.counters["refined"] == 0
     finally:

@@ -23,6 +23,7 @@ from lsp_complete.pipeline.completer import (
 from lsp_complete.pipeline.next_edit import NextEditAnswer
 from lsp_complete.pipeline.planner import (
     FULL_PROMPT_SLACK,
+    FilePlan,
     IdleStep,
     PromptPlanner,
     Switch,
@@ -40,6 +41,7 @@ __all__ = [
     "MAX_LINES",
     "Completer",
     "Completion",
+    "FilePlan",
     "NextEditAnswer",
     "block_wanted",
     "IdleStep",

@@ -38,9 +38,8 @@ FULL_PROMPT_SLACK = 16
 # an open one) holds what the engine prefills in about this long at its measured speed, at
 # least COLD_MIN_TOKENS: the first suggestion comes in about a second on 2 cores, and it must
 # be good, for typing-ahead serves it on as long as the user types what it shows (a span
-# asks the model 1-4 times); the spot is then answered again from the cold window
-# (`after_answer`'s climb). With 48 tokens, as 215d7a9, the first suggestion came 0.6x as
-# soon and line-exact was 0.74-0.82x (docs/bench/2026-12-04-first-prompt).
+# asks the model 1-4 times). With 48 or 96 tokens the first suggestion came sooner, with
+# fewer lines exact and more wrong suggestions shown (docs/bench/2026-12-04-first-prompt).
 COLD_PREFILL_SECONDS = 0.5
 COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing headers
 COLD_MAX_TOKENS = 320
@@ -70,20 +69,33 @@ class IdleStep:
     first: bool = False
 
 
+@dataclass
+class FilePlan:
+    """What the planner remembers of one open file (its owner keeps it, from open to close)."""
+
+    small_answers: int = 0  # model answers from a smaller prompt than the full one
+
+
 def after_open() -> list[IdleStep]:
     """A file was opened (or a model loaded for it): its head, ahead of the first keystroke."""
     return [IdleStep("head")]
 
 
-def after_answer(full_prompt: bool) -> list[IdleStep]:
+def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
     """A keystroke was answered by the model, from the full-context prompt or not. A smaller
-    prompt climbs, at once and first: the cold window is built aside and the spot answered
-    again from it, so the keys typed on through the first suggestion are served a better one
-    by typing-ahead (the first came at the small prompt's speed). Every answer re-anchors
-    once the cursor rests, so that the next keystroke appends to a fresh, short middle (also
-    when the anchor is there already: a file that started with the cold prompt gets its full
-    context; a no-op when cached)."""
-    steps = [] if full_prompt else [IdleStep("climb", first=True)]
+    prompt climbs, at once and first (the cold window built aside, then the spot answered
+    again from it, for the keys typed on through the suggestion), but not after the file's
+    first small answer: typing-ahead serves that suggestion on while the user types what it
+    shows, and a bigger prompt pays only once the model must be asked again (climbing at the
+    first cost the typist 1.15x the CPU per key, docs/bench/2026-12-04-first-prompt). Every
+    answer re-anchors once the cursor rests, so that the next keystroke appends to a fresh,
+    short middle (also when the anchor is there already: a file that started with the cold
+    prompt gets its full context; a no-op when cached)."""
+    steps: list[IdleStep] = []
+    if not full_prompt:
+        file.small_answers += 1
+        if file.small_answers >= 2:
+            steps.append(IdleStep("climb", first=True))
     return [*steps, IdleStep("spot", when_resting=True)]
 
 

@@ -442,7 +442,7 @@ class OpenFiles:
         file = self._files.get(uri)
         if file is None or file.state is not state:
             return  # (the caller's file is open: it just checked)
-        self.follow(file, after_answer(answer.completion.full_prompt), answer)
+        self.follow(file, after_answer(state.plan, answer.completion.full_prompt), answer)
         self._persist_when_idle(file)
 
     def follow(self, file: OpenFile, steps: list[IdleStep],

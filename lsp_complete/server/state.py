@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lsp_complete.nextedit.history import EditHistory
-from lsp_complete.pipeline import Completer, Completion, Prepared
+from lsp_complete.pipeline import Completer, Completion, FilePlan, Prepared
 from lsp_complete.scheduler import Job
 
 CHECK_THREADS = os.environ.get("LSP_COMPLETE_CHECK_THREADS") == "1"
@@ -119,6 +119,7 @@ class DocState(LoopOwned):
     block: InFlight | None = None  # the block being written for the suggestion shown
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
     shown: Shown | None = None  # until the text changes or the cursor leaves the spot
+    plan: FilePlan = field(default_factory=FilePlan)  # what the prompt planner keeps of it
     # The recent edits (next-edit prompts) and where the last one left the cursor.
     history: EditHistory = field(default_factory=EditHistory)
     edit_cursor: int | None = None
