@@ -491,8 +491,8 @@ class OpenFiles:
 
     def schedule_climb(self, ticket: Ticket, answer: Answered, first: bool = False) -> None:
         """A keystroke was answered with a smaller prompt than the full one: build on towards
-        the full one (a short first slice even if the next keystroke comes at once; the rest in
-        whatever time it leaves), then answer the keystroke's spot again from it
+        the full one in whatever time the keys leave (the next one that needs the worker stops
+        it; keys typing-ahead answers do not), then answer the keystroke's spot again from it
         (`Completer.refine`). That answer is kept for typing-ahead, which serves it to the keys
         typed on through the suggestion, and our clients are told when it differs."""
         completer, repo, file = self._model.completer, self._repo, ticket.file
