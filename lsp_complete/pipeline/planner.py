@@ -86,8 +86,8 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
     prompt climbs, at once and first (the cold window built aside, then the spot answered
     again from it, for the keys typed on through the suggestion), but not after the file's
     first small answer: typing-ahead serves that suggestion on while the user types what it
-    shows, and a bigger prompt pays only once the model must be asked again (climbing at the
-    first cost the typist 1.15x the CPU per key, docs/bench/2026-12-04-first-prompt). Every
+    shows, and a bigger prompt pays only once the model must be asked again (climbing after
+    the first too cost CPU for nothing measurable: docs/bench/2026-12-04-first-prompt). Every
     answer re-anchors once the cursor rests, so that the next keystroke appends to a fresh,
     short middle (also when the anchor is there already: a file that started with the cold
     prompt gets its full context; a no-op when cached)."""
@@ -198,7 +198,7 @@ class PromptPlanner:
         full one), and that window cut to what prefills in ~0.5 s (`cold_budget`: a newly
         opened file asked at once). A small file (a full prompt of at most SMALL_FILE_TOKENS)
         gets its full prompt at once. A bigger prompt that is not complete yet is not finished
-        by a keystroke: `climb` completes it in slices after each one."""
+        by a keystroke: `climb` completes it in the time between keys."""
         if full is None:
             full = self._build(prepared.ctx)
         if prepared.cold_ctx is None:
