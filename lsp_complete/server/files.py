@@ -499,9 +499,7 @@ class OpenFiles:
         if completer is None:
             return
         loop, uri = asyncio.get_running_loop(), file.uri
-        position = answer.position
-        params = {"textDocument": {"uri": uri, "version": file.doc.version},
-                  "position": {"line": position.line, "character": position.character}}
+        params = ask_again_params(uri, file.doc.version, answer.position)
 
         def climb(cancel: CancelToken) -> None:
             # Open under its URI (closing it drops this job before it runs).
@@ -578,8 +576,7 @@ class OpenFiles:
             return  # (the caller's file is open: it just checked)
         loop = asyncio.get_running_loop()
         model = self._model
-        params = {"textDocument": {"uri": uri, "version": shown.version},
-                  "position": {"line": position.line, "character": position.character}}
+        params = ask_again_params(uri, shown.version, position)
         ticket = self._files.ticket(file, version=shown.version)
         # What it has written so far: a key typed on into the next line is answered from it.
         progressed = asyncio.Event()
@@ -654,6 +651,13 @@ class OpenFiles:
         self._telemetry.counters["cursorMoves"] += 1
         state.at_cursor(cursor)  # idle work planned for the old spot is moot
         self.follow(file, steps)
+
+
+def ask_again_params(uri: str, version: int, position: types.Position) -> dict[str, Any]:
+    """BLOCK_READY_METHOD's params: a better suggestion is ready at `position` of the
+    document `uri` at `version` (a block, or the spot answered again)."""
+    return {"textDocument": {"uri": uri, "version": version},
+            "position": {"line": position.line, "character": position.character}}
 
 
 def _short(uri: str) -> str:
