@@ -6,7 +6,9 @@ textDocument.version and context.triggerKind 2; lua/sidekick/nes/init.lua), and
 The tiny model runs in process for what does not depend on what it writes (off, stale
 versions, cancellation, malformed params); the edits themselves come from a scripted
 llama-server stand-in (the tiny model writes gibberish, which no guard accepts), as in
-test_blocks.py. The real model's two cases are in test_real_model_next_edit below (slow)."""
+test_blocks.py. A rename is carried on without the model (nextedit/repeat.py), so the model's
+path is driven by an added parameter, which no rule carries on. The real model's two cases are
+in test_next_edit_real_model.py (slow)."""
 
 from __future__ import annotations
 
@@ -37,9 +39,12 @@ from tests.lsp_helpers import start_server
 from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
 
 SOURCE = "def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n"
-# The user renamed `width` to `w` on line 0; the model is to carry it to line 1.
+# The user renamed `width` to `w` on line 0; it is carried to line 1 (without the model).
 RENAMED = SOURCE.replace("area(width,", "area(w,")
 PROPAGATED = RENAMED.replace("return width *", "return w *")
+# The user added a parameter `depth`; the model is to use it on line 1.
+EXTENDED = SOURCE.replace("height):", "height, depth):")
+EXTENDED_NEXT = EXTENDED.replace("width * height", "width * height * depth")
 
 
 def sidekick_params(uri: str, version: int, line: int, character: int) -> dict[str, Any]:
@@ -65,6 +70,11 @@ def rename_width(client: Any, uri: str) -> None:
     replace(client, uri, 2, where, "w")
 
 
+def add_depth(client: Any, uri: str) -> None:
+    """Version 2: `, depth` typed at once after `height` in the signature."""
+    insert(client, uri, 2, 0, 22, ", depth")
+
+
 def apply(text: str, edit: dict[str, Any]) -> str:
     lines = text.split("\n")
     start, end = edit["range"]["start"], edit["range"]["end"]
@@ -85,7 +95,7 @@ async def test_sidekick_gets_the_edit_for_the_version_it_asked(
         fake, tiny_model_path, engine) -> None:  # noqa: F811
     # The window (10 lines above and below the cursor) is the whole file (its last line is
     # the empty one after the last line break).
-    fake.pieces = sweep_answer(PROPAGATED)
+    fake.pieces = sweep_answer(EXTENDED_NEXT)
     client = await start_server(None, remote_options(fake.url, tiny_model_path,
                                                      remoteHealing="off", nextEditDelayMs=0))
     try:
@@ -93,33 +103,32 @@ async def test_sidekick_gets_the_edit_for_the_version_it_asked(
         open_doc(client, uri, SOURCE)
         await next_edit(client, uri, 1, 0, 0)  # a client that asks: from now on, ahead
         ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
-        rename_width(client, uri)
+        add_depth(client, uri)
         params = await asyncio.wait_for(ready, 60)  # computed after the pause, unasked
         assert params.textDocument.uri == uri and params.textDocument.version == 2
         asked = len(fake.posts("/v1/completions"))
         (edit,) = await next_edit(client, uri, 2, 0, 10)
         assert len(fake.posts("/v1/completions")) == asked  # the ready answer
         assert edit["textDocument"] == {"uri": uri, "version": 2}
-        # The smallest replacement: `width` -> `w` deletes "idth".
-        assert edit["range"] == {"start": {"line": 1, "character": 12},
-                                 "end": {"line": 1, "character": 16}}
-        assert edit["text"] == ""
-        assert apply(RENAMED, edit) == PROPAGATED
+        # The smallest replacement: " * depth" inserted at the end of line 1.
+        assert edit["range"] == {"start": {"line": 1, "character": 25},
+                                 "end": {"line": 1, "character": 25}}
+        assert edit["text"] == " * depth"
+        assert apply(EXTENDED, edit) == EXTENDED_NEXT
         prompt = fake.posts("/v1/completions")[-1]["prompt"]
         # The history, then the window before and after the edit, as Sweep's format has it
         # (the separators are special tokens, which detokenize to nothing).
         text = engine.detokenize(prompt)
         assert text == ("area.py.diff\noriginal:\ndef area(width, height):\nupdated:\n"
-                        f"def area(w, height):\noriginal/area.py\n{SOURCE}\n"
-                        f"current/area.py\n{RENAMED}\nupdated/area.py")
+                        f"def area(width, height, depth):\noriginal/area.py\n{SOURCE}\n"
+                        f"current/area.py\n{EXTENDED}\nupdated/area.py")
         command = edit["command"]
         assert command["command"] == "lsp-complete.accepted"
         # Shown (twice: counted once), then accepted as sidekick does it: apply, then the
         # command.
         for _ in range(2):
             client.protocol.notify(DID_SHOW_NEXT_EDIT_METHOD, {"item": edit})
-        replace(client, uri, 3, types.Range(start=types.Position(line=1, character=12),
-                                            end=types.Position(line=1, character=16)), "")
+        insert(client, uri, 3, 1, 25, " * depth")
         await client.workspace_execute_command_async(types.ExecuteCommandParams(
             command=command["command"], arguments=command["arguments"]))
         counters = (await status(client))["counters"]
@@ -179,7 +188,7 @@ async def test_copilot_el_is_served_as_it_speaks(fake, tiny_model_path) -> None:
 
 
 async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_model_path) -> None:  # noqa: F811
-    fake.pieces = sweep_answer(PROPAGATED)
+    fake.pieces = sweep_answer(EXTENDED_NEXT)
     client = await start_server(None, remote_options(fake.url, tiny_model_path,
                                                      remoteHealing="off", nextEditDelayMs=0))
     try:
@@ -187,16 +196,16 @@ async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_mode
         open_doc(client, uri, SOURCE)
         await next_edit(client, uri, 1, 0, 0)  # a client that asks: from now on, ahead
         ready = asyncio.ensure_future(client.wait_for_notification(NEXT_EDIT_READY_METHOD))
-        rename_width(client, uri)
+        add_depth(client, uri)
         await asyncio.wait_for(ready, 60)
         # A keystroke at the end of the file (version 3): the version-2 edit is stale.
-        fake.pieces = sweep_answer(PROPAGATED + "#")  # (before: the pause is 0 ms)
+        fake.pieces = sweep_answer(EXTENDED_NEXT + "#")  # (before: the pause is 0 ms)
         insert(client, uri, 3, 5, 0, "#")
         assert await next_edit(client, uri, 2, 0, 10) == []
         # Asked for version 3, it is computed for version 3 (its range in that text).
         edits = await next_edit(client, uri, 3, 0, 10)
         assert [e["textDocument"]["version"] for e in edits] == [3]
-        assert apply(RENAMED + "#", edits[0]) == PROPAGATED + "#"
+        assert apply(EXTENDED + "#", edits[0]) == EXTENDED_NEXT + "#"
     finally:
         await client.shutdown_session()
 
@@ -240,10 +249,10 @@ async def test_next_edit_off_answers_empty_and_runs_no_model(tiny_model_path: Pa
 
 async def asked_while_generating(client: Any, uri: str) -> tuple[asyncio.Future[Any],
                                                                   dict[str, Any]]:
-    """Open SOURCE at `uri`, rename, and ask for the next edit: returned once the rewrite is
-    being generated (the request's future, and the engine counters before it)."""
+    """Open SOURCE at `uri`, add a parameter, and ask for the next edit: returned once the
+    rewrite is being generated (the request's future, and the engine counters before it)."""
     open_doc(client, uri, SOURCE)
-    rename_width(client, uri)
+    add_depth(client, uri)
     base = (await wait_idle(client))["engineCounters"]
     asked = asyncio.ensure_future(next_edit(client, uri, 2, 0, 10))
     for _ in range(1000):
@@ -335,7 +344,7 @@ async def test_another_next_edit_model_is_refused_with_a_message(tiny_model_path
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
-        rename_width(client, uri)
+        add_depth(client, uri)
         base = (await wait_idle(client))["engineCounters"]["calls"]
         for _ in range(2):
             assert await next_edit(client, uri, 2, 0, 10) == []
@@ -354,7 +363,7 @@ async def test_a_request_during_the_pause_is_computed_once(
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
         base = (await wait_idle(client))["engineCounters"]["calls"]
-        rename_width(client, uri)
+        add_depth(client, uri)
         # Asked at once: the work (3 s: each decode takes 20 ms) outlasts the pause, which
         # must not start it again.
         assert await next_edit(client, uri, 2, 0, 10) == []  # (gibberish: refused)
@@ -412,5 +421,37 @@ async def test_a_huge_line_stays_out_of_the_window(fake, tiny_model_path) -> Non
         assert await next_edit(client, uri, 1, 5, 10) == []
         assert len(fake.posts("/v1/completions")) == len(prompts)  # nothing asked
         assert (await status(client))["model"]["state"] == "ready"
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_rename_is_carried_to_each_next_use_without_the_model(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """The last edit made again where it fits next (nextedit/repeat.py): a rename is carried
+    to the nearest use at once, the model never asked; once that is accepted, to the next."""
+    fake.pieces = sweep_answer(SOURCE)  # (the model would change nothing)
+    text = "def area(width, height):\n    assert width > 0\n    return width * height\n"
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000))
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, text)
+        rename_width(client, uri)
+        (edit,) = await next_edit(client, uri, 2, 0, 10)
+        assert edit["textDocument"] == {"uri": uri, "version": 2}
+        assert edit["range"] == {"start": {"line": 1, "character": 12},
+                                 "end": {"line": 1, "character": 16}}  # "idth" goes
+        assert edit["text"] == ""
+        # Accepted as sidekick does it: the edit applied, then its command.
+        replace(client, uri, 3, types.Range(start=types.Position(line=1, character=12),
+                                            end=types.Position(line=1, character=16)), "")
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=edit["command"]["command"], arguments=edit["command"]["arguments"]))
+        (edit,) = await next_edit(client, uri, 3, 1, 12)
+        assert apply(text.replace("width", "w", 2), edit) == text.replace("width", "w")
+        counters = (await wait_idle(client))["counters"]
+        assert counters["nextEditRepeated"] == 2 and counters["nextEditAccepted"] == 1
+        assert fake.posts("/v1/completions") == []  # the model was never asked
     finally:
         await client.shutdown_session()

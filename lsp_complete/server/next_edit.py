@@ -27,7 +27,9 @@ from lsprotocol import types
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
+from lsp_complete.nextedit.diff import Replacement
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
+from lsp_complete.nextedit.repeat import repeat_edit
 from lsp_complete.pipeline import NextEditAnswer
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
@@ -54,8 +56,8 @@ class Pending:
     version: int
     first_line: int  # the window it rewrites
     last_line: int
-    job: Job
-    task: asyncio.Task[dict[str, Any] | None] | None = None
+    job: Job | None  # None: answered without the model (the last edit made again)
+    task: asyncio.Future[dict[str, Any] | None] | None = None
     # The work was stopped before it answered (a keystroke's suggestion preempts idle work):
     # the next request here starts it again.
     stopped: bool = False
@@ -145,7 +147,7 @@ class NextEdits:
         if timer is not None:
             timer.cancel()
         pending = self._pending.pop(uri, None)
-        if pending is not None:
+        if pending is not None and pending.job is not None:
             self._scheduler.cancel(pending.job)
 
     # ------------------------------------------------------------------ the request
@@ -195,13 +197,18 @@ class NextEdits:
 
     def _start(self, uri: str, file: OpenFile, line: int, cursor: int,
                asked: bool) -> Pending | None:
-        """Compute the next edit for the window around `line` in idle time; `asked` (a
-        client waits for it): before the other idle work queued."""
+        """The next edit for `line`: the last edit made again where it fits next, at once;
+        else the model's rewrite of the window around `line`, in idle time (`asked`: a client
+        waits for it, before the other idle work queued)."""
         doc, state = file.doc, file.state
-        completer = self._model.completer
-        if completer is None or not self._model.ready or state.disabled_reason:
+        if state.disabled_reason or not self._settings().language_enabled(doc.language_id):
             return None
-        if not self._settings().language_enabled(doc.language_id) or not self._supported():
+        newest = state.history.last
+        repeated = repeat_edit(doc.text, newest, line) if newest is not None else None
+        if repeated is not None:
+            return self._repeated(uri, file, repeated)
+        completer = self._model.completer
+        if completer is None or not self._model.ready or not self._supported():
             return None
         template = completer.spec.next_edit
         assert template is not None  # (_supported)
@@ -250,6 +257,22 @@ class NextEdits:
             return edit
 
         pending.task = asyncio.get_running_loop().create_task(answer())
+        return pending
+
+    def _repeated(self, uri: str, file: OpenFile, rep: Replacement) -> Pending:
+        """An answer made without the model: ready now, for any line of this version."""
+        doc = file.doc
+        self._drop(uri)
+        self._telemetry.record_next_edit(uri, doc.version, time.perf_counter(), "repeat", None, 0)
+        self._telemetry.counters["nextEditComputed"] += 1
+        self._telemetry.counters["nextEditRepeated"] += 1
+        edit = self._edit(uri, doc, rep.start, rep.end, rep.text, self._client.encoding)
+        done: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+        done.set_result(edit)
+        pending = self._pending[uri] = Pending(doc, file.state, doc.version, 0,
+                                               max(doc.line_count - 1, 0), None, done)
+        self._client.notify(NEXT_EDIT_READY_METHOD,
+                            {"textDocument": {"uri": uri, "version": doc.version}})
         return pending
 
     def _supported(self) -> bool:

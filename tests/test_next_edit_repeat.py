@@ -1,0 +1,57 @@
+"""The last edit made again at the nearest other place it fits (nextedit/repeat.py)."""
+
+from __future__ import annotations
+
+from lsp_complete.nextedit.diff import Replacement
+from lsp_complete.nextedit.history import EditBlock
+from lsp_complete.nextedit.repeat import repeat_edit, token_changes
+
+
+def made_again(text: str, line: int, before: str, cursor_line: int | None = None) -> str | None:
+    """`text` whose line `line` was `before` until the last edit: the text after the edit is
+    made again, or None."""
+    lines = text.split("\n")
+    last = EditBlock(line, (before,), (lines[line],))
+    rep = repeat_edit(text, last, line if cursor_line is None else cursor_line)
+    return None if rep is None else text[:rep.start] + rep.text + text[rep.end:]
+
+
+def test_a_rename_goes_to_the_nearest_use_below_first() -> None:
+    text = "x = count\ndef f(total):\n    return total + total\n"
+    after = made_again(text, 1, "def f(count):")
+    # The nearest line holding `count` is line 0 and line 2 has none: line 0 is renamed.
+    assert after == "x = total\ndef f(total):\n    return total + total\n"
+    text = "a = count\ndef f(total):\n    return count + count\n"
+    # Lines 0 and 2 are as near: below wins, every use on it.
+    assert made_again(text, 1, "def f(count):") == ("a = count\ndef f(total):\n"
+                                                    "    return total + total\n")
+
+
+def test_the_smallest_replacement_in_the_document() -> None:
+    text = "def f(w):\n    return width\n"
+    last = EditBlock(0, ("def f(width):",), ("def f(w):",))
+    assert repeat_edit(text, last, 0) == Replacement(22, 26, "")  # "idth" of line 1
+
+
+def test_an_added_argument_goes_where_the_same_tokens_surround_it() -> None:
+    text = ("echo(msg, err=True)\n"
+            "other(msg)\n"
+            "echo(msg)\n")
+    assert made_again(text, 0, "echo(msg)") == ("echo(msg, err=True)\n"
+                                                "other(msg)\n"
+                                                "echo(msg, err=True)\n")
+
+
+def test_no_other_place_or_an_edit_too_big_or_a_value_gives_nothing() -> None:
+    assert made_again("def f(total):\n    return 1\n", 0, "def f(count):") is None
+    big = "a = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]\nb = []\n"
+    assert made_again(big, 0, "a = []") is None
+    # True -> False is a value changed, not a name: no other True follows it.
+    assert made_again("done = False\nok = True\n", 0, "done = True") is None
+    # A change with nothing around it to find the place by.
+    assert token_changes("", "#") is None
+
+
+def test_the_edited_lines_themselves_are_left_alone() -> None:
+    text = "f(total, total)\n"
+    assert made_again(text, 0, "f(count, total)") is None
