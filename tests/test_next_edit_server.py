@@ -455,3 +455,22 @@ async def test_a_rename_is_carried_to_each_next_use_without_the_model(
         assert fake.posts("/v1/completions") == []  # the model was never asked
     finally:
         await client.shutdown_session()
+
+
+async def test_a_rewrite_that_does_not_follow_from_the_last_edit_is_not_shown(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    # The model rewords the print call: nothing to do with the added parameter.
+    fake.pieces = sweep_answer(EXTENDED.replace("print(area(2, 3))", "print(area(3, 2))"))
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off",
+                                                     nextEditDelayMs=60_000))
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        add_depth(client, uri)
+        assert await next_edit(client, uri, 2, 0, 29) == []
+        counters = (await wait_idle(client))["counters"]
+        assert counters["nextEditUnrelated"] == 1 and counters["nextEditEdits"] == 0
+        assert len(fake.posts("/v1/completions")) == 1  # the model was asked
+    finally:
+        await client.shutdown_session()

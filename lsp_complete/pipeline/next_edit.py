@@ -1,5 +1,6 @@
 """One next-edit suggestion on the worker thread: prompt (nextedit/prompt.py) -> engine ->
-the rewritten window read back and guarded -> the smallest replacement in the window.
+the rewritten window read back and guarded -> shown only if it follows from the recent
+edits (nextedit/relevance.py) -> the smallest replacement in the window.
 
 The engine is asked under one key of its own (`NEXT_EDIT_KEY`), for every file: the
 next-edit prompt shares nothing with a file's FIM prompt, so in the file's sequence it would
@@ -20,6 +21,7 @@ from lsp_complete.models import NextEditTemplate
 from lsp_complete.nextedit.diff import Replacement, smallest_replacement
 from lsp_complete.nextedit.history import EditBlock
 from lsp_complete.nextedit.prompt import NextEditPrompt, Window, parse_answer, render
+from lsp_complete.nextedit.relevance import follows_from
 from lsp_complete.prompt import SegmentTokenizer
 
 # The rewrite copies the window: its tokens, and room for an edit that adds a few lines.
@@ -35,7 +37,7 @@ NEXT_EDIT_KEY = "lsp-complete:next-edit"
 @dataclass
 class NextEditAnswer:
     replacement: Replacement | None  # None: nothing to change (or nothing to trust)
-    outcome: str  # edit | same | rejected | cancelled | error
+    outcome: str  # edit | same | rejected | unrelated | cancelled | error
     result: GenerationResult | None = None
     latency_ms: float = 0.0
     prompt_tokens: int = 0
@@ -64,9 +66,13 @@ def suggest_next_edit(engine: Engine, tokenize: SegmentTokenizer, template: Next
         rewritten = parse_answer(template, result.text, finished, window.shown)
         if rewritten is None:
             answer.outcome = "rejected"
+        elif (after := window.in_text(rewritten)) == window.text:
+            answer.outcome = "same"
+        elif not follows_from(history, window.text, after):
+            answer.outcome = "unrelated"
         else:
-            answer.replacement = smallest_replacement(window.text, window.in_text(rewritten))
-            answer.outcome = "edit" if answer.replacement else "same"
+            answer.replacement = smallest_replacement(window.text, after)
+            answer.outcome = "edit"
     answer.latency_ms = (time.perf_counter() - started) * 1000
     return answer
 

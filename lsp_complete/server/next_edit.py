@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 _ATTEMPTS = 3
 _EDITS_KEPT = 256  # edits sent whose show / accept is still counted
 _OUTCOME_COUNTERS = {"edit": "nextEditEdits", "same": "nextEditNothing",
-                     "rejected": "nextEditRejected"}
+                     "rejected": "nextEditRejected", "unrelated": "nextEditUnrelated"}
 
 
 @dataclass

@@ -67,10 +67,12 @@ class Telemetry:
             "refined": 0, "refinedChanged": 0,
             # Next edits: computed (each answer of the model, or the last edit made again
             # without it: nextEditRepeated), what the model's came to (an edit, nothing to
-            # change, an answer the guards refused, an engine error), and the edits the client
-            # showed (didShowInlineEdit) and accepted.
+            # change, an answer the guards refused, an edit that does not follow from the last
+            # one, an engine error), and the edits the client showed (didShowInlineEdit) and
+            # accepted.
             "nextEditComputed": 0, "nextEditEdits": 0, "nextEditNothing": 0,
-            "nextEditRejected": 0, "nextEditErrors": 0, "nextEditShown": 0,
+            "nextEditRejected": 0, "nextEditUnrelated": 0, "nextEditErrors": 0,
+            "nextEditShown": 0,
             "nextEditAccepted": 0, "nextEditRepeated": 0,
         }
         self._suggestions: dict[str, dict[str, Any]] = {}
