@@ -1,6 +1,8 @@
 """Next edits from the real default model (Qwen2.5-Coder-1.5B-Instruct through its chat
 template) over LSP, the two cases of issue 33: a renamed parameter carried to its use, and a
-`level=` argument added at the call that logs a failure. Slow group: `pytest -m slow`."""
+`level=` argument added at the call that logs a failure. The rename is now carried on without
+the model (nextedit/repeat.py), before it is asked; the `level=` case is the model's. Slow
+group: `pytest -m slow`."""
 
 from __future__ import annotations
 
