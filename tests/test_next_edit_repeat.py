@@ -55,3 +55,11 @@ def test_no_other_place_or_an_edit_too_big_or_a_value_gives_nothing() -> None:
 def test_the_edited_lines_themselves_are_left_alone() -> None:
     text = "f(total, total)\n"
     assert made_again(text, 0, "f(count, total)") is None
+
+
+def test_a_line_added_is_not_added_again() -> None:
+    # `y = 2` added below `x = 1`: added again below the other `x = 1`, it would only double
+    # the user's line (made again, a change that adds or removes a line mostly does).
+    text = "x = 1\ny = 2\nz = 0\nx = 1\n"
+    last = EditBlock(0, ("x = 1",), ("x = 1", "y = 2"))
+    assert repeat_edit(text, last, 1) is None

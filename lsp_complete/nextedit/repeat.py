@@ -5,9 +5,10 @@ that can be told from the file alone.
 
 The edit is read as token changes (old tokens -> new tokens) between the lines before and
 after it. A change of one identifier into another (a rename) matches that identifier anywhere;
-any other change matches only between the same tokens as the edit had on either side. The
-place is the nearest line to the cursor, outside the edit, where every change of the edit
-matches; all its matches on that line are made.
+any other change matches only between the same tokens as the edit had on either side. A
+change that adds or removes a line break is not made again (it mostly doubles the user's new
+line). The place is the nearest line to the cursor, outside the edit, where every change of
+the edit matches; all its matches on that line are made.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def token_changes(original: str, updated: str) -> list[TokenChange] | None:
     for _tag, i1, i2, j1, j2 in opcodes:
         was, now = tuple(old[i1:i2]), tuple(new[j1:j2])
         if max(len(was), len(now)) > MAX_CHANGE_TOKENS or not "".join(was + now).strip():
+            return None
+        if "\n" in "".join(was + now):
             return None
         if _is_rename(was, now):
             change = TokenChange((), was, now, ())
