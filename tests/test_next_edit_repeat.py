@@ -63,3 +63,16 @@ def test_a_line_added_is_not_added_again() -> None:
     text = "x = 1\ny = 2\nz = 0\nx = 1\n"
     last = EditBlock(0, ("x = 1",), ("x = 1", "y = 2"))
     assert repeat_edit(text, last, 1) is None
+
+
+def test_renames_are_carried_on_each_by_itself() -> None:
+    # Three names renamed on one line: the next line that holds one of them gets that one.
+    before = "check(mutex, required, group)"
+    text = ("check(mutexKey, requiredKey, groupKey)\n"
+            "x = 1\n"
+            "mark(required)\n")
+    assert made_again(text, 0, before) == ("check(mutexKey, requiredKey, groupKey)\n"
+                                           "x = 1\n"
+                                           "mark(requiredKey)\n")
+    # An edit that is not renames alone must fit whole: `f(a)` -> `g(a, b)` is two changes.
+    assert made_again("g(a, b)\nf(c)\n", 0, "f(a)") is None

@@ -8,7 +8,8 @@ after it. A change of one identifier into another (a rename) matches that identi
 any other change matches only between the same tokens as the edit had on either side. A
 change that adds or removes a line break is not made again (it mostly doubles the user's new
 line). The place is the nearest line to the cursor, outside the edit, where every change of
-the edit matches; all its matches on that line are made.
+the edit matches (for an edit of renames alone, where one does); all its matches on that line
+are made.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 # An edit worth repeating is small: a few token changes, each of a few tokens.
 MAX_CHANGES = 2
+MAX_RENAMES = 4  # an edit of renames alone: each is carried on by itself
 MAX_CHANGE_TOKENS = 12
 MIN_RENAMED_CHARS = 2
 MAX_LINES_LOOKED_AT = 4000  # the nearest ones: a huge file costs no more than this
@@ -60,7 +62,7 @@ def token_changes(original: str, updated: str) -> list[TokenChange] | None:
     old, new = tokens(original), tokens(updated)
     opcodes = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
                if op[0] != "equal"]
-    if not opcodes or len(opcodes) > MAX_CHANGES:
+    if not opcodes or len(opcodes) > MAX_RENAMES:
         return None
     changes: list[TokenChange] = []
     for _tag, i1, i2, j1, j2 in opcodes:
@@ -78,7 +80,13 @@ def token_changes(original: str, updated: str) -> list[TokenChange] | None:
                 return None  # nothing to recognise the place by
         if change not in changes:
             changes.append(change)
+    if len(opcodes) > MAX_CHANGES and not all(_renames(changes)):
+        return None
     return changes
+
+
+def _renames(changes: list[TokenChange]) -> list[bool]:
+    return [not change.before and not change.after for change in changes]
 
 
 def _is_rename(was: tuple[str, ...], now: tuple[str, ...]) -> bool:
@@ -108,14 +116,18 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
 
 
 def _apply(line: str, changes: list[TokenChange]) -> str | None:
-    """The line with every change made wherever it matches; None unless each matches."""
+    """The line with every change made wherever it matches; None unless each matches, or,
+    for renames alone, unless one does (each rename is carried on by itself)."""
     found = tokens(line)
+    independent = all(_renames(changes))
+    hits = 0
     for change in changes:
         made = _replace_all(found, change)
-        if made is None:
+        if made is None and not independent:
             return None
-        found = made
-    return "".join(found)
+        if made is not None:
+            found, hits = made, hits + 1
+    return "".join(found) if hits else None
 
 
 def _replace_all(found: list[str], change: TokenChange) -> list[str] | None:
