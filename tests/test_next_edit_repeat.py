@@ -76,3 +76,10 @@ def test_renames_are_carried_on_each_by_itself() -> None:
                                            "mark(requiredKey)\n")
     # An edit that is not renames alone must fit whole: `f(a)` -> `g(a, b)` is two changes.
     assert made_again("g(a, b)\nf(c)\n", 0, "f(a)") is None
+
+
+def test_a_huge_line_is_passed_over() -> None:
+    # A minified line is not tokenized (the rule runs on the server's event loop).
+    huge = "data = [" + "count, " * 100_000 + "]"
+    text = f"def f(total):\n{huge}\n    return count\n"
+    assert made_again(text, 0, "def f(count):") == text.replace("return count", "return total")

@@ -29,6 +29,7 @@ MAX_RENAMES = 4  # an edit of renames alone: each is carried on by itself
 MAX_CHANGE_TOKENS = 12
 MIN_RENAMED_CHARS = 2
 MAX_LINES_LOOKED_AT = 4000  # the nearest ones: a huge file costs no more than this
+MAX_LINE_CHARS = 1000  # a longer line (minified, data) is passed over, not tokenized
 CONTEXT_TOKENS = 4
 # Values, not names: changing one is no rename to carry on.
 _LITERALS = frozenset({"true", "false", "none", "null", "nil", "undefined"})
@@ -107,6 +108,8 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
     order = sorted((n for n in near if not last.start <= n < last.end),
                    key=lambda n: (abs(n - cursor_line), n < cursor_line))
     for n in order:
+        if len(lines[n]) > MAX_LINE_CHARS:
+            continue
         changed = _apply(lines[n], changes)
         made = smallest_replacement(lines[n], changed) if changed is not None else None
         if made is not None:
