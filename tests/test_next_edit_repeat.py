@@ -48,8 +48,10 @@ def test_no_other_place_or_an_edit_too_big_or_a_value_gives_nothing() -> None:
     assert made_again(big, 0, "a = []") is None
     # True -> False is a value changed, not a name: no other True follows it.
     assert made_again("done = False\nok = True\n", 0, "done = True") is None
-    # A change with nothing around it to find the place by.
+    # A change with nothing around it to find the place by (and a one-letter name is no
+    # rename: `a` is not renamed wherever it stands).
     assert token_changes("", "#") is None
+    assert made_again("b\nx = a + a\n", 0, "a") is None
 
 
 def test_the_edited_lines_themselves_are_left_alone() -> None:

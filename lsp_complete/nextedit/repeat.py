@@ -77,17 +77,17 @@ def token_changes(original: str, updated: str) -> list[TokenChange] | None:
         else:
             change = TokenChange(tuple(old[max(i1 - CONTEXT_TOKENS, 0):i1]), was, now,
                                  tuple(old[i2:i2 + CONTEXT_TOKENS]))
-            if not "".join(change.pattern).strip():
-                return None  # nothing to recognise the place by
+            if not "".join(change.before + change.after).strip():
+                return None  # nothing around it to recognise the place by
         if change not in changes:
             changes.append(change)
-    if len(opcodes) > MAX_CHANGES and not all(_renames(changes)):
+    if len(opcodes) > MAX_CHANGES and not _all_renames(changes):
         return None
     return changes
 
 
-def _renames(changes: list[TokenChange]) -> list[bool]:
-    return [not change.before and not change.after for change in changes]
+def _all_renames(changes: list[TokenChange]) -> bool:
+    return all(_is_rename(change.old, change.new) for change in changes)
 
 
 def _is_rename(was: tuple[str, ...], now: tuple[str, ...]) -> bool:
@@ -122,7 +122,7 @@ def _apply(line: str, changes: list[TokenChange]) -> str | None:
     """The line with every change made wherever it matches; None unless each matches, or,
     for renames alone, unless one does (each rename is carried on by itself)."""
     found = tokens(line)
-    independent = all(_renames(changes))
+    independent = _all_renames(changes)
     hits = 0
     for change in changes:
         made = _replace_all(found, change)
