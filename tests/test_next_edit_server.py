@@ -85,6 +85,13 @@ def apply(text: str, edit: dict[str, Any]) -> str:
     return text[: offset(start)] + edit["text"] + text[offset(end):]
 
 
+async def start_with_stand_in(stand_in: Any, tiny_model_path: Path,
+                              encodings: list[str] | None = None, **options: Any) -> Any:
+    """The server whose engine is the llama-server stand-in, remote healing off."""
+    return await start_server(None, remote_options(stand_in.url, tiny_model_path,
+                                                   remoteHealing="off", **options), encodings)
+
+
 def sweep_answer(window: str) -> list[str]:
     """The stand-in's stream: the rewritten window, then the next pseudo-file's separator
     (the tiny model's vocabulary has <|file_sep|>: its format is "sweep")."""
@@ -96,8 +103,7 @@ async def test_sidekick_gets_the_edit_for_the_version_it_asked(
     # The window (10 lines above and below the cursor) is the whole file (its last line is
     # the empty one after the last line break).
     fake.pieces = sweep_answer(EXTENDED_NEXT)
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", nextEditDelayMs=0))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=0)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
@@ -170,8 +176,7 @@ async def test_copilot_el_is_served_as_it_speaks(fake, tiny_model_path) -> None:
     copilot = {"editorInfo": {"name": "Emacs", "version": "28.2"},
                "editorPluginInfo": {"name": "copilot.el", "version": "0.3"},
                "networkProxy": None}
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", **copilot))
+    client = await start_with_stand_in(fake, tiny_model_path, **copilot)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
@@ -189,8 +194,7 @@ async def test_copilot_el_is_served_as_it_speaks(fake, tiny_model_path) -> None:
 
 async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = sweep_answer(EXTENDED_NEXT)
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", nextEditDelayMs=0))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=0)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
@@ -212,9 +216,7 @@ async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_mode
 
 async def test_nothing_to_change_is_an_empty_answer(fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = sweep_answer(SOURCE)  # the window unchanged
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off",
-                                                     nextEditDelayMs=60_000))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
@@ -380,10 +382,8 @@ async def test_the_range_is_in_the_negotiated_encoding(fake, tiny_model_path,  #
     text = "def tag(width):\n    return '🏷️ naïve ' + width\n"
     after = text.replace("tag(width)", "tag(w)")
     fake.pieces = sweep_answer(after.replace("+ width", "+ w"))
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off",
-                                                     nextEditDelayMs=60_000),
-                                encodings=[encoding])
+    client = await start_with_stand_in(fake, tiny_model_path, [encoding],
+                                       nextEditDelayMs=60_000)
     try:
         uri = "file:///work/tag.py"
         open_doc(client, uri, text)
@@ -409,9 +409,7 @@ async def test_a_huge_line_stays_out_of_the_window(fake, tiny_model_path) -> Non
     huge = "x = [" + "1, " * 50_000 + "]"
     text = SOURCE + huge + "\n"  # the huge line is line 5, inside a cursor's window on line 1
     fake.pieces = sweep_answer(SOURCE)
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off",
-                                                     nextEditDelayMs=60_000))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
     try:
         uri = "file:///work/huge.py"
         open_doc(client, uri, text)
@@ -431,9 +429,7 @@ async def test_a_rename_is_carried_to_each_next_use_without_the_model(
     to the nearest use at once, the model never asked; once that is accepted, to the next."""
     fake.pieces = sweep_answer(SOURCE)  # (the model would change nothing)
     text = "def area(width, height):\n    assert width > 0\n    return width * height\n"
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off",
-                                                     nextEditDelayMs=60_000))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, text)
@@ -461,9 +457,7 @@ async def test_a_rewrite_that_does_not_follow_from_the_last_edit_is_not_shown(
         fake, tiny_model_path) -> None:  # noqa: F811
     # The model rewords the print call: nothing to do with the added parameter.
     fake.pieces = sweep_answer(EXTENDED.replace("print(area(2, 3))", "print(area(3, 2))"))
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off",
-                                                     nextEditDelayMs=60_000))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
