@@ -485,8 +485,9 @@ class Outcome:
     edit: dict[str, Any] | None = None
     request: dict[str, Any] = field(default_factory=dict)  # the params sent
     versions: int = 0  # didChange notifications sent
-    # The server's nextEdit* counters that moved during the task (what the model answered:
-    # nextEditNothing, nextEditRejected, ...; none: the work was cancelled).
+    # The server's nextEdit* counters that moved during the task (what answered:
+    # nextEditRepeated, the last edit made again; else the model's nextEditNothing,
+    # nextEditUnrelated, ...; none: the work was cancelled).
     server: list[str] = field(default_factory=list)
 
     @property
@@ -556,6 +557,8 @@ async def run_task(session: Any, task: Task, index: int,
                       task.within_window(template))
     uri = f"file:///lsp-complete-bench/nextedit/{index:03d}/{task.path}"
     cpu_before = session.cpu_s()
+    # (Before the edit: a next edit computed during the pause is this task's too.)
+    counted = await _next_edit_counters(client)
     session.open(uri, task.language, task.before, 1)
     lsp_client.did_focus(client, uri)
     version = await type_edit(client, uri, task)
@@ -564,7 +567,6 @@ async def run_task(session: Any, task: Task, index: int,
     at = lsp_client.position_at(task.edited, task.cursor)
     params = lsp_client.inline_edit_params(uri, version, at.line, at.character)
     outcome.request = params
-    counted = await _next_edit_counters(client)
     began = time.perf_counter()
     try:
         answer = await asyncio.wait_for(lsp_client.inline_edit(client, params), REQUEST_TIMEOUT_S)
@@ -730,8 +732,10 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
         "## Tasks", "",
         *fmt.table(["task", "language", "kind", "lines to the next hunk", "result",
                     "latency ms", "server"], task_rows),
-        "server: the server's nextEdit counters that moved during the task (nextEditNothing: "
-        "the model kept the window as it was; none: the work was cancelled or never ran).",
+        "server: the server's nextEdit counters that moved during the task (nextEditRepeated: "
+        "the last edit made again, without the model; nextEditNothing: the model kept the "
+        "window as it was; nextEditUnrelated: its edit did not follow from the user's; none: "
+        "the work was cancelled or never ran).",
         "",
     ]
     return "\n".join(lines)
