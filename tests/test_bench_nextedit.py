@@ -46,7 +46,8 @@ def repo(tmp_path: Path) -> dict[str, str]:
     two = BASE.replace("def f2(value):", "def f2(amount):", 1)
     two = two.replace("total = 2\n    return value", "total = 2\n    return amount", 1)
     shas["two_hunks"] = _commit(root, "rename", {"app.py": two})
-    one = two.replace("total = 9\n", "total = 90\n", 1)
+    # (A word, not a digit: an edit that changes no word asks no model, and counts nothing.)
+    one = two.replace("total = 9\n", "total = ninety\n", 1)
     shas["one_hunk"] = _commit(root, "one change", {"app.py": one})
     # Filtered: two source files, a generated file, a big hunk, no source file at all.
     _commit(root, "two files", {"app.py": one.replace("total = 1\n", "total = -1\n"),
@@ -68,7 +69,7 @@ def test_mining_finds_one_next_edit_and_one_silence_task(repo: dict[str, str]) -
     assert nxt.revision == repo["initial"] and nxt.path == "app.py"
     assert nxt.language == "python" and nxt.before == BASE
     assert "def f2(amount):\n    total = 2\n    return value" in nxt.edited
-    assert "total = 2\n    return amount" in nxt.expected and "= 90" not in nxt.expected
+    assert "total = 2\n    return amount" in nxt.expected and "= ninety" not in nxt.expected
     # The user typed "amount" over "value": the cursor rests after it.
     assert nxt.edited[: nxt.cursor].endswith("def f2(amount")
     assert nxt.distance() == 2 and nxt.within_window(WINDOW) is True

@@ -215,20 +215,38 @@ async def test_an_old_version_gets_nothing_and_a_new_one_its_own(fake, tiny_mode
 
 
 async def test_nothing_to_change_is_an_empty_answer(fake, tiny_model_path) -> None:  # noqa: F811
-    fake.pieces = sweep_answer(SOURCE)  # the window unchanged
+    fake.pieces = sweep_answer(EXTENDED)  # the window unchanged
     client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
-        assert await next_edit(client, uri, 1, 4, 0) == []
-        assert (await status(client))["counters"]["nextEditNothing"] == 1
-        fake.pieces = sweep_answer(SOURCE * 2)  # the window twice: not a rewrite
-        insert(client, uri, 2, 5, 0, "")
+        add_depth(client, uri)  # (an edit the model's answer could follow from)
         assert await next_edit(client, uri, 2, 4, 0) == []
-        fake.pieces = sweep_answer("<|fim_middle|>" + SOURCE)  # the template leaked
+        assert (await status(client))["counters"]["nextEditNothing"] == 1
+        fake.pieces = sweep_answer(EXTENDED * 2)  # the window twice: not a rewrite
         insert(client, uri, 3, 5, 0, "")
         assert await next_edit(client, uri, 3, 4, 0) == []
+        fake.pieces = sweep_answer("<|fim_middle|>" + EXTENDED)  # the template leaked
+        insert(client, uri, 4, 5, 0, "")
+        assert await next_edit(client, uri, 4, 4, 0) == []
         assert (await status(client))["counters"]["nextEditRejected"] == 2
+    finally:
+        await client.shutdown_session()
+
+
+async def test_no_edit_with_a_word_in_it_asks_no_model(fake, tiny_model_path) -> None:  # noqa: F811
+    """A model edit is shown only if it follows from a word the recent edits changed: with
+    none (no edit yet, or only punctuation typed) the model is not asked at all."""
+    fake.pieces = sweep_answer(SOURCE.replace("width *", "w *"))
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        assert await next_edit(client, uri, 1, 1, 4) == []
+        insert(client, uri, 2, 3, 0, "#")
+        assert await next_edit(client, uri, 2, 1, 4) == []
+        assert fake.posts("/v1/completions") == []
+        assert (await wait_idle(client))["counters"]["nextEditComputed"] == 0
     finally:
         await client.shutdown_session()
 
@@ -413,10 +431,11 @@ async def test_a_huge_line_stays_out_of_the_window(fake, tiny_model_path) -> Non
     try:
         uri = "file:///work/huge.py"
         open_doc(client, uri, text)
-        await next_edit(client, uri, 1, 1, 4)
+        add_depth(client, uri)  # (an edit the model's answer could follow from)
+        await next_edit(client, uri, 2, 1, 4)
         prompts = [len(body["prompt"]) for body in fake.posts("/v1/completions")]
         assert prompts and max(prompts) < 2_000, prompts  # the short lines only
-        assert await next_edit(client, uri, 1, 5, 10) == []
+        assert await next_edit(client, uri, 2, 5, 10) == []
         assert len(fake.posts("/v1/completions")) == len(prompts)  # nothing asked
         assert (await status(client))["model"]["state"] == "ready"
     finally:

@@ -29,16 +29,23 @@ def changed_words(before: str, after: str) -> tuple[set[str], set[str]]:
     return added, removed
 
 
-def follows_from(history: Sequence[EditBlock], before: str, after: str) -> bool:
-    """Whether the edit `before` -> `after` writes or removes a word that the user's recent
-    edits (`history`) wrote or removed, without only undoing them (writing back what they
-    removed, removing what they wrote). No recent edit: nothing follows."""
+def recent_words(history: Sequence[EditBlock]) -> tuple[set[str], set[str]]:
+    """(added, removed): the words the recent edits wrote and replaced. Both empty: no edit
+    of the model can follow from them, so it need not be asked."""
     user_added: set[str] = set()
     user_removed: set[str] = set()
     for block in history:
         wrote, replaced = changed_words("\n".join(block.original), "\n".join(block.updated))
         user_added |= wrote
         user_removed |= replaced
+    return user_added, user_removed
+
+
+def follows_from(history: Sequence[EditBlock], before: str, after: str) -> bool:
+    """Whether the edit `before` -> `after` writes or removes a word that the user's recent
+    edits (`history`) wrote or removed, without only undoing them (writing back what they
+    removed, removing what they wrote). No recent edit: nothing follows."""
+    user_added, user_removed = recent_words(history)
     added, removed = changed_words(before, after)
     if not (added | removed) & (user_added | user_removed):
         return False

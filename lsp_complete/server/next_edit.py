@@ -29,6 +29,7 @@ from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
 from lsp_complete.nextedit.diff import Replacement
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
+from lsp_complete.nextedit.relevance import recent_words
 from lsp_complete.nextedit.repeat import repeat_edit
 from lsp_complete.pipeline import NextEditAnswer
 from lsp_complete.scheduler import Job
@@ -198,8 +199,9 @@ class NextEdits:
     def _start(self, uri: str, file: OpenFile, line: int, cursor: int,
                asked: bool) -> Pending | None:
         """The next edit for `line`: the last edit made again where it fits next, at once;
-        else the model's rewrite of the window around `line`, in idle time (`asked`: a client
-        waits for it, before the other idle work queued)."""
+        else, when the recent edits changed a word that a model edit could follow from, the
+        model's rewrite of the window around `line`, in idle time (`asked`: a client waits for
+        it, before the other idle work queued)."""
         doc, state = file.doc, file.state
         if state.disabled_reason or not self._settings().language_enabled(doc.language_id):
             return None
@@ -207,6 +209,8 @@ class NextEdits:
         repeated = repeat_edit(doc.text, newest, line) if newest is not None else None
         if repeated is not None:
             return self._repeated(uri, file, repeated)
+        if not any(recent_words(state.history.blocks)):
+            return None  # no model edit could follow from the recent edits: not asked
         completer = self._model.completer
         if completer is None or not self._model.ready or not self._supported():
             return None
