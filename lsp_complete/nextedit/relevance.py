@@ -6,12 +6,11 @@ line elsewhere "improved", the user's own edit undone); those are not shown.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 
 from lsp_complete.nextedit.history import EditBlock
-from lsp_complete.nextedit.repeat import tokens
+from lsp_complete.nextedit.repeat import differing, tokens
 
 _WORD = re.compile(r"[^\W\d]\w*")
 
@@ -21,11 +20,9 @@ def changed_words(before: str, after: str) -> tuple[set[str], set[str]]:
     old, new = tokens(before), tokens(after)
     added: set[str] = set()
     removed: set[str] = set()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new,
-                                                       autojunk=False).get_opcodes():
-        if tag != "equal":
-            removed.update(t for t in old[i1:i2] if _WORD.fullmatch(t))
-            added.update(t for t in new[j1:j2] if _WORD.fullmatch(t))
+    for i1, i2, j1, j2 in differing(old, new):
+        removed.update(t for t in old[i1:i2] if _WORD.fullmatch(t))
+        added.update(t for t in new[j1:j2] if _WORD.fullmatch(t))
     return added, removed
 
 

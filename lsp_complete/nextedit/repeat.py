@@ -57,16 +57,21 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+def differing(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
+    """The token runs old[i1:i2] -> new[j1:j2] that differ, in order."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
 def token_changes(original: str, updated: str) -> list[TokenChange] | None:
     """The edit as token changes, each with the context it must be found in again; None when
     it is no small, repeatable edit."""
     old, new = tokens(original), tokens(updated)
-    opcodes = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-               if op[0] != "equal"]
+    opcodes = differing(old, new)
     if not opcodes or len(opcodes) > MAX_RENAMES:
         return None
     changes: list[TokenChange] = []
-    for _tag, i1, i2, j1, j2 in opcodes:
+    for i1, i2, j1, j2 in opcodes:
         was, now = tuple(old[i1:i2]), tuple(new[j1:j2])
         if max(len(was), len(now)) > MAX_CHANGE_TOKENS or not "".join(was + now).strip():
             return None
@@ -102,6 +107,7 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
     changes = token_changes("\n".join(last.original), "\n".join(last.updated))
     if changes is None:
         return None
+    independent = _all_renames(changes)
     lines = text.split("\n")
     near = range(max(cursor_line - MAX_LINES_LOOKED_AT // 2, 0),
                  min(cursor_line + MAX_LINES_LOOKED_AT // 2, len(lines)))
@@ -110,7 +116,7 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
     for n in order:
         if len(lines[n]) > MAX_LINE_CHARS:
             continue
-        changed = _apply(lines[n], changes)
+        changed = _apply(lines[n], changes, independent)
         made = smallest_replacement(lines[n], changed) if changed is not None else None
         if made is not None:
             start = sum(len(line) + 1 for line in lines[:n])
@@ -118,11 +124,10 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
     return None
 
 
-def _apply(line: str, changes: list[TokenChange]) -> str | None:
+def _apply(line: str, changes: list[TokenChange], independent: bool) -> str | None:
     """The line with every change made wherever it matches; None unless each matches, or,
-    for renames alone, unless one does (each rename is carried on by itself)."""
+    for `independent` changes (renames alone), unless one does."""
     found = tokens(line)
-    independent = _all_renames(changes)
     hits = 0
     for change in changes:
         made = _replace_all(found, change)
