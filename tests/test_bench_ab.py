@@ -125,6 +125,8 @@ def test_moved_is_burst_typing_at_a_new_spot_of_an_open_file(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n")
     ep = workload.make_episode(workload.read_source(str(path)), 30, 2, cap=12)
     assert ep.original_text == path.read_text() and len(ep.keystrokes) == 12
+    whole = workload.make_episode(workload.read_source(str(path)), 30, 2, cap=1000)
+    assert "".join(k.text for k in whole.keystrokes) == "\n".join(lines[30:32])  # not past it
     doc = TextDocument("file:///m.py", ep.original_text)
     doc.apply_change(types.TextDocumentContentChangePartial(range=span_range(ep), text=""))
     assert doc.source == ep.initial_text

@@ -334,7 +334,8 @@ def make_episode(src: SourceFile, start: int, n_lines: int, cap: int | None = No
     start_offset = sum(len(line) + 1 for line in lines[:start]) + len(indent)
     keys: list[Keystroke] = []
     line, col, offset, done = start, len(indent), start_offset, 0
-    while done < (cap if cap is not None else len(typed)):
+    # A cap above the span's length types the whole span.
+    while done < (len(typed) if cap is None else min(cap, len(typed))):
         text = typed[done]
         if text == "\n":  # Enter: the editor keeps what this line's and the next's indents share
             text += os.path.commonprefix([_indent(lines[line]), _indent(lines[line + 1])])
