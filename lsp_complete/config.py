@@ -116,7 +116,8 @@ class NextEditSettings:
     next_edit: str = _choice("auto", ("auto", "on", "off"))
     # The pause after an edit before the next edit is computed (in idle time).
     next_edit_delay_ms: int = _int(500, 0, 600_000)
-    # A models.toml name; None: the completion model (the only one supported for now).
+    # A models.toml name or .gguf path for next edits alone (server/next_edit_model.py);
+    # None or "": the completion model.
     next_edit_model: str | None = None
 
 

@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -358,19 +359,66 @@ async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_aga
         await client.shutdown_session()
 
 
-async def test_another_next_edit_model_is_refused_with_a_message(tiny_model_path: Path) -> None:
-    client = await start_server(tiny_model_path, {"nextEditModel": "sweep-next-edit-1.5b",
+async def next_edit_model_state(client: Any, state: str) -> dict[str, Any]:
+    """The status's nextEditModel once it reaches `state` (a load takes a second or so)."""
+    for _ in range(300):
+        described = (await status(client))["nextEditModel"]
+        if described is not None and described["state"] == state:
+            return dict(described)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"nextEditModel never {state}: {described}")
+
+
+async def test_another_next_edit_model_makes_the_next_edits(
+        fake, tiny_model_path, tmp_path: Path) -> None:  # noqa: F811
+    # Completions from the stand-in; next edits from a model of their own, in process.
+    other = tmp_path / "next-edit.gguf"
+    shutil.copyfile(tiny_model_path, other)
+    fake.pieces = sweep_answer(EXTENDED_NEXT)
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditModel=str(other),
+                                       nextEditDelayMs=60_000)
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        add_depth(client, uri)
+        asked = len(fake.posts("/v1/completions"))
+        assert await next_edit(client, uri, 2, 0, 10) == []  # its first need loads it
+        loaded = await next_edit_model_state(client, "ready")
+        assert Path(str(loaded["path"])).resolve() == other.resolve()
+        await next_edit(client, uri, 2, 0, 10)  # (the tiny model's rewrite is gibberish)
+        st = await wait_idle(client)
+        assert st["counters"]["nextEditComputed"] == 1
+        assert len(fake.posts("/v1/completions")) == asked  # the completion engine: not asked
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"nextEditModel": ""}))  # (null: unchanged)
+        again = "file:///work/again.py"
+        open_doc(client, again, SOURCE)
+        add_depth(client, again)
+        got = await next_edit(client, again, 2, 0, 10)  # the completion model's again
+        (edit,) = got
+        assert apply(EXTENDED, edit) == EXTENDED_NEXT
+        assert (await status(client))["nextEditModel"] is None  # the other one is freed
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_next_edit_model_that_cannot_load_is_told_once(tiny_model_path: Path) -> None:
+    client = await start_server(tiny_model_path, {"nextEditModel": "no-such-model",
                                                   "nextEditDelayMs": 60_000})
     try:
         uri = "file:///work/area.py"
         open_doc(client, uri, SOURCE)
         add_depth(client, uri)
         base = (await wait_idle(client))["engineCounters"]["calls"]
-        for _ in range(2):
-            assert await next_edit(client, uri, 2, 0, 10) == []
-        told = [m.message for m in client.messages if "nextEditModel" in m.message]
-        assert len(told) == 1 and "only the completion model" in told[0]  # told once
-        assert (await wait_idle(client))["engineCounters"]["calls"] == base
+        assert await next_edit(client, uri, 2, 0, 10) == []
+        failed = await next_edit_model_state(client, "error")
+        assert "no-such-model" in str(failed["error"])
+        assert await next_edit(client, uri, 2, 0, 10) == []  # not loaded again
+        told = [m.message for m in client.messages if "no-such-model" in m.message]
+        assert len(told) == 1, told
+        st = await wait_idle(client)
+        assert st["engineCounters"]["calls"] == base  # the completion model made none
+        assert st["counters"].get("nextEditComputed", 0) == 0
     finally:
         await client.shutdown_session()
 

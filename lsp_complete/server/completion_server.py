@@ -94,7 +94,8 @@ class CompletionServer(LanguageServer):
         return server_status(
             model=self.model, files=self.files, repo=self.repo, telemetry=self.telemetry,
             typeahead=self.typeahead, scheduler=self.scheduler, encoding=self.client.encoding,
-            daemon_status=self.daemon_status, recent=recent,
+            daemon_status=self.daemon_status, next_edit_model=self.next_edits.model_status(),
+            recent=recent,
         )
 
     # ------------------------------------------------------------------ model and settings
@@ -162,6 +163,7 @@ class CompletionServer(LanguageServer):
         opened (their caches are saved) and the settings it sent, so that the next client
         starts as on a fresh launch and sees nothing of this one."""
         self.files.close_all()
+        self.next_edits.close()
         self.settings = self.launch_settings
         self.model.use_settings(self.settings)
         self.client.forget_told()

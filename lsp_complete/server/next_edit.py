@@ -31,9 +31,10 @@ from lsp_complete.nextedit.diff import Replacement
 from lsp_complete.nextedit.prompt import Window, fit_window, original_window, window_lines
 from lsp_complete.nextedit.relevance import recent_words
 from lsp_complete.nextedit.repeat import repeat_edit
-from lsp_complete.pipeline import NextEditAnswer
+from lsp_complete.pipeline import Completer, NextEditAnswer
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import OpenFiles
+from lsp_complete.server.next_edit_model import NextEditModel
 from lsp_complete.server.open_file import OpenFile
 from lsp_complete.server.protocol import ACCEPT_COMMAND, NEXT_EDIT_READY_METHOD
 from lsp_complete.server.shared import Shared
@@ -71,7 +72,7 @@ class Pending:
 class NextEdits:
     def __init__(self, shared: Shared, files: OpenFiles) -> None:
         self._files = files
-        self._model = shared.model
+        self._next_model = NextEditModel(shared)
         self._telemetry = shared.telemetry
         self._scheduler = shared.scheduler
         self._settings = shared.settings
@@ -83,6 +84,13 @@ class NextEdits:
         # Work ahead of a request only for a client that asks: the others would pay a
         # rewrite of the window (seconds of CPU) after every pause, for nothing.
         self._asked = False
+
+    def close(self) -> None:
+        """The session ends: the model only next edits used is freed."""
+        self._next_model.close()
+
+    def model_status(self) -> dict[str, object] | None:
+        return self._next_model.describe()
 
     # ------------------------------------------------------------------ triggers
 
@@ -211,8 +219,8 @@ class NextEdits:
             return self._repeated(uri, file, repeated)
         if not any(recent_words(state.history.blocks)):
             return None  # no model edit could follow from the recent edits: not asked
-        completer = self._model.completer
-        if completer is None or not self._model.ready or not self._supported():
+        completer = self._next_model.completer()
+        if completer is None or not self._supported(completer):
             return None
         template = completer.spec.next_edit
         assert template is not None  # (_supported)
@@ -279,22 +287,13 @@ class NextEdits:
                             {"textDocument": {"uri": uri, "version": doc.version}})
         return pending
 
-    def _supported(self) -> bool:
-        """The model in use can make next edits; else tell once why not."""
-        settings, completer = self._settings(), self._model.completer
-        assert completer is not None
-        wanted = settings.next_edit_model
-        if wanted is not None and wanted not in (completer.spec.name, settings.model):
-            self._client.tell(
-                f"lsp-complete: nextEditModel {wanted!r}: only the completion model makes next "
-                "edits for now; set nextEditModel to null or to the model's name (or set "
-                "`model` to it)", types.MessageType.Warning, once_key="next-edit-model")
-            return False
+    def _supported(self, completer: Completer) -> bool:
+        """The model that makes next edits has a next-edit format; else tell once why not."""
         if completer.spec.next_edit is None:
             self._client.tell(
                 f"lsp-complete: the model {completer.spec.name!r} has no next-edit format in "
-                "models.toml: no next-edit suggestions", types.MessageType.Info,
-                once_key="next-edit-format")
+                "models.toml: no next-edit suggestions (nextEditModel may name one that has)",
+                types.MessageType.Info, once_key=f"next-edit-format:{completer.spec.name}")
             return False
         return True
 

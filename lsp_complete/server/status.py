@@ -24,6 +24,7 @@ def server_status(
     scheduler: Scheduler,
     encoding: str,
     daemon_status: Callable[[], dict[str, Any]] | None = None,
+    next_edit_model: dict[str, object] | None = None,
     recent: int = RECENT_LIMIT,
 ) -> dict[str, Any]:
     """The `lsp-complete/status` answer."""
@@ -41,6 +42,8 @@ def server_status(
             if engine and engine.prefill_rate else None,
             "firstPromptTokens": model.completer.cold_budget if model.completer else None,
         },
+        # The model `nextEditModel` names, when it is not the completion model (None).
+        "nextEditModel": next_edit_model,
         "engine": described,
         "engineCounters": vars(engine.counters) if engine else None,
         "scheduler": {"idle": scheduler.idle, **vars(scheduler.counters)},

@@ -1,0 +1,98 @@
+"""Which model makes next edits: the completion model, or the one `nextEditModel` names.
+
+Another model is loaded the first time a next edit needs it (a client that never asks for
+next edits never loads it), in this process and on the local engine whatever engine the
+completions use, with the completion model's other engine settings (threads, GPU layers).
+Until it is ready no next edit needs the model; a failed load is told once and tried again
+only when the setting changes. A change of the setting frees the model it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from lsp_complete.config import Settings
+from lsp_complete.jobkey import JobKey
+from lsp_complete.pipeline import Completer
+from lsp_complete.server.model import ModelHost
+from lsp_complete.server.shared import Shared
+
+log = logging.getLogger(__name__)
+
+
+class NextEditModel:
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+        self._host: ModelHost | None = None
+        self._name: str | None = None  # what `_host` is (being) loaded for
+        self._loading: asyncio.Task[bool] | None = None
+
+    def own_name(self) -> str | None:
+        """The model `nextEditModel` names when it is not the completion model, else None
+        ("" names the completion model: a client's null leaves a setting as it was)."""
+        settings, completer = self._shared.settings(), self._shared.model.completer
+        wanted = settings.next_edit_model
+        if not wanted or wanted == settings.model:
+            return None
+        if completer is not None and wanted == completer.spec.name:
+            return None
+        return wanted
+
+    def completer(self) -> Completer | None:
+        """The completer that makes next edits, when it is ready; else None (and the other
+        model's load is started, if that is what is missing)."""
+        name = self.own_name()
+        if name is None:
+            self._drop()
+            model = self._shared.model
+            return model.completer if model.ready else None
+        if name != self._name:
+            self._load(name)
+        host = self._host
+        return host.completer if host is not None and host.ready else None
+
+    def describe(self) -> dict[str, object] | None:
+        """For the status: the other model's name, state and error (None: none is used)."""
+        host = self._host
+        if host is None:
+            return None
+        return {"name": self._name, "state": host.state, "error": host.error,
+                "path": host.info.get("path")}
+
+    def close(self) -> None:
+        self._drop()
+
+    def _settings(self) -> Settings:
+        settings = self._shared.settings()
+        return dataclasses.replace(settings, model=self._name, engine="local",
+                                   next_edit_model=None)
+
+    def _load(self, name: str) -> None:
+        self._drop()
+        shared = self._shared
+        host = self._host = ModelHost(shared.scheduler, self._settings, shared.client)
+        self._name = name
+        log.info("next edits: loading the model %s", name)
+        self._loading = asyncio.ensure_future(host.load(self._settings()))
+
+    def _drop(self) -> None:
+        """Free the other model (on the worker, which owns it); a load still running is left
+        to end and its model freed then."""
+        host, loading = self._host, self._loading
+        self._host, self._name, self._loading = None, None, None
+        if host is None:
+            return
+        scheduler = self._shared.scheduler
+
+        def free(_done: object = None) -> None:
+            completer = host.completer
+            if completer is not None:
+                scheduler.submit_background(JobKey.server("unload"),
+                                            lambda _cancel: completer.close())
+
+        if loading is not None and not loading.done():
+            loading.add_done_callback(free)
+        else:
+            free()
