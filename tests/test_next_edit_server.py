@@ -402,6 +402,26 @@ async def test_another_next_edit_model_makes_the_next_edits(
         await client.shutdown_session()
 
 
+async def test_the_completion_model_by_another_path_is_not_loaded_twice(
+        tiny_model_path: Path, tmp_path: Path) -> None:
+    same = tmp_path / "same.gguf"
+    same.symlink_to(tiny_model_path)
+    client = await start_server(tiny_model_path, {"nextEditModel": str(same),
+                                                  "nextEditDelayMs": 60_000})
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE)
+        add_depth(client, uri)
+        base = (await wait_idle(client))["engineCounters"]["calls"]
+        await next_edit(client, uri, 2, 0, 10)  # (the tiny model's rewrite is gibberish)
+        st = await wait_idle(client)
+        assert st["nextEditModel"] is None
+        assert st["counters"]["nextEditComputed"] == 1
+        assert st["engineCounters"]["calls"] == base + 1  # by the completion model
+    finally:
+        await client.shutdown_session()
+
+
 async def test_a_next_edit_model_that_cannot_load_is_told_once(tiny_model_path: Path) -> None:
     client = await start_server(tiny_model_path, {"nextEditModel": "no-such-model",
                                                   "nextEditDelayMs": 60_000})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 
 from lsp_complete.config import Settings
 from lsp_complete.jobkey import JobKey
@@ -32,21 +33,26 @@ class NextEditModel:
     def own_name(self) -> str | None:
         """The model `nextEditModel` names when it is not the completion model, else None
         ("" names the completion model: a client's null leaves a setting as it was)."""
-        settings, completer = self._shared.settings(), self._shared.model.completer
+        settings, model = self._shared.settings(), self._shared.model
         wanted = settings.next_edit_model
         if not wanted or wanted == settings.model:
             return None
-        if completer is not None and wanted == completer.spec.name:
+        if model.completer is not None and wanted == model.completer.spec.name:
+            return None
+        loaded = model.info.get("path")
+        if loaded and wanted.endswith(".gguf") and _same_file(wanted, str(loaded)):
             return None
         return wanted
 
     def completer(self) -> Completer | None:
         """The completer that makes next edits, when it is ready; else None (and the other
         model's load is started, if that is what is missing)."""
+        model = self._shared.model
+        if model.completer is None:
+            return None  # (loading: until it is known, its name cannot be told from another)
         name = self.own_name()
         if name is None:
             self._drop()
-            model = self._shared.model
             return model.completer if model.ready else None
         if name != self._name:
             self._load(name)
@@ -96,3 +102,10 @@ class NextEditModel:
             loading.add_done_callback(free)
         else:
             free()
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return False
