@@ -112,6 +112,7 @@ function readSettings(): Settings {
     enabled: c.get<Record<string, unknown>>("enabled"),
     debounceMs: c.get<number | null>("debounceMs"),
     nextEdit: c.get<boolean>("nextEdit"),
+    nextEditModel: c.get<string>("nextEditModel"),
   };
 }
 

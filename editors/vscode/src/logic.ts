@@ -72,6 +72,8 @@ export interface Settings {
   debounceMs?: number | null;
   /** Next-edit suggestions on/off (the server's `nextEdit`: "on"/"off"). */
   nextEdit?: boolean | null;
+  /** The model next edits alone use (a models.toml name or .gguf path); empty: the completion model. */
+  nextEditModel?: string | null;
 }
 
 /** initializationOptions the server understands (all optional, camelCase). */
@@ -85,6 +87,7 @@ export interface InitializationOptions {
   enabled?: Record<string, boolean>;
   debounceMs?: number;
   nextEdit?: "on" | "off";
+  nextEditModel?: string;
 }
 
 /** The setting keys that become initializationOptions (same name on both sides). */
@@ -98,6 +101,7 @@ export const INIT_OPTION_KEYS = [
   "enabled",
   "debounceMs",
   "nextEdit",
+  "nextEditModel",
 ] as const;
 
 function intOrUndefined(value: unknown, min: number): number | undefined {
@@ -143,6 +147,9 @@ export function toInitializationOptions(settings: Settings): InitializationOptio
   const debounceMs = intOrUndefined(settings.debounceMs, 0);
   if (debounceMs !== undefined) out.debounceMs = debounceMs;
   if (typeof settings.nextEdit === "boolean") out.nextEdit = settings.nextEdit ? "on" : "off";
+  if (typeof settings.nextEditModel === "string" && settings.nextEditModel.trim() !== "") {
+    out.nextEditModel = settings.nextEditModel.trim();
+  }
   return out;
 }
 

@@ -119,10 +119,13 @@ describe("toInitializationOptions", () => {
       enabled: { go: false },
       debounceMs: 10,
       nextEdit: false,
+      nextEditModel: " sweep-next-edit-1.5b ",
     });
     assert.deepEqual(Object.keys(opts).sort(), [...INIT_OPTION_KEYS].sort());
     assert.equal(opts.nextEdit, "off");
+    assert.equal(opts.nextEditModel, "sweep-next-edit-1.5b");
     assert.equal(toInitializationOptions({ nextEdit: true }).nextEdit, "on");
+    assert.equal(toInitializationOptions({ nextEditModel: " " }).nextEditModel, undefined);
     assert.equal(toInitializationOptions({ nextEdit: null }).nextEdit, undefined);
   });
 });
