@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 from lsp_complete.config import Settings
 from lsp_complete.jobkey import JobKey
@@ -79,6 +80,15 @@ class NextEditModel:
         self._drop()
         shared = self._shared
         host = self._host = ModelHost(shared.scheduler, self._settings, shared.client)
+        default_loader = host.loader
+
+        def loader(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
+            try:
+                return default_loader(settings)
+            except Exception as exc:  # told by the host: say which setting it is for
+                raise RuntimeError(f"nextEditModel {name!r}: {exc}") from exc
+
+        host.loader = loader
         self._name = name
         log.info("next edits: loading the model %s", name)
         self._loading = asyncio.ensure_future(host.load(self._settings()))
