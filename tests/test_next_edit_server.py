@@ -402,17 +402,24 @@ async def test_another_next_edit_model_makes_the_next_edits(
         await client.shutdown_session()
 
 
+async def start_with_depth_added(tiny_model_path: Path,
+                                 next_edit_model: str) -> tuple[Any, str, int]:
+    """A server with `nextEditModel`, a file where `depth` was just added (version 2), and
+    the completion engine's calls so far."""
+    client = await start_server(tiny_model_path, {"nextEditModel": next_edit_model,
+                                                  "nextEditDelayMs": 60_000})
+    uri = "file:///work/area.py"
+    open_doc(client, uri, SOURCE)
+    add_depth(client, uri)
+    return client, uri, (await wait_idle(client))["engineCounters"]["calls"]
+
+
 async def test_the_completion_model_by_another_path_is_not_loaded_twice(
         tiny_model_path: Path, tmp_path: Path) -> None:
     same = tmp_path / "same.gguf"
     same.symlink_to(tiny_model_path)
-    client = await start_server(tiny_model_path, {"nextEditModel": str(same),
-                                                  "nextEditDelayMs": 60_000})
+    client, uri, base = await start_with_depth_added(tiny_model_path, str(same))
     try:
-        uri = "file:///work/area.py"
-        open_doc(client, uri, SOURCE)
-        add_depth(client, uri)
-        base = (await wait_idle(client))["engineCounters"]["calls"]
         await next_edit(client, uri, 2, 0, 10)  # (the tiny model's rewrite is gibberish)
         st = await wait_idle(client)
         assert st["nextEditModel"] is None
@@ -423,13 +430,8 @@ async def test_the_completion_model_by_another_path_is_not_loaded_twice(
 
 
 async def test_a_next_edit_model_that_cannot_load_is_told_once(tiny_model_path: Path) -> None:
-    client = await start_server(tiny_model_path, {"nextEditModel": "no-such-model",
-                                                  "nextEditDelayMs": 60_000})
+    client, uri, base = await start_with_depth_added(tiny_model_path, "no-such-model")
     try:
-        uri = "file:///work/area.py"
-        open_doc(client, uri, SOURCE)
-        add_depth(client, uri)
-        base = (await wait_idle(client))["engineCounters"]["calls"]
         assert await next_edit(client, uri, 2, 0, 10) == []
         failed = await next_edit_model_state(client, "error")
         assert "no-such-model" in str(failed["error"])
