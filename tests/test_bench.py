@@ -501,7 +501,8 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
     sized = bench._with_sizes(args, mode)
     assert sized.keystrokes == 5 and sized.span_lines == (1, 3) and sized.spans == 2
     full = bench._with_sizes(parse([]), mode)
-    assert full.keystrokes == 240 and full.span_lines == 2 and full.pace_ms == 100
+    assert full.keystrokes == 640 and full.span_lines == 2 and full.pace_ms == 100
+    assert full.num_files == len(workload.DEFAULT_LANGUAGES)  # every language found
     for asked in (["--baseline", "HEAD"], ["--speculation", "off,lookup"], ["--models", "m"]):
         ab_args = parse([*asked, "--quick"])
         ab_mode = next(m for m in bench.MODES if m.asked(ab_args))
