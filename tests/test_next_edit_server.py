@@ -32,6 +32,7 @@ from lsp_complete.testing.lsp_client import (
     insert,
     open_doc,
     plain,
+    poll_status,
     replace,
     status,
     wait_idle,
@@ -361,12 +362,10 @@ async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_aga
 
 async def next_edit_model_state(client: Any, state: str) -> dict[str, Any]:
     """The status's nextEditModel once it reaches `state` (a load takes a second or so)."""
-    for _ in range(300):
-        described = (await status(client))["nextEditModel"]
-        if described is not None and described["state"] == state:
-            return dict(described)
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"nextEditModel never {state}: {described}")
+    described = (await poll_status(
+        client, lambda st: (st["nextEditModel"] or {}).get("state") == state, 30))["nextEditModel"]
+    assert described is not None and described["state"] == state, described
+    return dict(described)
 
 
 async def test_another_next_edit_model_makes_the_next_edits(

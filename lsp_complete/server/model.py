@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 SHUTDOWN_PERSIST_S = 10.0  # saving KV caches at shutdown: past this the client is not kept
 
 
+def free_on_worker(scheduler: Scheduler, completer: Completer) -> None:
+    """Free a model on the worker that owns it (after the work queued for it)."""
+    scheduler.submit_background(JobKey.server("unload"), lambda _cancel: completer.close())
+
+
 class ModelHost:
     """The completer in use (None until the first load), and how its loading went."""
 
@@ -84,8 +89,8 @@ class ModelHost:
                 client.progress_end(token, "failed")
             return False
         old, self.completer = self.completer, completer
-        if old is not None:  # a reload: free the previous model on the worker that owns it
-            scheduler.submit_background(JobKey.server("unload"), lambda _c: old.close())
+        if old is not None:  # a reload: free the previous model
+            free_on_worker(scheduler, old)
         self.info = info
         self.state = "ready"
         self._failed_file = None

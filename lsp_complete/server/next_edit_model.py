@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.config import Settings
-from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completer
-from lsp_complete.server.model import ModelHost
+from lsp_complete.server.model import ModelHost, free_on_worker
 from lsp_complete.server.shared import Shared
 
 log = logging.getLogger(__name__)
@@ -103,10 +102,8 @@ class NextEditModel:
         scheduler = self._shared.scheduler
 
         def free(_done: object = None) -> None:
-            completer = host.completer
-            if completer is not None:
-                scheduler.submit_background(JobKey.server("unload"),
-                                            lambda _cancel: completer.close())
+            if host.completer is not None:
+                free_on_worker(scheduler, host.completer)
 
         if loading is not None and not loading.done():
             loading.add_done_callback(free)
