@@ -89,9 +89,15 @@ class JobKey:
         return cls("persist-file", uri)
 
     @classmethod
-    def server(cls, kind: Literal["load", "unload", "persist"]) -> JobKey:
-        """The server's own work: loading, unloading the model, saving every KV cache."""
+    def server(cls, kind: Literal["load", "persist"]) -> JobKey:
+        """The server's own work: loading the model, saving every KV cache."""
         return cls(kind)
+
+    @classmethod
+    def unload(cls, serial: int) -> JobKey:
+        """Freeing one model (number `serial`): each release has its own key, for idle work
+        of one key replaces the last one queued, which would leave that model unfreed."""
+        return cls("unload", serial=serial)
 
     @classmethod
     def call(cls, serial: int) -> JobKey:
@@ -118,5 +124,6 @@ class JobKey:
         parts = [] if self.session is None else [f"session {self.session}:"]
         if self.uri is not None:
             parts.append(self.uri)
-        parts.append(f"call {self.serial}" if self.kind == "call" else self.kind)
+        parts.append(f"{self.kind} {self.serial}" if self.kind in ("call", "unload")
+                     else self.kind)
         return " ".join(parts)

@@ -187,7 +187,7 @@ def test_cancel_files_stops_a_sessions_file_work_and_spares_the_servers_own(
     assert started.wait(5)
     queued = scheduler.submit(fg("b").in_session(1), lambda c: ran.append("b"))
     idle = scheduler.submit_background(bg("c").in_session(1), lambda c: ran.append("c"))
-    own = scheduler.submit_background(JobKey.server("unload").in_session(1),
+    own = scheduler.submit_background(JobKey.unload(1).in_session(1),
                                       lambda c: ran.append("unload"))
     other = scheduler.submit(fg("a").in_session(2), lambda c: ran.append("other") or "other")
     assert scheduler.cancel_files(1) == 3
@@ -306,3 +306,28 @@ def test_shutdown_cancels_before_it_saves_the_caches() -> None:
     host.persist_caches = queue_persist  # type: ignore[method-assign]
     asyncio.run(host.shutdown())
     assert calls == ["cancel_files", "queue shutdown-persist"]
+
+
+def test_two_models_freed_in_a_row_are_both_freed(scheduler) -> None:
+    """A second release queued behind a first (a setting changed twice while the worker was
+    busy) must not replace it: each model is freed."""
+    from lsp_complete.server.model import free_on_worker
+
+    class Model:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    started, log = threading.Event(), []
+    busy = scheduler.submit(fg("a"), blocking_job(started, log, "busy"))
+    assert started.wait(5)
+    first, second = Model(), Model()
+    free_on_worker(scheduler, first)
+    free_on_worker(scheduler, second)
+    scheduler.drop(fg("a"))
+    busy.future.result(timeout=5)
+    deadline = time.monotonic() + 5
+    while not (first.closed and second.closed) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first.closed and second.closed

@@ -25,7 +25,7 @@ def legacy(key: JobKey) -> str:
         "next-edit": lambda: f"{key.uri}\0next-edit",
         "persist-file": lambda: f"\0persist:{key.uri}",
         "load": lambda: "\0load",
-        "unload": lambda: "\0unload",
+        "unload": lambda: f"\0unload{key.serial}",
         "persist": lambda: "\0persist",
         "call": lambda: f"\0call{key.serial}",
     }[key.kind]()
@@ -43,7 +43,7 @@ def every_key(sessions: tuple[int, ...]) -> list[JobKey]:
     for uri in URIS:
         keys += [JobKey.suggest(uri), JobKey.file_idle(uri), JobKey.climb(uri),
                  JobKey.block(uri), JobKey.next_edit(uri), JobKey.persist_file(uri)]
-    keys += [JobKey.server("load"), JobKey.server("unload"), JobKey.server("persist"),
+    keys += [JobKey.server("load"), JobKey.unload(3), JobKey.server("persist"),
              JobKey.call(7)]
     in_process = list(keys)
     for session in sessions:

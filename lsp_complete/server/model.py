@@ -6,6 +6,7 @@ and saving its KV caches at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import uuid
@@ -24,12 +25,13 @@ from lsp_complete.server.client import EditorClient
 
 log = logging.getLogger(__name__)
 
+_releases = itertools.count(1)
 SHUTDOWN_PERSIST_S = 10.0  # saving KV caches at shutdown: past this the client is not kept
 
 
 def free_on_worker(scheduler: Scheduler, completer: Completer) -> None:
     """Free a model on the worker that owns it (after the work queued for it)."""
-    scheduler.submit_background(JobKey.server("unload"), lambda _cancel: completer.close())
+    scheduler.submit_background(JobKey.unload(next(_releases)), lambda _cancel: completer.close())
 
 
 class ModelHost:
