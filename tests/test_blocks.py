@@ -305,3 +305,87 @@ async def test_a_cursor_moved_off_the_suggestion_stops_its_block(fake, tiny_mode
         assert (await status(client))["counters"]["blocks"] == 0
     finally:
         await client.shutdown_session()
+
+
+# The line after a one-line suggestion that ends its line: made at once, served from the
+# line's end, never shown as two lines in the middle of it.
+MEAN = "def mean(items):\n    total = \n\n"
+MEAN_LINE, MEAN_COL = 1, 12  # after `total = `: nothing follows on the line
+MEAN_PIECES = ["sum(items)", "\n", "    return total / len(items)", "\n", "\n"]
+
+
+async def _counter(client, name: str, value: int) -> int:
+    for _ in range(200):
+        found = (await status(client))["counters"][name]
+        if found >= value:
+            return found
+        await asyncio.sleep(0.05)
+    return found
+
+
+async def test_the_next_line_is_ready_where_the_line_ends(fake, tiny_model_path) -> None:  # noqa: F811
+    fake.pieces = MEAN_PIECES
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/mean.py"
+        open_doc(client, uri, MEAN)
+        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        assert first == "sum(items)"
+        assert await _counter(client, "nextLines", 1) == 1
+        again, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        assert again == "sum(items)"  # one line in the middle of it, as before
+        asked = len(fake.posts("/v1/completions"))
+        assert asked == 2  # the line, then the line and the next
+        insert(client, uri, 2, MEAN_LINE, MEAN_COL, "sum(items)")  # Tab
+        at_end, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL + 10))
+        assert at_end == "\n    return total / len(items)"
+        insert(client, uri, 3, MEAN_LINE, MEAN_COL + 10, "\n    ")  # Enter
+        below, _ = suggestion_of(await inline(client, uri, MEAN_LINE + 1, 4))
+        assert below == "return total / len(items)"
+        assert len(fake.posts("/v1/completions")) == asked  # both by typing-ahead
+        assert (await status(client))["counters"]["blocks"] == 0  # nothing announced
+    finally:
+        await client.shutdown_session()
+
+
+async def test_the_end_of_the_line_waits_for_the_next_line_being_written(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """Tab while the next line is still being written: the request at the line's end waits
+    for it (not for a new answer from the model) and gets it."""
+    fake.pieces = MEAN_PIECES
+    fake.piece_delay_s = 0.15
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/mean.py"
+        open_doc(client, uri, MEAN)
+        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        assert first == "sum(items)"
+        for _ in range(100):  # until the next line is being written
+            if len(fake.posts("/v1/completions")) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        insert(client, uri, 2, MEAN_LINE, MEAN_COL, "sum(items)")
+        at_end, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL + 10))
+        assert at_end == "\n    return total / len(items)"
+        assert len(fake.posts("/v1/completions")) == 2
+    finally:
+        await client.shutdown_session()
+
+
+async def test_no_next_line_for_one_line_suggestions_only(fake, tiny_model_path) -> None:  # noqa: F811
+    """`multiline: never` asks for one line at a time: nothing is made after it."""
+    fake.pieces = MEAN_PIECES
+    client = await start_server(None, remote_options(fake.url, tiny_model_path, multiline="never",
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        uri = "file:///work/mean.py"
+        open_doc(client, uri, MEAN)
+        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        assert first == "sum(items)"
+        await asyncio.sleep(0.5)
+        assert len(fake.posts("/v1/completions")) == 1
+        assert (await status(client))["counters"]["nextLines"] == 0
+    finally:
+        await client.shutdown_session()

@@ -17,6 +17,7 @@ from lsp_complete.pipeline.completer import (
     MAX_LINES,
     Completer,
     Completion,
+    block_kind,
     block_wanted,
     load_completer,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Completion",
     "FilePlan",
     "NextEditAnswer",
+    "block_kind",
     "block_wanted",
     "IdleStep",
     "PromptPlanner",

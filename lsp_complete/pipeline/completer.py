@@ -12,7 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
@@ -194,26 +194,32 @@ class Completer:
 
     def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
               progress: Callable[[str], None] | None = None) -> str | None:
-        """The block that the suggestion `primary` begins (`block_wanted`): the same prompt,
+        """The block that the suggestion `primary` begins (`block_kind`): the same prompt,
         generated on to the model's own end of the middle (its FIM-end or end-of-text token) within
-        BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
-        enclosing block's indentation, the lines that already follow) and to the lines that
-        parse. None when that is no more than the line, or starts otherwise. `progress` sees
-        the raw text generated so far."""
+        BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, or to the end of the next line only (a
+        "next line"), then cut by the multi-line rules (the enclosing block's indentation, the
+        lines that already follow) and to the lines that parse. None when that is no more than
+        the line, or starts otherwise. `progress` sees the raw text generated so far."""
         request = primary.request
-        if request is None or not block_wanted(prepared, primary):
+        kind = block_kind(prepared, primary)
+        if request is None or kind is None:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         heal = request.heal
+        if kind == "next line":
+            line_check = _next_line_ended(site)
+            max_tokens = request.max_tokens + LINE_MAX_TOKENS
+        else:
+            line_check = _block_ended(site)
+            max_tokens = max(request.max_tokens, BLOCK_MAX_TOKENS)
 
         def on_text(text: str) -> None:
             if progress is not None and text.startswith(heal):
                 progress(text[len(heal) :])
 
         request = dataclasses.replace(
-            request, aside=True, single_line=False, line_check=_block_ended(site),
-            on_text=on_text if progress is not None else None,
-            max_tokens=max(request.max_tokens, BLOCK_MAX_TOKENS),
+            request, aside=True, single_line=False, line_check=line_check,
+            on_text=on_text if progress is not None else None, max_tokens=max_tokens,
             deadline=time.monotonic() + BLOCK_TIME_BUDGET_S,
             abandon=lambda produced: copying_next_line(produced, site),
         )
@@ -299,13 +305,25 @@ def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[s
     return cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
 
 
-def block_wanted(prepared: Prepared, answered: Completion) -> bool:
-    """Idle work should generate the block that `answered` begins: a one-line answer where a
-    block may follow (`Prepared.block_after`), or a block the time budget cut short."""
+BlockKind = Literal["block", "next line"]
+
+
+def block_kind(prepared: Prepared, answered: Completion) -> BlockKind | None:
+    """What idle work should generate after `answered`: the block it begins (a one-line
+    answer where a block may follow, `Prepared.block_after`, or a block the time budget cut
+    short), the line after it (a one-line answer that ended its line where nothing follows
+    on it, `Prepared.next_line_after`: ready when the user presses Enter), or nothing."""
     if not answered.text:
-        return False
-    return prepared.block_after or (prepared.multiline
-                                    and answered.result.stop_reason == "budget")
+        return None
+    if prepared.block_after or (prepared.multiline and answered.result.stop_reason == "budget"):
+        return "block"
+    if prepared.next_line_after and answered.result.stop_reason == "newline":
+        return "next line"
+    return None
+
+
+def block_wanted(prepared: Prepared, answered: Completion) -> bool:
+    return block_kind(prepared, answered) is not None
 
 
 def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
@@ -314,6 +332,15 @@ def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
         complete_lines = text.count("\n")
         kept = count_block_lines(text, site, max_lines=MAX_LINES)
         return kept < complete_lines or complete_lines >= MAX_LINES
+
+    return ended
+
+
+def _next_line_ended(site: CompletionSite) -> Callable[[str], bool]:
+    block_ended = _block_ended(site)
+
+    def ended(text: str) -> bool:
+        return text.count("\n") >= 2 or block_ended(text)  # the line, then the next one
 
     return ended
 

@@ -34,6 +34,9 @@ class Prepared:
     cold_ctx: CodeContext | None = None  # smaller windows, for a file with a cold KV cache
     # A one-line answer here may begin a block, generated in idle time (Completer.block).
     block_after: bool = False
+    # A one-line answer that ends the cursor's line may be followed by the next line, made in
+    # idle time and served when the user gets there (Completer.block, `block_kind`).
+    next_line_after: bool = False
 
 
 def prepare(
@@ -79,10 +82,11 @@ def prepare(
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
         statements=statements,
     )
-    block_after = (settings.multiline == "auto" and not multiline
-                   and block_may_follow(doc, cursor))
+    one_line_auto = settings.multiline == "auto" and not multiline
+    block_after = one_line_auto and block_may_follow(doc, cursor)
+    next_line_after = one_line_auto and not block_after and not site.line_suffix.strip()
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
-                    block_after=block_after)
+                    block_after=block_after, next_line_after=next_line_after)
 
 
 def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:

@@ -308,7 +308,8 @@ class Suggester:
 async def _block_reached(block: InFlight, before: str, after: str) -> bool:
     """While the block being written for the suggestion shown agrees with what was typed
     since, wait (at most BLOCK_LINE_WAIT_S) until it has written the cursor's line to its end,
-    or ended; whether it did."""
+    or ended; whether it did. At the end of a line it has written (the user typed or accepted
+    all of it), what is wanted is the lines after: wait for it to end."""
     assert block.progressed is not None and block.job is not None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + BLOCK_LINE_WAIT_S
@@ -316,7 +317,7 @@ async def _block_reached(block: InFlight, before: str, after: str) -> bool:
         block.progressed.clear()
         if not block.follows(before, after):
             return False
-        if block.line_at(before, after) is not None or block.job.future.done():
+        if block.line_at(before, after) or block.job.future.done():
             return True
         try:
             await asyncio.wait_for(block.progressed.wait(), max(0.0, deadline - loop.time()))
