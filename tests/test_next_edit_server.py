@@ -381,11 +381,12 @@ async def test_another_next_edit_model_makes_the_next_edits(
         open_doc(client, uri, SOURCE)
         add_depth(client, uri)
         asked = len(fake.posts("/v1/completions"))
-        assert await next_edit(client, uri, 2, 0, 10) == []  # its first need loads it
-        loaded = await next_edit_model_state(client, "ready")
-        assert Path(str(loaded["path"])).resolve() == other.resolve()
-        await next_edit(client, uri, 2, 0, 10)  # (the tiny model's rewrite is gibberish)
-        st = await wait_idle(client)
+        # Its first need loads it, and the request waits for it: the tiny model's rewrite is
+        # gibberish, refused, but made.
+        assert await next_edit(client, uri, 2, 0, 10) == []
+        st = await status(client)
+        assert st["nextEditModel"]["state"] == "ready"
+        assert Path(str(st["nextEditModel"]["path"])).resolve() == other.resolve()
         assert st["counters"]["nextEditComputed"] == 1
         assert len(fake.posts("/v1/completions")) == asked  # the completion engine: not asked
         client.workspace_did_change_configuration(

@@ -188,6 +188,8 @@ class NextEdits:
             if pending is None or not pending.answers(doc, line):
                 cursor = doc.offset_at(line, character, self._client.encoding)
                 pending = self._start(uri, file, line, cursor, asked=True)
+                if pending is None and await self._next_model.loaded() and asked.same_text():
+                    pending = self._start(uri, file, line, cursor, asked=True)  # by that model
                 if pending is None:
                     break
             assert pending.task is not None

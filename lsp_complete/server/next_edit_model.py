@@ -3,8 +3,9 @@
 Another model is loaded the first time a next edit needs it (a client that never asks for
 next edits never loads it), in this process and on the local engine whatever engine the
 completions use, with the completion model's other engine settings (threads, GPU layers).
-Until it is ready no next edit needs the model; a failed load is told once and tried again
-only when the setting changes. A change of the setting frees the model it replaces.
+A request that comes while it loads waits for it (idle work planned meanwhile is not
+computed); a failed load is told once and tried again only when the setting changes. A
+change of the setting frees the model it replaces.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ class NextEditModel:
             self._load(name)
         host = self._host
         return host.completer if host is not None and host.ready else None
+
+    async def loaded(self) -> bool:
+        """Wait for the other model's load, when one is under way: whether it ended ready (a
+        request that came meanwhile is then answered by it, not with nothing)."""
+        loading = self._loading
+        if loading is None or loading.done():
+            return False
+        try:
+            return await asyncio.shield(loading)
+        except Exception:  # (told by the host)
+            return False
 
     def describe(self) -> dict[str, object] | None:
         """For the status: the other model's name, state and error (None: none is used)."""
