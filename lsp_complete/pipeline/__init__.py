@@ -18,7 +18,6 @@ from lsp_complete.pipeline.completer import (
     Completer,
     Completion,
     block_kind,
-    block_wanted,
     load_completer,
 )
 from lsp_complete.pipeline.next_edit import NextEditAnswer
@@ -45,7 +44,6 @@ __all__ = [
     "FilePlan",
     "NextEditAnswer",
     "block_kind",
-    "block_wanted",
     "IdleStep",
     "PromptPlanner",
     "Prepared",

@@ -322,10 +322,6 @@ def block_kind(prepared: Prepared, answered: Completion) -> BlockKind | None:
     return None
 
 
-def block_wanted(prepared: Prepared, answered: Completion) -> bool:
-    return block_kind(prepared, answered) is not None
-
-
 def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
     def ended(text: str) -> bool:
         # Stop generating as soon as the multi-line rule would cut what follows anyway.
