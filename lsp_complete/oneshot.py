@@ -104,7 +104,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
 
 def _complete(doc: Document, cursor: int,
               settings: Settings) -> tuple[Completion, float, str]:
-    from lsp_complete.pipeline import load_completer, prepare
+    from lsp_complete.pipeline import block_kind, load_completer, prepare
 
     started = time.perf_counter()
     completer, info, warnings = load_completer(settings)
@@ -113,6 +113,11 @@ def _complete(doc: Document, cursor: int,
     load_ms = (time.perf_counter() - started) * 1000
     try:
         prepared = prepare(doc, cursor, None, settings, ContextLimits())
-        return completer.run(prepared, CancelToken()), load_ms, info["name"]
+        completion = completer.run(prepared, CancelToken())
+        if block_kind(prepared, completion) == "block":  # what the server ends up showing
+            block = completer.block(prepared, completion, CancelToken())
+            if block is not None:
+                completion = dataclasses.replace(completion, text=block)
+        return completion, load_ms, info["name"]
     finally:
         completer.engine.close()

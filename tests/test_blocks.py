@@ -389,3 +389,24 @@ async def test_no_next_line_for_one_line_suggestions_only(fake, tiny_model_path)
         assert (await status(client))["counters"]["nextLines"] == 0
     finally:
         await client.shutdown_session()
+
+
+# After an opener a block is wanted at once (`wants_multiline`): still the first line comes
+# at a line's speed, and the block after it.
+OPENER = "def total(items):\n    count = 0\n    for item in items:\n        \n    return count\n"
+
+
+async def test_after_an_opener_the_first_line_comes_alone_then_the_block(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    fake.pieces = ["count += item", "\n", "        seen += 1", "\n", "    return count", "\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0))
+    try:
+        (first, _), _, again = await _line_then_block(client, "file:///work/opener.py",
+                                                      OPENER, 3, 8)
+        assert first == "count += item"
+        assert again == "count += item\n        seen += 1"
+        (request, *_) = fake.posts("/v1/completions")
+        assert request["stop"] and "\n" in request["stop"]  # asked for one line
+    finally:
+        await client.shutdown_session()

@@ -59,12 +59,10 @@ def prepare(
     bound = max(limits.max_line_chars, 1)
     line_prefix = doc.text[max(line_start, cursor - bound) : cursor]
     line_head = doc.text[line_start : min(cursor, line_start + bound)]
-    if settings.multiline == "always":
-        multiline = True
-    elif settings.multiline == "never":
-        multiline = False
-    else:
-        multiline = wants_multiline(doc, cursor)
+    # `auto` answers one line at a line's speed; where a block is wanted, idle work writes it
+    # after that line (`block_after`, Completer.block).
+    auto = settings.multiline == "auto"
+    multiline = settings.multiline == "always"
     indent = line_head[: len(line_head) - len(line_head.lstrip())]
     # On an empty line among statements a block's lines are statements, which may go on past
     # the cursor's own block (an `else:`, a closing bracket) down to the enclosing definition.
@@ -82,9 +80,8 @@ def prepare(
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
         statements=statements,
     )
-    one_line_auto = settings.multiline == "auto" and not multiline
-    block_after = one_line_auto and block_may_follow(doc, cursor)
-    next_line_after = one_line_auto and not block_after and not site.line_suffix.strip()
+    block_after = auto and (wants_multiline(doc, cursor) or block_may_follow(doc, cursor))
+    next_line_after = auto and not block_after and not site.line_suffix.strip()
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
                     block_after=block_after, next_line_after=next_line_after)
 
