@@ -3,9 +3,9 @@
 Another model is loaded the first time a next edit needs it (a client that never asks for
 next edits never loads it), in this process and on the local engine whatever engine the
 completions use, with the completion model's other engine settings (threads, GPU layers).
-A request that comes while it loads waits for it (idle work planned meanwhile is not
-computed); a failed load is told once and tried again only when the setting changes. A
-change of the setting frees the model it replaces.
+A request that comes while it loads waits for it and is answered by it; a failed load is
+told once and tried again only when the setting changes. A change of the setting frees the
+model it replaces.
 """
 
 from __future__ import annotations
