@@ -133,6 +133,27 @@ def test_a_window_cut_mid_construct_does_not_count_against_the_block() -> None:
         "y = 1\n    z = 2")
 
 
+async def _on_stand_in(fake, tiny_model_path, **options):  # noqa: F811
+    """The real server, its completions from the scripted llama-server stand-in."""
+    return await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
+                                                   debounceMs=0, **options))
+
+
+async def _asked_twice(fake, poll_s: float) -> None:  # noqa: F811
+    """Until the stand-in was asked twice: the line, then the work after it."""
+    for _ in range(100):
+        if len(fake.posts("/v1/completions")) >= 2:
+            return
+        await asyncio.sleep(poll_s)
+
+
+async def _first_answer(client, uri: str, text: str, line: int, col: int) -> str:
+    """Open `text` and ask at (line, col): the suggestion."""
+    open_doc(client, uri, text)
+    first, _ = suggestion_of(await inline(client, uri, line, col))
+    return first
+
+
 async def _line_then_block(client, uri: str, text: str, line: int, col: int):
     """Open `text`, ask at (line, col), wait for blockReady, ask again: (the first answer and
     its item, blockReady's params, the second answer)."""
@@ -148,8 +169,7 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
         fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "    return count", "\n", "\n"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         uri = "file:///work/total.py"
         (first, _), params, again = await _line_then_block(client, uri, SOURCE, LINE, COL)
@@ -173,8 +193,7 @@ async def test_a_block_in_a_branch_goes_on_into_the_else(fake, tiny_model_path) 
     `else:` and its line, not the `return` the suffix already has."""
     fake.pieces = ["x = -y", "\n", "        else:", "\n", "            x = i", "\n",
                    "            out.append(x)", "\n", "    return out", "\n"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         (first, _), _, again = await _line_then_block(client, "file:///work/branches.py",
                                                       BRANCHES, BRANCH_LINE, BRANCH_COL)
@@ -187,17 +206,12 @@ async def test_a_block_in_a_branch_goes_on_into_the_else(fake, tiny_model_path) 
 async def test_no_block_where_one_line_is_all_there_is(fake, tiny_model_path) -> None:  # noqa: F811
     """The model's own end after the first line: nothing is announced, one line is shown."""
     fake.pieces = ["count += 1", "\n", "    return count", "\n"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         uri = "file:///work/one.py"
-        open_doc(client, uri, SOURCE)
-        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        first = await _first_answer(client, uri, SOURCE, LINE, COL)
         assert first == "count += 1"
-        for _ in range(100):  # until the idle block work has run
-            if len(fake.posts("/v1/completions")) >= 2:
-                break
-            await asyncio.sleep(0.05)
+        await _asked_twice(fake, 0.05)  # until the idle block work has run
         await asyncio.sleep(0.2)
         again, _ = suggestion_of(await inline(client, uri, LINE, COL))
         assert again == "count += 1"
@@ -212,13 +226,11 @@ async def test_a_typist_who_types_on_through_the_line_gets_the_block_without_res
     line: a typist who never pauses still finds it at the next line (the idle delay here is
     a minute, so no rest can explain it)."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
-                                                     debounceMs=0, idleReanchorMs=60_000))
+    client = await _on_stand_in(fake, tiny_model_path, idleReanchorMs=60_000)
     try:
         uri = "file:///work/typist.py"
         ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
-        open_doc(client, uri, SOURCE)
-        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        first = await _first_answer(client, uri, SOURCE, LINE, COL)
         assert first == "for item in items:"
         insert(client, uri, 2, LINE, COL, "for")  # typing on, as shown
         typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 3))
@@ -240,12 +252,10 @@ async def test_a_key_typed_on_into_the_next_line_is_answered_by_the_block_being_
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "        count += 1", "\n", "        count -= 1", "\n"]
     fake.piece_delay_s = 0.1
-    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
-                                                     debounceMs=0, idleReanchorMs=60_000))
+    client = await _on_stand_in(fake, tiny_model_path, idleReanchorMs=60_000)
     try:
         uri = "file:///work/typist.py"
-        open_doc(client, uri, SOURCE)
-        first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        first = await _first_answer(client, uri, SOURCE, LINE, COL)
         assert first == "for item in items:"
         insert(client, uri, 2, LINE, COL, "for item in items:\n")  # Tab, then Enter
         after, _ = suggestion_of(await inline(client, uri, LINE + 1, 0))
@@ -263,15 +273,10 @@ async def _writing_a_block(fake, tiny_model_path, uri: str):  # noqa: F811
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "        count += 1", "\n"]
     fake.piece_delay_s = 0.15
-    client = await start_server(None, remote_options(fake.url, tiny_model_path, remoteHealing="off",
-                                                     debounceMs=0))
-    open_doc(client, uri, SOURCE)
-    first, _ = suggestion_of(await inline(client, uri, LINE, COL))
+    client = await _on_stand_in(fake, tiny_model_path)
+    first = await _first_answer(client, uri, SOURCE, LINE, COL)
     assert first == "for item in items:"
-    for _ in range(100):  # until the block is being written
-        if len(fake.posts("/v1/completions")) >= 2:
-            break
-        await asyncio.sleep(0.02)
+    await _asked_twice(fake, 0.02)  # until the block is being written
     return client
 
 
@@ -325,12 +330,10 @@ async def _counter(client, name: str, value: int) -> int:
 
 async def test_the_next_line_is_ready_where_the_line_ends(fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = MEAN_PIECES
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         uri = "file:///work/mean.py"
-        open_doc(client, uri, MEAN)
-        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        first = await _first_answer(client, uri, MEAN, MEAN_LINE, MEAN_COL)
         assert first == "sum(items)"
         assert await _counter(client, "nextLines", 1) == 1
         again, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
@@ -355,17 +358,12 @@ async def test_the_end_of_the_line_waits_for_the_next_line_being_written(
     for it (not for a new answer from the model) and gets it."""
     fake.pieces = MEAN_PIECES
     fake.piece_delay_s = 0.15
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         uri = "file:///work/mean.py"
-        open_doc(client, uri, MEAN)
-        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        first = await _first_answer(client, uri, MEAN, MEAN_LINE, MEAN_COL)
         assert first == "sum(items)"
-        for _ in range(100):  # until the next line is being written
-            if len(fake.posts("/v1/completions")) >= 2:
-                break
-            await asyncio.sleep(0.02)
+        await _asked_twice(fake, 0.02)  # until the next line is being written
         insert(client, uri, 2, MEAN_LINE, MEAN_COL, "sum(items)")
         at_end, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL + 10))
         assert at_end == "\n    return total / len(items)"
@@ -377,12 +375,10 @@ async def test_the_end_of_the_line_waits_for_the_next_line_being_written(
 async def test_no_next_line_for_one_line_suggestions_only(fake, tiny_model_path) -> None:  # noqa: F811
     """`multiline: never` asks for one line at a time: nothing is made after it."""
     fake.pieces = MEAN_PIECES
-    client = await start_server(None, remote_options(fake.url, tiny_model_path, multiline="never",
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path, multiline="never")
     try:
         uri = "file:///work/mean.py"
-        open_doc(client, uri, MEAN)
-        first, _ = suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL))
+        first = await _first_answer(client, uri, MEAN, MEAN_LINE, MEAN_COL)
         assert first == "sum(items)"
         await asyncio.sleep(0.5)
         assert len(fake.posts("/v1/completions")) == 1
@@ -399,8 +395,7 @@ OPENER = "def total(items):\n    count = 0\n    for item in items:\n        \n  
 async def test_after_an_opener_the_first_line_comes_alone_then_the_block(
         fake, tiny_model_path) -> None:  # noqa: F811
     fake.pieces = ["count += item", "\n", "        seen += 1", "\n", "    return count", "\n"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0))
+    client = await _on_stand_in(fake, tiny_model_path)
     try:
         (first, _), _, again = await _line_then_block(client, "file:///work/opener.py",
                                                       OPENER, 3, 8)
