@@ -405,3 +405,25 @@ async def test_after_an_opener_the_first_line_comes_alone_then_the_block(
         assert request["stop"] and "\n" in request["stop"]  # asked for one line
     finally:
         await client.shutdown_session()
+
+
+async def test_a_line_end_the_next_line_is_slow_to_reach_does_not_stop_it(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """Tab while the next line is still far from written: the request at the line's end gets
+    nothing after its wait, without asking the model (that would stop the work), and Enter
+    then finds the next line."""
+    fake.pieces = MEAN_PIECES
+    fake.piece_delay_s = 0.4
+    client = await _on_stand_in(fake, tiny_model_path)
+    try:
+        uri = "file:///work/mean.py"
+        assert await _first_answer(client, uri, MEAN, MEAN_LINE, MEAN_COL) == "sum(items)"
+        await _asked_twice(fake, 0.02)
+        insert(client, uri, 2, MEAN_LINE, MEAN_COL, "sum(items)")
+        assert suggestion_of(await inline(client, uri, MEAN_LINE, MEAN_COL + 10))[0] == ""
+        insert(client, uri, 3, MEAN_LINE, MEAN_COL + 10, "\n    ")  # Enter
+        below, _ = suggestion_of(await inline(client, uri, MEAN_LINE + 1, 4))
+        assert below == "return total / len(items)"
+        assert len(fake.posts("/v1/completions")) == 2  # the line, then the next line
+    finally:
+        await client.shutdown_session()

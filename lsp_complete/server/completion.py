@@ -185,6 +185,11 @@ class Suggester:
                 telemetry.counters["blockLines"] += 1
                 telemetry.record(uri, version, started, "typeahead")
                 return hit, cursor
+        if block is not None and block.past_line_end(before, after):
+            # The block writes on past this line's end: Enter finds its next line, and a model
+            # call here (for the end of a finished line) would stop it.
+            telemetry.record(uri, version, started, "block-pending")
+            return None
         files.left_suggestion(uri)
         if await _join_inflight(state, before, after):
             if not asked.same_text():

@@ -78,6 +78,12 @@ class InFlight(LoopOwned):
             return False
         return self.partial.startswith(typed) or typed.startswith(self.partial)
 
+    def past_line_end(self, before: str, after: str) -> bool:
+        """The cursor is at the end of a line it has written, and it is still writing (what
+        the user wants next is its next line)."""
+        return (self.line_at(before, after) == "" and self.job is not None
+                and not self.job.future.done())
+
     def line_at(self, before: str, after: str) -> str | None:
         """The rest of the cursor's line as the model wrote it, once it has written past what
         was typed since to that line's end; else None."""
