@@ -115,7 +115,7 @@ def _complete(doc: Document, cursor: int,
         prepared = prepare(doc, cursor, None, settings, ContextLimits())
         completion = completer.run(prepared, CancelToken())
         if block_kind(prepared, completion) == "block":  # what the server ends up showing
-            block = completer.block(prepared, completion, CancelToken())
+            block = completer.block(prepared, completion, "block", CancelToken())
             if block is not None:
                 completion = dataclasses.replace(completion, text=block)
         return completion, load_ms, info["name"]

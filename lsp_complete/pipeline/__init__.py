@@ -15,6 +15,7 @@ suggestion for the same position.
 
 from lsp_complete.pipeline.completer import (
     MAX_LINES,
+    BlockKind,
     Completer,
     Completion,
     block_kind,
@@ -43,6 +44,7 @@ __all__ = [
     "Completion",
     "FilePlan",
     "NextEditAnswer",
+    "BlockKind",
     "block_kind",
     "IdleStep",
     "PromptPlanner",

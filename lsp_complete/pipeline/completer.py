@@ -192,17 +192,17 @@ class Completer:
                 texts.append(text)
         return texts
 
-    def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
-              progress: Callable[[str], None] | None = None) -> str | None:
-        """The block that the suggestion `primary` begins (`block_kind`): the same prompt,
-        generated on to the model's own end of the middle (its FIM-end or end-of-text token) within
-        BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, or to the end of the next line only (a
-        "next line"), then cut by the multi-line rules (the enclosing block's indentation, the
-        lines that already follow) and to the lines that parse. None when that is no more than
-        the line, or starts otherwise. `progress` sees the raw text generated so far."""
+    def block(self, prepared: Prepared, primary: Completion, kind: BlockKind,
+              cancel: CancelToken, progress: Callable[[str], None] | None = None) -> str | None:
+        """The block that the suggestion `primary` begins (`kind`, as `block_kind` found it
+        for them): the same prompt, generated on to the model's own end of the middle (its
+        FIM-end or end-of-text token) within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, or to
+        the end of the next line only (a "next line"), then cut by the multi-line rules (the
+        enclosing block's indentation, the lines that already follow) and to the lines that
+        parse. None when that is no more than the line, or starts otherwise. `progress` sees
+        the raw text generated so far."""
         request = primary.request
-        kind = block_kind(prepared, primary)
-        if request is None or kind is None:
+        if request is None:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         heal = request.heal

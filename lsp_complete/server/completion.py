@@ -251,8 +251,9 @@ class Suggester:
         files.forget_shown(state)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
-            if block_kind(prepared, completion) is not None:
-                files.schedule_block(uri, state, state.shown, before, after, position)
+            kind = block_kind(prepared, completion)
+            if kind is not None:
+                files.schedule_block(uri, state, state.shown, kind, before, after, position)
         files.answered(uri, state, Answered(prepared, completion, before, after, position))
         if not completion.text:
             telemetry.counters["empty"] += 1

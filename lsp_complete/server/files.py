@@ -50,6 +50,7 @@ from lsp_complete.engine.base import (
 )
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import (
+    BlockKind,
     Completion,
     IdleStep,
     Prepared,
@@ -57,7 +58,6 @@ from lsp_complete.pipeline import (
     after_cursor_move,
     after_open,
     after_repository_change,
-    block_kind,
     fresh_anchor,
     prepare,
     prepare_head,
@@ -573,8 +573,8 @@ class OpenFiles:
 
         return run
 
-    def schedule_block(self, uri: str, state: DocState, shown: Shown, before: str,
-                       after: str, position: types.Position) -> None:
+    def schedule_block(self, uri: str, state: DocState, shown: Shown, kind: BlockKind,
+                       before: str, after: str, position: types.Position) -> None:
         """A suggestion was shown where a block or the next line may follow (`block_kind`):
         at once, before other idle work, generate it (`Completer.block`), while the user reads
         the line or types on through it (typing-ahead answers those keys without the worker).
@@ -603,12 +603,13 @@ class OpenFiles:
             poke()
 
         line = shown.completion.text
-        next_line = block_kind(shown.prepared, shown.completion) == "next line"
+        next_line = kind == "next line"
 
         def run(cancel: CancelToken) -> str | None:
             if not ticket.open() or shown.completer is not model.completer:
                 return None  # closed, or the model was reloaded
-            block = shown.completer.block(shown.prepared, shown.completion, cancel, progress)
+            block = shown.completer.block(shown.prepared, shown.completion, kind, cancel,
+                                          progress)
             if block is None or cancel.cancelled:
                 return None
             if next_line:
