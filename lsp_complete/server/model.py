@@ -38,8 +38,12 @@ class ModelHost:
     """The completer in use (None until the first load), and how its loading went."""
 
     def __init__(self, scheduler: Scheduler, settings: Callable[[], Settings],
-                 client: EditorClient) -> None:
+                 client: EditorClient, on_worker: bool = True) -> None:
         self._scheduler = scheduler
+        # Where the load runs: on the worker (the completion model: nothing can be served
+        # before it), or on a thread beside it (a model that only next edits use: the
+        # worker goes on making suggestions with the completion model meanwhile).
+        self._on_worker = on_worker
         self._settings = settings
         self._client = client
         self.completer: Completer | None = None
@@ -74,11 +78,16 @@ class ModelHost:
         stamp = path_stamp(watched) if watched is not None else None
         progress = await client.progress_begin(token, "lsp-complete: loading model")
         loop = asyncio.get_running_loop()
+
+        def load() -> tuple[Completer, dict[str, Any], list[str]]:
+            if not self._on_worker:
+                return self.loader(settings)
+            loaded: tuple[Completer, dict[str, Any], list[str]] = scheduler.call(
+                JobKey.server("load"), lambda _c: self.loader(settings))
+            return loaded
+
         try:
-            completer, info, warnings = await loop.run_in_executor(
-                None,
-                lambda: scheduler.call(JobKey.server("load"), lambda _c: self.loader(settings)),
-            )
+            completer, info, warnings = await loop.run_in_executor(None, load)
         except Exception as exc:
             self.state = "error"
             self.error = str(exc)
@@ -119,6 +128,11 @@ class ModelHost:
         self._failed_file = None  # one reload per change
         self.on_file_changed(why)
         return True
+
+    def stop_loading(self) -> None:
+        """A load under way stops: its model is no longer wanted (nor loaded by this host
+        again)."""
+        self._closing.set()
 
     def use_settings(self, settings: Settings) -> None:
         """Settings that need no new engine apply to the loaded one from its next request."""

@@ -2,7 +2,8 @@
 
 Another model is loaded the first time a next edit needs it (a client that never asks for
 next edits never loads it), in this process and on the local engine whatever engine the
-completions use, with the completion model's other engine settings (threads, GPU layers).
+completions use, with the completion model's other engine settings (threads, GPU layers). It
+loads on a thread beside the worker, which goes on making suggestions meanwhile.
 A request that comes while it loads waits for it and is answered by it; a failed load is
 told once and tried again only when the setting changes. A change of the setting frees the
 model it replaces.
@@ -90,7 +91,8 @@ class NextEditModel:
     def _load(self, name: str) -> None:
         self._drop()
         shared = self._shared
-        host = self._host = ModelHost(shared.scheduler, self._settings, shared.client)
+        host = self._host = ModelHost(shared.scheduler, self._settings, shared.client,
+                                      on_worker=False)
         default_loader = host.loader
 
         def loader(settings: Settings) -> tuple[Completer, dict[str, Any], list[str]]:
@@ -105,8 +107,8 @@ class NextEditModel:
         self._loading = asyncio.ensure_future(host.load(self._settings()))
 
     def _drop(self) -> None:
-        """Free the other model (on the worker, which owns it); a load still running is left
-        to end and its model freed then."""
+        """Free the other model (on the worker, which owns it); a load still running is told
+        to stop, and its model (if it ended loaded all the same) freed then."""
         host, loading = self._host, self._loading
         self._host, self._name, self._loading = None, None, None
         if host is None:
@@ -118,6 +120,7 @@ class NextEditModel:
                 free_on_worker(scheduler, host.completer)
 
         if loading is not None and not loading.done():
+            host.stop_loading()
             loading.add_done_callback(free)
         else:
             free()
