@@ -46,6 +46,33 @@ def test_complete_prints_a_plausible_completion(default_model: Path, tmp_path: P
     assert "generated" in proc.stderr and "ms" in proc.stderr
 
 
+def test_complete_after_an_opener_prints_the_block(default_model: Path, tmp_path: Path) -> None:
+    """At an empty line after an opener, `complete` prints what the server ends up showing:
+    the first line, then the block that idle work writes after it (Completer.block), cut to
+    the loop's body and to what parses."""
+    source = tmp_path / "totals.py"
+    source.write_text(
+        "def total_and_largest(values):\n"
+        "    total = 0\n"
+        "    largest = None\n"
+        "    for value in values:\n"
+        "        \n"
+        "    return total, largest\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "lsp_complete", "complete", f"{source}:5:9",
+         "--model", str(default_model), "--threads", "2"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout.splitlines()[1:]  # the cursor's line, completed, and the lines after
+    assert len(shown) >= 2, proc.stdout
+    assert all(line.startswith("        ") for line in shown if line.strip()), proc.stdout
+    assert "return total, largest" not in proc.stdout  # the line that follows, not repeated
+    code = source.read_text().replace("        \n", "\n".join(shown) + "\n", 1)
+    compile(code, str(source), "exec")  # the block parses where it goes
+
+
 async def test_typing_a_method_gets_right_suggestions(default_model: Path) -> None:
     source = SAMPLE.read_text()
     lines = source.split("\n")
