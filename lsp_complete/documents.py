@@ -331,6 +331,24 @@ class Document:
         self._splice(start, end, text)
         return start
 
+    def edited(self, start: int, end: int, text: str) -> Document:
+        """A copy of this document with `text` in place of [start, end) (code points), this
+        one untouched: what it would be after an edit the user has not made yet. Its trees
+        are copies of this one's, edited and parsed again incrementally; while a large
+        file's parse is under way, or where a parse would be sliced, the copy is text only."""
+        copy = object.__new__(Document)
+        copy.__dict__.update(self.__dict__)
+        copy._bytes = bytearray(self._bytes)
+        structure = self.structure_tree
+        tree = self.tree.copy() if self.tree is not None else None
+        copy.tree = tree
+        copy.structure_tree = tree if structure is self.tree else (
+            structure.copy() if structure is not None else None)
+        if self._parse is not None or self._sliced():
+            copy.syntax, copy.tree, copy.structure_tree, copy._parse = False, None, None, None
+        copy._splice(start, end, text)
+        return copy
+
     def _set_text(self, text: str) -> None:
         text, data = cleaned(text)
         self.text = text

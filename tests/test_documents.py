@@ -333,3 +333,23 @@ def test_language_mapping(language_id: str, uri: str, grammar: str | None) -> No
     assert (spec.name if spec else None) == grammar
     doc = Document(uri, language_id, 1, "x\n")
     assert (doc.tree is None) == (grammar is None)
+
+
+def test_an_edited_copy_leaves_the_document_as_it_was() -> None:
+    """`edited`: the text an edit not made yet would give (the completion menu's item put
+    in), parsed as that text, while the document keeps its text, lines and tree."""
+    source = "def total(values):\n    res\n    return 0\n"
+    doc = Document("file:///a.py", "python", 1, source)
+    tree_before = str(doc.tree.root_node)
+    start = source.index("res")
+    copy = doc.edited(start, start + 3, "result = sum(values)\n    x")
+    assert copy.text == source.replace("res", "result = sum(values)\n    x")
+    assert copy.line_count == doc.line_count + 1 and copy.line_of(len(copy.text) - 1) == 3
+    fresh = Document("file:///b.py", "python", 1, copy.text)
+    assert str(copy.tree.root_node) == str(fresh.tree.root_node)  # as if parsed anew
+    assert doc.text == source and doc.line_count == 4
+    assert str(doc.tree.root_node) == tree_before
+    doc.apply_change("ult", (1, 7, 1, 7))  # the document still edits as before
+    assert doc.text == source.replace("res", "result")
+    assert str(doc.tree.root_node) == str(Document("file:///c.py", "python", 1, doc.text)
+                                          .tree.root_node)

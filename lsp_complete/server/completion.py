@@ -17,10 +17,11 @@ from lsprotocol import types
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
-from lsp_complete.pipeline import Completion, block_kind, prepare, with_repo
+from lsp_complete.pipeline import Completer, Completion, block_kind, prepare, with_repo
 from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import Answered, OpenFiles
+from lsp_complete.server.open_file import OpenFile, Ticket
 from lsp_complete.server.protocol import ACCEPT_COMMAND
 from lsp_complete.server.repo import RepoHost
 from lsp_complete.server.shared import Shared
@@ -35,6 +36,8 @@ _WORD_WINDOW = 256
 # The most a key typed on into the next line waits for the block being written to reach that
 # line's end (a line is at most LINE_MAX_TOKENS): longer, and it is asked for anew.
 BLOCK_LINE_WAIT_S = 1.0
+# A completion menu's item longer than this is not completed after (no identifier is).
+MAX_ITEM_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -87,10 +90,17 @@ class Suggester:
         found = await self.suggestions(uri, position)
         return found[0] if found else None
 
-    async def suggestions(self, uri: str, position: types.Position,
-                          alternatives: bool = False) -> list[Suggestion]:
+    async def suggestions(self, uri: str, position: types.Position, alternatives: bool = False,
+                          item: types.SelectedCompletionInfo | None = None) -> list[Suggestion]:
         """The suggestion at `position` (none or one); with `alternatives` (an explicit
-        request), followed by up to `settings.alternatives` others, each starting differently."""
+        request), followed by up to `settings.alternatives` others, each starting differently.
+        With the completion menu's selected `item` at the cursor, the one suggestion that
+        extends it (`_after_item`); an item elsewhere is ignored."""
+        if item is not None and (file := self._files.get(uri)) is not None:
+            span = _item_span(file.doc, position, item, self._client.encoding)
+            if span is not None:
+                after = await self._after_item(uri, file, position, span, item)
+                return [after] if after is not None else []
         found = await self.suggest(uri, position)
         # The file `suggest` checked last: nothing ran on the loop since it returned.
         file = self._files.get(uri)
@@ -123,10 +133,7 @@ class Suggester:
             range=types.Range(
                 start=types.Position(line=start_line, character=start_char), end=position
             ),
-            command=types.Command(
-                title="accept", command=ACCEPT_COMMAND,
-                arguments=[{"uri": uri, "id": suggestion_id}],
-            ),
+            command=_accept_command(uri, suggestion_id),
         )
 
     async def suggest(self, uri: str, position: types.Position) -> tuple[str, int] | None:
@@ -143,13 +150,7 @@ class Suggester:
         # numbers start over) at the same version as when asked: `asked.same_text()`.
         asked = files.ticket(file)
 
-        files.in_use(uri)
-        if (parsing := files.parsing(uri)) is not None:
-            await asyncio.shield(parsing)  # a large file: its prompt needs the tree
-            if not asked.same_text():
-                telemetry.record(uri, version, started, "superseded")
-                return None
-        if state.disabled_reason or not settings.language_enabled(doc.language_id):
+        if not await self._servable(uri, file, asked, started):
             return None
         if position.line < 0 or position.character < 0 or position.line >= doc.line_count:
             return None
@@ -163,9 +164,8 @@ class Suggester:
             telemetry.counters["typeahead"] += 1
             telemetry.record(uri, version, started, "typeahead")
             return hit, cursor
-        completer = self._model.completer
-        if self._model.check_file() or completer is None or self._model.state != "ready":
-            telemetry.record(uri, version, started, "not-ready")
+        completer = self._ready_completer(uri, version, started)
+        if completer is None:
             return None
         block = state.block
         if block is not None and await _block_reached(block, before, after):
@@ -200,13 +200,8 @@ class Suggester:
                 telemetry.counters["joined"] += 1
                 telemetry.record(uri, version, started, "typeahead")
                 return hit, cursor
-        if settings.debounce_ms:
-            # Nothing at all since (a newer request, an edit, a cursor move): still wanted.
-            debounced = files.ticket(file)
-            await asyncio.sleep(settings.debounce_ms / 1000)
-            if not debounced.still_current() or not asked.same_text():
-                telemetry.record(uri, version, started, "superseded")
-                return None
+        if not await self._debounced(uri, file, asked, started):
+            return None
         prepared = prepare(doc, cursor, state.anchor, settings)
         state.anchor = prepared.ctx.anchor
         inflight = InFlight(before=before, after=after)
@@ -229,9 +224,114 @@ class Suggester:
 
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
         state.inflight = inflight
+        completion = await self._computed(uri, job, asked, started)
+        if completion is None:
+            return None
+        files.forget_shown(state)
+        if completion.text:  # an explicit request at this spot computes its alternatives
+            state.shown = Shown(version, cursor, prepared, completion, completer)
+            kind = block_kind(prepared, completion)
+            if kind is not None:
+                files.schedule_block(uri, state, state.shown, kind, before, after, position)
+        files.answered(uri, state, Answered(prepared, completion, before, after, position))
+        if not completion.text:
+            return None
+        return completion.text, cursor
+
+    async def _after_item(self, uri: str, file: OpenFile, position: types.Position,
+                          span: tuple[int, int],
+                          item: types.SelectedCompletionInfo) -> Suggestion | None:
+        """The suggestion while the client's completion menu has `item` selected over `span`
+        (VS Code's suggest widget; LSP 3.18 `selectedCompletionInfo`): it must extend the
+        item's text and replace the item's range, or the client does not show it. The model
+        is asked as if the item were accepted, and the suggestion is the item's text and
+        what follows it. None when there is nothing to add."""
+        files, telemetry = self._files, self._telemetry
+        started = time.perf_counter()
+        doc = file.doc
+        asked = files.ticket(file)
+        if not await self._servable(uri, file, asked, started):
+            return None
+        file.state.at_cursor(doc.offset_at(position.line, position.character,
+                                           self._client.encoding))
+        start, end = span
+        before, after = doc.text[:start] + item.text, doc.text[end:]
+        text = self._typeahead.lookup(uri, before, after)
+        if text is None:
+            text = await self._compute_after_item(uri, file, asked, started, span, item.text)
+        else:
+            self._scheduler.drop(JobKey.suggest(uri))  # an older keystroke's is pointless now
+            telemetry.counters["typeahead"] += 1
+            telemetry.record(uri, doc.version, started, "typeahead")
+        if not text:
+            return None
+        suggestion_id = telemetry.shown(uri, item.text + text)
+        return Suggestion(insert=item.text + text, typed=doc.text[start:end], range=item.range,
+                          command=_accept_command(uri, suggestion_id))
+
+    async def _compute_after_item(self, uri: str, file: OpenFile, asked: Ticket, started: float,
+                                  span: tuple[int, int], item_text: str) -> str | None:
+        """The model's text after the menu's item, as if it were accepted (`_after_item`)."""
+        completer = self._ready_completer(uri, file.doc.version, started)
+        if completer is None or not await self._debounced(uri, file, asked, started):
+            return None
+        doc, (start, end) = file.doc, span
+        before, after = doc.text[:start] + item_text, doc.text[end:]
+        prepared = prepare(doc.edited(start, end, item_text), start + len(item_text),
+                           file.state.anchor, self._settings())
+        repo, files = self._repo, self._files
+
+        def run(cancel: CancelToken) -> Completion:
+            completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel)
+            if completion.text and not cancel.cancelled:
+                files.remember(file, before, after, completion.text)  # accepting the item
+            return completion
+
+        completion = await self._computed(
+            uri, self._scheduler.submit(JobKey.suggest(uri), run), asked, started)
+        return completion.text if completion is not None else None
+
+    async def _servable(self, uri: str, file: OpenFile, asked: Ticket, started: float) -> bool:
+        """Whether the file gets suggestions now: its language is on, and a large file's
+        parse (its prompt needs the tree) has ended with the text as it was asked."""
+        files, doc, state = self._files, file.doc, file.state
+        files.in_use(uri)
+        if (parsing := files.parsing(uri)) is not None:
+            await asyncio.shield(parsing)
+            if not asked.same_text():
+                self._telemetry.record(uri, doc.version, started, "superseded")
+                return False
+        return not state.disabled_reason and self._settings().language_enabled(doc.language_id)
+
+    def _ready_completer(self, uri: str, version: int, started: float) -> Completer | None:
+        """The completer when its model is ready (and its file unchanged on disk), else None."""
+        completer = self._model.completer
+        if self._model.check_file() or completer is None or self._model.state != "ready":
+            self._telemetry.record(uri, version, started, "not-ready")
+            return None
+        return completer
+
+    async def _debounced(self, uri: str, file: OpenFile, asked: Ticket, started: float) -> bool:
+        """After the debounce, whether the request is still wanted: nothing at all came
+        since (a newer request, an edit, a cursor move)."""
+        debounce_ms = self._settings().debounce_ms
+        if not debounce_ms:
+            return True
+        debounced = self._files.ticket(file)
+        await asyncio.sleep(debounce_ms / 1000)
+        if debounced.still_current() and asked.same_text():
+            return True
+        self._telemetry.record(uri, file.doc.version, started, "superseded")
+        return False
+
+    async def _computed(self, uri: str, job: Job, asked: Ticket,
+                        started: float) -> Completion | None:
+        """The suggestion job's completion, recorded; None when it is stale (superseded, or
+        the text changed or was closed while computing). $/cancelRequest cancels the job."""
+        telemetry, version = self._telemetry, asked.version
         try:
             completion: Completion | None = await asyncio.wrap_future(job.future)
-        except asyncio.CancelledError:  # $/cancelRequest
+        except asyncio.CancelledError:
             self._scheduler.cancel(job)
             telemetry.record(uri, version, started, "cancelled")
             raise
@@ -242,23 +342,14 @@ class Suggester:
             if completion.error:
                 self._model.check_file()  # a model file rewritten under a decode: reload it
         if completion is None or job.cancel.cancelled or not asked.same_text():
-            # Superseded, or the text changed (or was closed) while computing: it is stale.
             telemetry.counters["superseded"] += 1
             telemetry.record(uri, version, started, "superseded")
             return None
-        source = "model" if completion.text else "empty"
-        telemetry.record(uri, version, started, source, completion)
-        files.forget_shown(state)
-        if completion.text:  # an explicit request at this spot computes its alternatives
-            state.shown = Shown(version, cursor, prepared, completion, completer)
-            kind = block_kind(prepared, completion)
-            if kind is not None:
-                files.schedule_block(uri, state, state.shown, kind, before, after, position)
-        files.answered(uri, state, Answered(prepared, completion, before, after, position))
+        telemetry.record(uri, version, started, "model" if completion.text else "empty",
+                         completion)
         if not completion.text:
             telemetry.counters["empty"] += 1
-            return None
-        return completion.text, cursor
+        return completion
 
     async def _alternatives(self, uri: str, primary: str, cursor: int) -> list[str]:
         """Other suggestions than `primary` at `cursor`: computed now from the prompt of the
@@ -309,6 +400,31 @@ class Suggester:
         except asyncio.CancelledError:
             self._scheduler.cancel(job)
             raise
+
+
+def _accept_command(uri: str, suggestion_id: str) -> types.Command:
+    """The command an accepted suggestion runs: it tells the server (telemetry, next edits)."""
+    return types.Command(title="accept", command=ACCEPT_COMMAND,
+                         arguments=[{"uri": uri, "id": suggestion_id}])
+
+
+def _item_span(doc: Document, position: types.Position, item: types.SelectedCompletionInfo,
+               encoding: str) -> tuple[int, int] | None:
+    """The offsets the menu's item replaces: a range on the cursor's line around the cursor
+    (start at or before it, end at or after it), for one line of text of at most
+    MAX_ITEM_CHARS. None for anything else (a client's mistake: the item is ignored)."""
+    where = item.range
+    line = position.line
+    if not (where.start.line == where.end.line == line) or not 0 <= line < doc.line_count:
+        return None
+    if min(position.character, where.start.character, where.end.character) < 0:
+        return None
+    if len(item.text) > MAX_ITEM_CHARS or "\n" in item.text or "\r" in item.text:
+        return None
+    start = doc.offset_at(line, where.start.character, encoding)
+    end = doc.offset_at(line, where.end.character, encoding)
+    cursor = doc.offset_at(line, position.character, encoding)
+    return (start, end) if start <= cursor <= end else None
 
 
 async def _block_reached(block: InFlight, before: str, after: str) -> bool:

@@ -84,11 +84,14 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
     async def inline_completion(
         ls: CompletionServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
+        context = getattr(params, "context", None)
         # Asked explicitly (a key to suggest now, or to cycle): alternatives follow the first.
-        kind = getattr(getattr(params, "context", None), "trigger_kind", None)
+        kind = getattr(context, "trigger_kind", None)
         invoked = kind == types.InlineCompletionTriggerKind.Invoked
         found = await ls.suggester.suggestions(
-            params.text_document.uri, params.position, alternatives=invoked
+            params.text_document.uri, params.position, alternatives=invoked,
+            # The completion menu is open: the suggestion must extend its selected item.
+            item=getattr(context, "selected_completion_info", None),
         )
         return types.InlineCompletionList(items=[inline_item(s) for s in found])
 
