@@ -104,7 +104,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
 
 def _complete(doc: Document, cursor: int,
               settings: Settings) -> tuple[Completion, float, str]:
-    from lsp_complete.pipeline import block_kind, load_completer, prepare
+    from lsp_complete.pipeline import block_wanted, load_completer, prepare
 
     started = time.perf_counter()
     completer, info, warnings = load_completer(settings)
@@ -114,8 +114,8 @@ def _complete(doc: Document, cursor: int,
     try:
         prepared = prepare(doc, cursor, None, settings, ContextLimits())
         completion = completer.run(prepared, CancelToken())
-        if block_kind(prepared, completion) == "block":  # what the server ends up showing
-            block = completer.block(prepared, completion, "block", CancelToken())
+        if block_wanted(prepared, completion):  # what the server ends up showing
+            block = completer.block(prepared, completion, CancelToken())
             if block is not None:
                 completion = dataclasses.replace(completion, text=block)
         return completion, load_ms, info["name"]

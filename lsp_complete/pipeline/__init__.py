@@ -15,10 +15,9 @@ suggestion for the same position.
 
 from lsp_complete.pipeline.completer import (
     MAX_LINES,
-    BlockKind,
     Completer,
     Completion,
-    block_kind,
+    block_wanted,
     load_completer,
 )
 from lsp_complete.pipeline.next_edit import NextEditAnswer
@@ -44,8 +43,7 @@ __all__ = [
     "Completion",
     "FilePlan",
     "NextEditAnswer",
-    "BlockKind",
-    "block_kind",
+    "block_wanted",
     "IdleStep",
     "PromptPlanner",
     "Prepared",

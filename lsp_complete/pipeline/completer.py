@@ -12,7 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
@@ -192,26 +192,21 @@ class Completer:
                 texts.append(text)
         return texts
 
-    def block(self, prepared: Prepared, primary: Completion, kind: BlockKind,
-              cancel: CancelToken, progress: Callable[[str], None] | None = None) -> str | None:
-        """The block that the suggestion `primary` begins (`kind`, as `block_kind` found it
-        for them): the same prompt, generated on to the model's own end of the middle (its
-        FIM-end or end-of-text token) within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, or to
-        the end of the next line only (a "next line"), then cut by the multi-line rules (the
-        enclosing block's indentation, the lines that already follow) and to the lines that
-        parse. None when that is no more than the line, or starts otherwise. `progress` sees
-        the raw text generated so far."""
+    def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
+              progress: Callable[[str], None] | None = None) -> str | None:
+        """The block that the suggestion `primary` begins (where `block_wanted` says so): the
+        same prompt, generated on to the model's own end of the middle (its FIM-end or
+        end-of-text token) within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the
+        multi-line rules (the enclosing block's indentation, the lines that already follow)
+        and to the lines that parse. None when that is no more than the line, or starts
+        otherwise. `progress` sees the raw text generated so far."""
         request = primary.request
         if request is None:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         heal = request.heal
-        if kind == "next line":
-            line_check = _next_line_ended(site)
-            max_tokens = request.max_tokens + LINE_MAX_TOKENS
-        else:
-            line_check = _block_ended(site)
-            max_tokens = max(request.max_tokens, BLOCK_MAX_TOKENS)
+        line_check = _block_ended(site)
+        max_tokens = max(request.max_tokens, BLOCK_MAX_TOKENS)
 
         def on_text(text: str) -> None:
             if progress is not None and text.startswith(heal):
@@ -305,21 +300,13 @@ def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[s
     return cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
 
 
-BlockKind = Literal["block", "next line"]
-
-
-def block_kind(prepared: Prepared, answered: Completion) -> BlockKind | None:
-    """What idle work should generate after `answered`: the block it begins (a one-line
-    answer where a block may follow, `Prepared.block_after`, or a block the time budget cut
-    short), the line after it (a one-line answer that ended its line where nothing follows
-    on it, `Prepared.next_line_after`: ready when the user presses Enter), or nothing."""
+def block_wanted(prepared: Prepared, answered: Completion) -> bool:
+    """Whether idle work should generate the block that `answered` begins: a one-line answer
+    where a block may follow (`Prepared.block_after`), or a block the time budget cut short."""
     if not answered.text:
-        return None
-    if prepared.block_after or (prepared.multiline and answered.result.stop_reason == "budget"):
-        return "block"
-    if prepared.next_line_after and answered.result.stop_reason == "newline":
-        return "next line"
-    return None
+        return False
+    return prepared.block_after or (prepared.multiline
+                                    and answered.result.stop_reason == "budget")
 
 
 def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
@@ -328,15 +315,6 @@ def _block_ended(site: CompletionSite) -> Callable[[str], bool]:
         complete_lines = text.count("\n")
         kept = count_block_lines(text, site, max_lines=MAX_LINES)
         return kept < complete_lines or complete_lines >= MAX_LINES
-
-    return ended
-
-
-def _next_line_ended(site: CompletionSite) -> Callable[[str], bool]:
-    block_ended = _block_ended(site)
-
-    def ended(text: str) -> bool:
-        return text.count("\n") >= 2 or block_ended(text)  # the line, then the next one
 
     return ended
 

@@ -34,9 +34,6 @@ class Prepared:
     cold_ctx: CodeContext | None = None  # smaller windows, for a file with a cold KV cache
     # A one-line answer here may begin a block, generated in idle time (Completer.block).
     block_after: bool = False
-    # A one-line answer that ends the cursor's line may be followed by the next line, made in
-    # idle time and served when the user gets there (Completer.block, `block_kind`).
-    next_line_after: bool = False
 
 
 def prepare(
@@ -81,9 +78,8 @@ def prepare(
         statements=statements,
     )
     block_after = auto and (wants_multiline(doc, cursor) or block_may_follow(doc, cursor))
-    next_line_after = auto and not block_after and not site.line_suffix.strip()
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
-                    block_after=block_after, next_line_after=next_line_after)
+                    block_after=block_after)
 
 
 def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:

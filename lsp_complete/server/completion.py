@@ -17,7 +17,7 @@ from lsprotocol import types
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
-from lsp_complete.pipeline import Completer, Completion, block_kind, prepare, with_repo
+from lsp_complete.pipeline import Completer, Completion, block_wanted, prepare, with_repo
 from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import Answered, OpenFiles
@@ -230,9 +230,8 @@ class Suggester:
         files.forget_shown(state)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
-            kind = block_kind(prepared, completion)
-            if kind is not None:
-                files.schedule_block(uri, state, state.shown, kind, before, after, position)
+            if block_wanted(prepared, completion):
+                files.schedule_block(uri, state, state.shown, before, after, position)
         files.answered(uri, state, Answered(prepared, completion, before, after, position))
         if not completion.text:
             return None

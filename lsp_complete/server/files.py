@@ -50,7 +50,6 @@ from lsp_complete.engine.base import (
 )
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import (
-    BlockKind,
     Completion,
     IdleStep,
     Prepared,
@@ -99,13 +98,6 @@ class BlockReady:
 
 
 @dataclass(frozen=True)
-class NextLineKept:
-    """The line after a one-line suggestion is kept for typing-ahead from that line's end."""
-
-    ticket: Ticket
-
-
-@dataclass(frozen=True)
 class Refined:
     """A keystroke answered from a smaller prompt was answered again from a richer one, kept
     for typing-ahead; `changed`: the suggestion differs, tell the client (as for a block)."""
@@ -124,7 +116,7 @@ class IdleFailed:
     message: str = ""
 
 
-Event = Anchored | BlockReady | NextLineKept | Refined | IdleFailed
+Event = Anchored | BlockReady | Refined | IdleFailed
 
 
 @dataclass(frozen=True)
@@ -402,9 +394,6 @@ class OpenFiles:
                 if ticket.open():  # (edits since do not matter: the client checks the spot)
                     self._telemetry.counters["blocks"] += 1
                     self._client.notify(BLOCK_READY_METHOD, params)
-            case NextLineKept(ticket):
-                if ticket.open():
-                    self._telemetry.counters["nextLines"] += 1
             case Refined(ticket, params, changed):
                 if ticket.open():
                     self._telemetry.counters["refined"] += 1
@@ -573,16 +562,15 @@ class OpenFiles:
 
         return run
 
-    def schedule_block(self, uri: str, state: DocState, shown: Shown, kind: BlockKind,
-                       before: str, after: str, position: types.Position) -> None:
-        """A suggestion was shown where a block or the next line may follow (`block_kind`):
-        at once, before other idle work, generate it (`Completer.block`), while the user reads
-        the line or types on through it (typing-ahead answers those keys without the worker).
-        A block is kept for typing-ahead at that spot: the next request there, or typing on
-        through the line and into the next, is answered with it, and our clients are told
-        (BLOCK_READY_METHOD) to ask again. The next line is kept from the end of the line
-        on. A keystroke that leaves the suggestion, or a move elsewhere, stops it
-        (`left_suggestion`)."""
+    def schedule_block(self, uri: str, state: DocState, shown: Shown, before: str,
+                       after: str, position: types.Position) -> None:
+        """A suggestion was shown where a block may follow (`block_wanted`): at once, before
+        other idle work, generate the block it begins (`Completer.block`), while the user
+        reads the line or types on through it (typing-ahead answers those keys without the
+        worker). It is kept for typing-ahead at that spot: the next request there, or typing
+        on through the line and into the next, is answered with it, and our clients are told
+        (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the suggestion, or a move
+        elsewhere, stops it (`left_suggestion`)."""
         file = self._files.get(uri)
         if file is None or file.state is not state:
             return  # (the caller's file is open: it just checked)
@@ -602,23 +590,12 @@ class OpenFiles:
             writing.partial = text
             poke()
 
-        line = shown.completion.text
-        next_line = kind == "next line"
-
         def run(cancel: CancelToken) -> str | None:
             if not ticket.open() or shown.completer is not model.completer:
                 return None  # closed, or the model was reloaded
-            block = shown.completer.block(shown.prepared, shown.completion, kind, cancel,
-                                          progress)
+            block = shown.completer.block(shown.prepared, shown.completion, cancel, progress)
             if block is None or cancel.cancelled:
                 return None
-            if next_line:
-                # Served from the end of the line on, never as two lines in the middle of it:
-                # nothing new to show at the spot, so no BlockReady.
-                if not self._files.remember(file, before + line, after, block[len(line):]):
-                    return None
-                self._post(loop, NextLineKept(ticket))
-                return block
             if not self._files.remember(file, before, after, block):
                 return None  # closed meanwhile
             self._post(loop, BlockReady(ticket, params))

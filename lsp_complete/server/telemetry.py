@@ -60,9 +60,8 @@ class Telemetry:
         self.counters = {
             "shown": 0, "accepted": 0, "typeahead": 0, "joined": 0, "superseded": 0, "empty": 0,
             "cursorMoves": 0, "alternativesShown": 0, "blocks": 0,
-            # Keys typed on into the next line, answered from the block being written; the
-            # lines after a one-line suggestion kept for when the user gets there.
-            "blockLines": 0, "nextLines": 0,
+            # Keys typed on into the next line, answered from the block being written.
+            "blockLines": 0,
             # Keystrokes answered from a smaller prompt answered again from a richer one, and
             # of those, the ones whose suggestion changed.
             "refined": 0, "refinedChanged": 0,
