@@ -159,10 +159,7 @@ class Suggester:
         before, after = doc.text[:cursor], doc.text[cursor:]
         hit = typeahead.lookup(uri, before, after)
         if hit is not None:
-            # An older keystroke's computation is now pointless.
-            self._scheduler.drop(JobKey.suggest(uri))
-            telemetry.counters["typeahead"] += 1
-            telemetry.record(uri, version, started, "typeahead")
+            self._typed_ahead(uri, version, started)
             return hit, cursor
         completer = self._ready_completer(uri, version, started)
         if completer is None:
@@ -257,11 +254,10 @@ class Suggester:
         before, after = doc.text[:start] + item.text, doc.text[end:]
         text = self._typeahead.lookup(uri, before, after)
         if text is None:
-            text = await self._compute_after_item(uri, file, asked, started, span, item.text)
+            text = await self._compute_after_item(uri, file, asked, started, span, item.text,
+                                                  before, after)
         else:
-            self._scheduler.drop(JobKey.suggest(uri))  # an older keystroke's is pointless now
-            telemetry.counters["typeahead"] += 1
-            telemetry.record(uri, doc.version, started, "typeahead")
+            self._typed_ahead(uri, doc.version, started)
         if not text:
             return None
         suggestion_id = telemetry.shown(uri, item.text + text)
@@ -269,13 +265,14 @@ class Suggester:
                           command=_accept_command(uri, suggestion_id))
 
     async def _compute_after_item(self, uri: str, file: OpenFile, asked: Ticket, started: float,
-                                  span: tuple[int, int], item_text: str) -> str | None:
-        """The model's text after the menu's item, as if it were accepted (`_after_item`)."""
+                                  span: tuple[int, int], item_text: str, before: str,
+                                  after: str) -> str | None:
+        """The model's text after the menu's item, as if it were accepted (`_after_item`):
+        `before` and `after` are the text either side of the cursor then."""
         completer = self._ready_completer(uri, file.doc.version, started)
         if completer is None or not await self._debounced(uri, file, asked, started):
             return None
         doc, (start, end) = file.doc, span
-        before, after = doc.text[:start] + item_text, doc.text[end:]
         prepared = prepare(doc.edited(start, end, item_text), start + len(item_text),
                            file.state.anchor, self._settings())
         repo, files = self._repo, self._files
@@ -301,6 +298,12 @@ class Suggester:
                 self._telemetry.record(uri, doc.version, started, "superseded")
                 return False
         return not state.disabled_reason and self._settings().language_enabled(doc.language_id)
+
+    def _typed_ahead(self, uri: str, version: int, started: float) -> None:
+        """A request typing-ahead answered: an older keystroke's computation is pointless now."""
+        self._scheduler.drop(JobKey.suggest(uri))
+        self._telemetry.counters["typeahead"] += 1
+        self._telemetry.record(uri, version, started, "typeahead")
 
     def _ready_completer(self, uri: str, version: int, started: float) -> Completer | None:
         """The completer when its model is ready (and its file unchanged on disk), else None."""
