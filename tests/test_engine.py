@@ -174,10 +174,40 @@ def test_after_indentation_the_healed_space_is_followed_by_code(engine) -> None:
         assert result.text.startswith(" "), result
         if result.generated_tokens:
             assert result.text[1:2].strip(), (indent, result.text)
-    assert all(engine.piece(int(t)).startswith(b" ") and engine.piece(int(t)).strip()
+    # A token that carries code, or the healed space alone (a digit comes next: see
+    # test_a_line_may_start_with_a_digit_after_the_healed_space).
+    assert all(engine.piece(int(t)).startswith(b" ")
+               and (engine.piece(int(t)).strip() or engine.piece(int(t)) == b" ")
                for t in engine.vocabulary.heal_candidates(b" ", code=True))
     # Without `code` (indentation still being typed) more spaces stay allowed.
     assert any(not engine.piece(int(t)).strip() for t in engine.vocabulary.heal_candidates(b" "))
+
+
+def test_a_line_may_start_with_a_digit_after_the_healed_space(engine, monkeypatch) -> None:
+    """Tokenizers split the space before a digit off as a token of its own ("       ",
+    " ", "3"): healing allows that token, and then the next one must carry the code. Here the
+    model is made to prefer spaces at every step (its logits boosted): the lone space is
+    taken, and no space after it."""
+    vocabulary = engine.vocabulary
+    spaces = [t for t in range(vocabulary.size) if vocabulary.pieces[t]
+              and not vocabulary.pieces[t].strip(b" ")]
+    lone = vocabulary.pieces.index(b" ")
+    original = vocabulary.pick
+
+    def prefer_spaces(logits, *args, **kwargs):
+        boosted = logits.copy()
+        boosted[spaces] += 1000.0
+        boosted[lone] += 1.0  # the lone space first among them
+        return original(boosted, *args, **kwargs)
+
+    monkeypatch.setattr(vocabulary, "pick", prefer_spaces)
+    request = fim_request(engine, "file:///digit.py", BEFORE, "    ", SUFFIX_TEXT, heal=False,
+                          max_tokens=4)
+    request.segments[-1] = engine.tokenize("   ")
+    request.heal, request.heal_code = " ", True
+    result = engine.complete(request, CancelToken())
+    assert result.first_token == lone
+    assert result.generated_tokens >= 2 and result.text[1:2].strip(), result.text
 
 
 def test_output_never_contains_special_tokens(engine) -> None:

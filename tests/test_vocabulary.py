@@ -47,7 +47,14 @@ def test_healing_allows_the_pieces_that_keep_the_healed_text() -> None:
 def test_healed_spaces_in_code_must_end_in_a_token_that_carries_code() -> None:
     v = vocab()
     assert set(v.heal_candidates(b" ").tolist()) == ids(b" ", b"  ", b" x")
-    assert set(v.heal_candidates(b" ", code=True).tolist()) == ids(b" x")
+    # Never more spaces; the healed space as a token of its own (the tokenizer splits it off
+    # before a digit), after which the next token must carry the code.
+    assert set(v.heal_candidates(b" ", code=True).tolist()) == ids(b" ", b" x")
+    assert set(v.code_starts().tolist()) == ids(b"r", b"re", b"ret", b"return", b"x", b"rex")
+    row = logits({b"  ": 9.0, b" ": 8.0, b"x": 1.0, b"ret": 2.0})
+    assert v.pick(row, b" ", True)[0] == PIECES.index(b" ")
+    assert v.pick(row, b"", True, code_next=True)[0] == PIECES.index(b"ret")
+    assert v.pick(row, b"", True)[0] == PIECES.index(b"  ")  # no constraint left
 
 
 def test_pick_is_greedy_among_the_tokens_healing_allows() -> None:

@@ -64,6 +64,7 @@ class Generation:
         request, result, cancel = self.request, self.result, self.cancel
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         heal = request.heal.encode("utf-8")
+        code_next = False  # healed spaces ended by a token of their own: code comes next
         rules = TextRules(request)
         for step in range(request.max_tokens):
             if cancel.cancelled:
@@ -72,16 +73,17 @@ class Generation:
             if step == 0 and first is not None:
                 token, lead = first, np.inf
             else:
-                token, lead = self._pick(heal, gap=self.row >= 0)
+                token, lead = self._pick(heal, code_next, gap=self.row >= 0)
             if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
                 if not self._redecide():
                     result.stop_reason = "cancelled"
                     break
-                token, _ = self._pick(heal)
+                token, _ = self._pick(heal, code_next)
             if self.vocabulary.stop_mask[token]:
                 result.stop_reason = "eog"
                 break
             piece = self.vocabulary.pieces[token]
+            code_next = request.heal_code and piece == heal and not piece.strip()
             heal = heal[len(piece):] if heal.startswith(piece) else b""
             if step == 0:
                 result.first_token = token
@@ -108,9 +110,9 @@ class Generation:
             self.decoder.table.truncate(self.seq, self.base + self.row + 1)
         result.text = rules.text
 
-    def _pick(self, heal: bytes, gap: bool = False) -> tuple[int, float]:
+    def _pick(self, heal: bytes, code_next: bool, gap: bool = False) -> tuple[int, float]:
         return self.vocabulary.pick(self.decoder.logits(self.row), heal,
-                                    self.request.heal_code, gap)
+                                    self.request.heal_code, gap, code_next)
 
     def _redecide(self) -> bool:
         """Drop the draft from the current row on and decode that row's token alone, so its

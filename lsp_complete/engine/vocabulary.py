@@ -34,6 +34,7 @@ class Vocabulary:
         for p, t in order:
             self._piece_ids.setdefault(p, []).append(t)
         self._heal_cache: dict[tuple[bytes, bool], np.ndarray] = {}
+        self._code_starts: np.ndarray | None = None
 
     def piece(self, token: int) -> bytes:
         return self.pieces[token]
@@ -50,7 +51,10 @@ class Vocabulary:
 
         With `code`, healed spaces must end in a token that carries code (" depth"): one that
         ends them with more spaces is never the suggestion once the indentation is complete,
-        and a model that writes one writes more.
+        and a model that writes one writes more. Or in a token of exactly those spaces: the
+        tokenizer splits a space off before what cannot take one (a digit, in Qwen2's and
+        StarCoder's pretokenizers), and the token after it must carry the code
+        (`code_starts`); without it no line of the suggestion could begin with a number.
         """
         cached = self._heal_cache.get((remaining, code))
         if cached is not None:
@@ -60,7 +64,8 @@ class Vocabulary:
         ids = [self._sorted_ids[lo:hi]]
         if code and not remaining.strip(b" "):
             pieces = self._sorted_pieces[lo:hi]
-            ids = [ids[0][np.array([bool(p.strip()) for p in pieces], dtype=bool)]]
+            ids = [ids[0][np.array([bool(p.strip()) or p == remaining for p in pieces],
+                                   dtype=bool)]]
         for k in range(1, len(remaining)):
             ids.append(np.array(self._piece_ids.get(remaining[:k], []), dtype=np.int64))
         result = np.concatenate(ids)
@@ -69,19 +74,32 @@ class Vocabulary:
         self._heal_cache[(remaining, code)] = result
         return result
 
-    def _allowed(self, heal: bytes, heal_code: bool) -> np.ndarray | None:
-        """The tokens healing allows next; None: any. No candidate at all cannot happen with a
-        byte-level vocabulary; then nothing is healed."""
+    def code_starts(self) -> np.ndarray:
+        """Tokens that begin with code (no space, tab or line break first): what follows
+        healed spaces that a token of their own ended."""
+        if self._code_starts is None:
+            self._code_starts = np.array(
+                [t for t, p in enumerate(self.pieces)
+                 if p and not self.stop_mask[t] and p[:1] not in b" \t\r\n"], dtype=np.int64)
+        return self._code_starts
+
+    def _allowed(self, heal: bytes, heal_code: bool, code_next: bool = False
+                 ) -> np.ndarray | None:
+        """The tokens healing allows next (`code_next`: the healed spaces were just ended by a
+        token of their own); None: any. No candidate at all cannot happen with a byte-level
+        vocabulary; then nothing is healed."""
+        if code_next:
+            return self.code_starts()
         allowed = self.heal_candidates(heal, heal_code) if heal else None
         if allowed is not None and allowed.size == 0:
             return None
         return allowed
 
     def pick(self, logits: np.ndarray, heal: bytes, heal_code: bool,
-             gap: bool = False) -> tuple[int, float]:
+             gap: bool = False, code_next: bool = False) -> tuple[int, float]:
         """The greedy token from a logits row (among those that keep the healed text, while
         any remains), and with `gap` how far it leads the runner-up (else infinity)."""
-        allowed = self._allowed(heal, heal_code)
+        allowed = self._allowed(heal, heal_code, code_next)
         if allowed is not None:
             logits = logits[allowed]
         best = int(np.argmax(logits))
