@@ -8,6 +8,14 @@ Segments are ordered from most to least stable, and typing at the cursor only ap
 `middle`, so the engine's longest-common-prefix reuse re-encodes just the typed tokens.
 Token healing drops the last token of `middle`; generation must then start with its text.
 
+`at_cursor` lays the same context out as FIM models are trained on it, the prefix ending at
+the cursor (no healing):
+
+    <fim_prefix> head before middle <fim_suffix> suffix <fim_middle>
+
+A block generated in idle time uses it (`Completer.block`): it shares the head and the window
+with the cached prompt, and the model decides where its middle ends as it learned to.
+
 A repository block (`ctx.repo`: other files of the workspace) comes first of all, in the
 template's repository format when it has one (Qwen2.5-Coder, StarCoder2: `file_sep` and
 `repo_name` in models.toml):
@@ -41,6 +49,8 @@ class Prompt:
     heal_code: bool = False
     repo_tokens: int = 0  # tokens of the repository block (0: none)
     repo_segments: int = 0  # leading segments that hold only the repository block
+    # The context it was built from (None: built otherwise, as in tests).
+    ctx: CodeContext | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def head_segments(self) -> int:
@@ -100,9 +110,12 @@ def build_prompt(
     detokenize: Callable[[list[int]], str],
     max_tokens: int,
     heal: bool = True,
+    at_cursor: bool = False,
 ) -> Prompt:
     healed, heal_code = "", False
-    if heal and ctx.middle.endswith(" ") and not _still_indenting(ctx):
+    if at_cursor:
+        middle_tokens = tokenize(ctx.middle, False)
+    elif heal and ctx.middle.endswith(" ") and not _still_indenting(ctx):
         # Heal exactly one trailing space: the prompt then ends the way the tokenizer splits
         # indented code ("           " + " depth"), and the engine makes the first token a
         # space followed by code. Healing a whole run of spaces let the model answer with more
@@ -123,21 +136,19 @@ def build_prompt(
         segments = [head, before, middle_tokens]
     else:
         suffix_part = tokenize(fim.suffix, True) + tokenize(ctx.suffix, False)
-        if fim.order == "spm":
-            segments = [
-                suffix_part,
-                tokenize(fim.prefix, True) + head,
-                before,
-                tokenize(fim.middle, True) if fim.middle else [],
-                middle_tokens,
-            ]
+        middle_mark = tokenize(fim.middle, True) if fim.middle else []
+        if at_cursor and fim.order == "spm":
+            segments = [suffix_part, tokenize(fim.prefix, True) + head, before, middle_tokens,
+                        middle_mark]
+        elif at_cursor:
+            segments = [tokenize(fim.prefix, True) + head, before, middle_tokens,
+                        suffix_part + middle_mark]
+        elif fim.order == "spm":
+            segments = [suffix_part, tokenize(fim.prefix, True) + head, before, middle_mark,
+                        middle_tokens]
         else:
-            segments = [
-                tokenize(fim.prefix, True) + head,
-                before,
-                suffix_part + tokenize(fim.middle, True),
-                middle_tokens,
-            ]
+            segments = [tokenize(fim.prefix, True) + head, before, suffix_part + middle_mark,
+                        middle_tokens]
     repo_segments = 0
     if repo and not commented:
         segments, repo_segments = [repo, *segments], 1
@@ -145,7 +156,7 @@ def build_prompt(
     # keeps its room.
     segments = _fit(segments, before, len(middle_tokens), max_tokens + len(repo))
     return Prompt(segments=segments, heal=healed, heal_code=heal_code, repo_tokens=len(repo),
-                  repo_segments=repo_segments)
+                  repo_segments=repo_segments, ctx=ctx)
 
 
 # The template's special tokens and separators in a prompt, besides the context's own text.

@@ -188,6 +188,49 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
         await client.shutdown_session()
 
 
+async def test_the_block_is_asked_with_the_prefix_ending_at_the_cursor(
+        fake, tiny_model_path, engine) -> None:  # noqa: F811
+    """The line is asked in the keystroke layout (the cursor line's indentation after the
+    middle marker, one space healed); its block as FIM models are trained: the indentation
+    ends the prefix, the middle marker ends the prompt, nothing healed."""
+    fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
+    client = await _on_stand_in(fake, tiny_model_path)
+    try:
+        (first, _), _, again = await _line_then_block(client, "file:///work/total.py", SOURCE,
+                                                      LINE, COL)
+        assert again == "for item in items:\n        count += item"
+        line, block = (post["prompt"] for post in fake.posts("/v1/completions")[:2])
+        suffix_mark, middle_mark = (engine.tokenize(mark, True)
+                                    for mark in ("<|fim_suffix|>", "<|fim_middle|>"))
+        indent = engine.tokenize("count = 0\n    ")[-1:]  # the cursor line's indentation
+        assert line[-1] == " " and middle_mark[0] in line  # (healed: the middle follows it)
+        assert block[-1] == middle_mark[0]
+        cut = block.index(suffix_mark[0])
+        assert block[cut - 1 : cut] == indent
+        assert block[:cut - 1] == line[:cut - 1]  # the head and the window are shared
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_block_that_starts_otherwise_than_the_line_shown_is_asked_again(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """Where the block in the trained layout would start with another line than the one
+    shown, the shown line's own prompt goes on from it: what is served begins with what the
+    user saw."""
+    fake.answers = [["for item in items:", "\n", "        pass", "\n"],  # the line
+                    ["while items:", "\n", "        items.pop()", "\n"],  # trained layout
+                    ["for item in items:", "\n", "        count += item", "\n"]]  # the line's
+    client = await _on_stand_in(fake, tiny_model_path)
+    try:
+        (first, _), _, again = await _line_then_block(client, "file:///work/total.py", SOURCE,
+                                                      LINE, COL)
+        assert first == "for item in items:"
+        assert again == "for item in items:\n        count += item"
+        assert len(fake.posts("/v1/completions")) == 3
+    finally:
+        await client.shutdown_session()
+
+
 async def test_a_block_in_a_branch_goes_on_into_the_else(fake, tiny_model_path) -> None:  # noqa: F811
     """The hole in the `if` body that the `else:` completes: the block served keeps the
     `else:` and its line, not the `return` the suffix already has."""

@@ -60,6 +60,25 @@ def test_a_middle_ending_in_spaces_heals_exactly_one_space() -> None:
     assert (word.heal, word.heal_code) == ("u", False)  # the last token (one char per token)
 
 
+def test_at_the_cursor_the_prefix_ends_with_the_middle_and_nothing_is_healed() -> None:
+    """The layout FIM models are trained on, for a block in idle time: the same head and
+    window as the keystroke's prompt, then the typed middle, then the suffix and the middle
+    marker; in SPM order the suffix first."""
+    ctx = context("    x = ")
+    tokens = SegmentTokenizer(tokenize)
+    usual = build_prompt(ctx, FIM, tokens, detokenize, 10_000)
+    at = build_prompt(ctx, FIM, tokens, detokenize, 10_000, at_cursor=True)
+    assert (at.heal, at.heal_code) == ("", False)
+    assert at.segments[:2] == usual.segments[:2]
+    assert at.tokens[len(at.segments[0]) + len(at.segments[1]):] == (
+        tokenize("    x = ") + [MARKERS["<S>"]] + tokenize("\n    return total\n")
+        + [MARKERS["<M>"]])
+    spm = dataclasses.replace(FIM, order="spm")
+    at_spm = build_prompt(ctx, spm, tokens, detokenize, 10_000, at_cursor=True)
+    assert at_spm.tokens[0] == MARKERS["<S>"] and at_spm.tokens[-1] == MARKERS["<M>"]
+    assert detokenize(at_spm.segments[-2]) == "    x = "
+
+
 def test_indentation_still_being_typed_may_grow() -> None:
     """Two of four spaces typed under a block opener: the suggestion may add the other two."""
     ctx = CodeContext(path="a.c", language_id="c", head="", before="int main() {\n",

@@ -155,6 +155,8 @@ class FakeLlamaServer:
         self.requests: list[tuple[str, str, Any]] = []
         self.mode = "normal"
         self.pieces = ["hello", " wor", "ld", "\n", "never"]
+        # /v1/completions: each request answers the next of these, if any, else `pieces`.
+        self.answers: list[list[str]] = []
         self.piece_delay_s = 0.0
         self.total_slots = total_slots
         self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
@@ -231,8 +233,9 @@ class FakeLlamaServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                pieces = fake.answers.pop(0) if fake.answers else fake.pieces
                 try:
-                    for piece in fake.pieces:
+                    for piece in pieces:
                         time.sleep(fake.piece_delay_s)
                         self._event({"choices": [{"text": piece, "finish_reason": None}]})
                     self._event({"choices": [{"text": "", "finish_reason": "length"}]})

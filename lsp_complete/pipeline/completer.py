@@ -67,6 +67,8 @@ class Completion:
     # Why there is no suggestion when the engine failed (a remote server down, a bad key):
     # the request is answered with none, and the server tells the user once.
     error: str = ""
+    # The context its prompt was built from (a block goes on from it: `Completer.block`).
+    context: CodeContext | None = None
 
 
 class Completer:
@@ -92,7 +94,7 @@ class Completer:
     def _count_tokens(self, text: str) -> int:
         return len(self._count_cache(text))
 
-    def build_prompt(self, ctx: CodeContext) -> Prompt:
+    def build_prompt(self, ctx: CodeContext, at_cursor: bool = False) -> Prompt:
         return build_prompt(
             ctx,
             self.spec.fim,
@@ -100,6 +102,7 @@ class Completer:
             self.engine.detokenize,
             self.settings.max_prompt_tokens,
             heal=self.settings.token_healing,
+            at_cursor=at_cursor,
         )
 
     def run(
@@ -163,6 +166,7 @@ class Completer:
             latency_ms=(time.perf_counter() - started) * 1000,
             request=request,
             full_prompt=prompt is full,
+            context=prompt.ctx,
         )
 
     def alternatives(self, prepared: Prepared, primary: Completion, count: int,
@@ -194,40 +198,66 @@ class Completer:
 
     def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
               progress: Callable[[str], None] | None = None) -> str | None:
-        """The block that the suggestion `primary` begins (where `block_wanted` says so): the
-        same prompt, generated on to the model's own end of the middle (its FIM-end or
-        end-of-text token) within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the
-        multi-line rules (the enclosing block's indentation, the lines that already follow)
-        and to the lines that parse. None when that is no more than the line, or starts
-        otherwise. `progress` sees the raw text generated so far."""
+        """The block that the suggestion `primary` begins (where `block_wanted` says so),
+        generated on to the model's own end of the middle (its FIM-end or end-of-text token)
+        within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
+        enclosing block's indentation, the lines that already follow) and to the lines that
+        parse. None when that is no more than `primary`'s text.
+
+        First from `primary`'s context laid out as FIM models are trained on it (the prefix
+        ending at the cursor, `build_prompt(at_cursor=True)`): there the model ends the
+        middle where it learned to, where the keystroke layout made it stop early (HumanEval's
+        multi-line holes: docs/bench/2026-12-05c-healing-blocks). It shares the head and the
+        window with the cached prompt. If that block does not start with the text shown, the
+        shown text's own prompt goes on from it instead: a block never contradicts what the
+        user sees. `progress` sees the raw text generated so far that agrees with it."""
         request = primary.request
         if request is None:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
+        shown = primary.text
+        if primary.context is not None:
+            standard = self.build_prompt(primary.context, at_cursor=True)
+
+            def agreeing(text: str) -> None:
+                if progress is not None and (shown.startswith(text) or text.startswith(shown)):
+                    progress(text)
+
+            attempt = dataclasses.replace(request, segments=standard.segments, heal="",
+                                          heal_code=False)
+            text = self._generate_block(attempt, prepared, site, cancel, agreeing)
+            if cancel.cancelled:
+                return None
+            if text is not None and text.startswith(shown):
+                return text if _extends(text, shown) else None
+        text = self._generate_block(request, prepared, site, cancel, progress)
+        return text if text is not None and _extends(text, shown) else None
+
+    def _generate_block(self, request: GenerationRequest, prepared: Prepared,
+                        site: CompletionSite, cancel: CancelToken,
+                        progress: Callable[[str], None] | None) -> str | None:
+        """A block from `request`'s prompt, cut as it is shown; None when cancelled or when
+        the output does not start with the healed text."""
         heal = request.heal
-        line_check = _block_ended(site)
-        max_tokens = max(request.max_tokens, BLOCK_MAX_TOKENS)
 
         def on_text(text: str) -> None:
             if progress is not None and text.startswith(heal):
                 progress(text[len(heal) :])
 
         request = dataclasses.replace(
-            request, aside=True, single_line=False, line_check=line_check,
-            on_text=on_text if progress is not None else None, max_tokens=max_tokens,
+            request, aside=True, single_line=False, line_check=_block_ended(site),
+            on_text=on_text if progress is not None else None,
+            max_tokens=max(request.max_tokens, BLOCK_MAX_TOKENS),
             deadline=time.monotonic() + BLOCK_TIME_BUDGET_S,
             abandon=lambda produced: copying_next_line(produced, site),
         )
         result = self.engine.complete(request, cancel)
-        if cancel.cancelled or not result.text.startswith(request.heal):
+        if cancel.cancelled or not result.text.startswith(heal):
             return None
-        raw = result.text[len(request.heal) :]
+        raw = result.text[len(heal) :]
         if result.stop_reason in ("max_tokens", "cancelled", "error"):
             raw = raw[: max(0, raw.rfind("\n"))]  # its last line may be cut mid-way
-        text = cut_block(raw, site, prepared.ctx, self.spec.stop)
-        if not text.startswith(primary.text) or text.count("\n") <= primary.text.count("\n"):
-            return None
-        return text
+        return cut_block(raw, site, prepared.ctx, self.spec.stop)
 
     def next_edit(self, window: Window, history: list[EditBlock],
                   cancel: CancelToken) -> NextEditAnswer:
@@ -298,6 +328,11 @@ def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[s
     site), then to the lines that parse between the text before and after it."""
     text = clean_completion(raw, site, stop, max_lines=MAX_LINES)
     return cut_to_parsing(ctx.before + ctx.middle, text, ctx.suffix, ctx.language_id)
+
+
+def _extends(block: str, shown: str) -> bool:
+    """`block` goes on from the text shown, with more lines."""
+    return block.startswith(shown) and block.count("\n") > shown.count("\n")
 
 
 def block_wanted(prepared: Prepared, answered: Completion) -> bool:
