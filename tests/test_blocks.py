@@ -188,45 +188,82 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
         await client.shutdown_session()
 
 
-async def test_the_block_is_asked_with_the_prefix_ending_at_the_cursor(
+async def _posts(fake, count: int) -> list:  # noqa: F811
+    """The prompts of the first `count` requests to the stand-in, once it has had them."""
+    for _ in range(400):
+        if len(fake.posts("/v1/completions")) >= count:
+            break
+        await asyncio.sleep(0.01)
+    return [post["prompt"] for post in fake.posts("/v1/completions")[:count]]
+
+
+def _keystroke_layout_posts(fake, engine) -> int:  # noqa: F811
+    """Requests to the stand-in in the keystroke layout (all but the trained layout's
+    blocks, whose prompt ends with the middle marker)."""
+    middle = engine.tokenize("<|fim_middle|>", True)[0]
+    return sum(post["prompt"][-1] != middle for post in fake.posts("/v1/completions"))
+
+
+async def test_the_block_is_asked_again_with_the_prefix_ending_at_the_cursor(
         fake, tiny_model_path, engine) -> None:  # noqa: F811
-    """The line is asked in the keystroke layout (the cursor line's indentation after the
-    middle marker, one space healed); its block as FIM models are trained: the indentation
-    ends the prefix, the middle marker ends the prompt, nothing healed."""
+    """The line and its block are asked in the keystroke layout (the cursor line's
+    indentation after the middle marker, one space healed); then the block once more as FIM
+    models are trained: the indentation ends the prefix, the middle marker ends the prompt,
+    nothing healed, the head and the window shared."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n"]
     client = await _on_stand_in(fake, tiny_model_path)
     try:
         (first, _), _, again = await _line_then_block(client, "file:///work/total.py", SOURCE,
                                                       LINE, COL)
         assert again == "for item in items:\n        count += item"
-        line, block = (post["prompt"] for post in fake.posts("/v1/completions")[:2])
+        line, block, trained = await _posts(fake, 3)
+        assert block == line
         suffix_mark, middle_mark = (engine.tokenize(mark, True)
                                     for mark in ("<|fim_suffix|>", "<|fim_middle|>"))
         indent = engine.tokenize("count = 0\n    ")[-1:]  # the cursor line's indentation
         assert line[-1] == " " and middle_mark[0] in line  # (healed: the middle follows it)
-        assert block[-1] == middle_mark[0]
-        cut = block.index(suffix_mark[0])
-        assert block[cut - 1 : cut] == indent
-        assert block[:cut - 1] == line[:cut - 1]  # the head and the window are shared
+        assert trained[-1] == middle_mark[0]
+        cut = trained.index(suffix_mark[0])
+        assert trained[cut - 1 : cut] == indent
+        assert trained[:cut - 1] == line[:cut - 1]
+        assert (await status(client))["counters"]["blocks"] == 1  # the same block: once
     finally:
         await client.shutdown_session()
 
 
-async def test_a_block_that_starts_otherwise_than_the_line_shown_is_asked_again(
+async def test_the_trained_layouts_block_replaces_the_first_where_it_goes_on_from_the_line(
         fake, tiny_model_path) -> None:  # noqa: F811
-    """Where the block in the trained layout would start with another line than the one
-    shown, the shown line's own prompt goes on from it: what is served begins with what the
-    user saw."""
-    fake.answers = [["for item in items:", "\n", "        pass", "\n"],  # the line
-                    ["while items:", "\n", "        items.pop()", "\n"],  # trained layout
-                    ["for item in items:", "\n", "        count += item", "\n"]]  # the line's
+    """The keystroke layout's block ended with the line (no block); the trained layout's goes
+    on from it: it is kept and announced."""
+    fake.answers = [["for item in items:", "\n"],  # the line
+                    ["for item in items:", "\n", "\n"],  # its block: the line alone
+                    ["for item in items:", "\n", "        count += item", "\n"]]  # trained
     client = await _on_stand_in(fake, tiny_model_path)
     try:
         (first, _), _, again = await _line_then_block(client, "file:///work/total.py", SOURCE,
                                                       LINE, COL)
         assert first == "for item in items:"
         assert again == "for item in items:\n        count += item"
-        assert len(fake.posts("/v1/completions")) == 3
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_trained_layouts_block_that_starts_otherwise_than_the_line_is_not_shown(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """Where the trained layout's block starts with another line than the one shown, the
+    keystroke layout's block stays: what is served begins with what the user saw."""
+    fake.answers = [["for item in items:", "\n"],  # the line
+                    ["for item in items:", "\n", "        count += item", "\n"],  # its block
+                    ["while items:", "\n", "        items.pop()", "\n"]]  # trained layout
+    client = await _on_stand_in(fake, tiny_model_path)
+    try:
+        uri = "file:///work/total.py"
+        (first, _), _, _ = await _line_then_block(client, uri, SOURCE, LINE, COL)
+        await _posts(fake, 3)
+        await asyncio.sleep(0.3)
+        again, _ = suggestion_of(await inline(client, uri, LINE, COL))
+        assert again == "for item in items:\n        count += item"
+        assert (await status(client))["counters"]["blocks"] == 1
     finally:
         await client.shutdown_session()
 
@@ -264,7 +301,7 @@ async def test_no_block_where_one_line_is_all_there_is(fake, tiny_model_path) ->
 
 
 async def test_a_typist_who_types_on_through_the_line_gets_the_block_without_resting(
-        fake, tiny_model_path) -> None:  # noqa: F811
+        fake, tiny_model_path, engine) -> None:  # noqa: F811
     """The block is written at once, while typing-ahead answers the keys that follow the
     line: a typist who never pauses still finds it at the next line (the idle delay here is
     a minute, so no rest can explain it)."""
@@ -282,7 +319,7 @@ async def test_a_typist_who_types_on_through_the_line_gets_the_block_without_res
         insert(client, uri, 3, LINE, COL + 3, " item in items:\n        ")
         after, _ = suggestion_of(await inline(client, uri, LINE + 1, 8))
         assert after == "count += item"  # the block's next line, by typing-ahead
-        assert len(fake.posts("/v1/completions")) == 2  # the line, then the block
+        assert _keystroke_layout_posts(fake, engine) == 2  # the line, then the block
     finally:
         await client.shutdown_session()
 
@@ -392,7 +429,7 @@ async def test_after_an_opener_the_first_line_comes_alone_then_the_block(
 
 
 async def test_a_line_end_the_block_is_slow_to_reach_does_not_stop_it(
-        fake, tiny_model_path) -> None:  # noqa: F811
+        fake, tiny_model_path, engine) -> None:  # noqa: F811
     """Tab while the block after the line is still far from written: the request at the
     line's end gets nothing after its wait, without asking the model (that would stop the
     work), and Enter then finds the block's next line."""
@@ -410,6 +447,6 @@ async def test_a_line_end_the_block_is_slow_to_reach_does_not_stop_it(
         insert(client, uri, 3, LINE, COL + len(line), "\n        ")  # Enter
         below, _ = suggestion_of(await inline(client, uri, LINE + 1, 8))
         assert below == "count += item"
-        assert len(fake.posts("/v1/completions")) == 2  # the line, then the block
+        assert _keystroke_layout_posts(fake, engine) == 2  # the line, then the block
     finally:
         await client.shutdown_session()

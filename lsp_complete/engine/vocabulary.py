@@ -52,8 +52,9 @@ class Vocabulary:
         With `code`, healed spaces must end in a token that carries code (" depth"): one that
         ends them with more spaces is never the suggestion once the indentation is complete,
         and a model that writes one writes more. Or in a token of exactly those spaces: the
-        tokenizer splits a space off before what cannot take one (a digit, in Qwen2's and
-        StarCoder's pretokenizers), and the token after it must carry the code
+        tokenizer splits a space off before what cannot take one (a digit, in Qwen2's
+        pretokenizer and others that split numbers into digits), and the token after it
+        must carry the code
         (`code_starts`); without it no line of the suggestion could begin with a number.
         """
         cached = self._heal_cache.get((remaining, code))

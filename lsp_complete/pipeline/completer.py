@@ -197,41 +197,42 @@ class Completer:
         return texts
 
     def block(self, prepared: Prepared, primary: Completion, cancel: CancelToken,
-              progress: Callable[[str], None] | None = None) -> str | None:
+              progress: Callable[[str], None] | None = None,
+              first: Callable[[str], None] | None = None) -> str | None:
         """The block that the suggestion `primary` begins (where `block_wanted` says so),
         generated on to the model's own end of the middle (its FIM-end or end-of-text token)
         within BLOCK_MAX_TOKENS and BLOCK_TIME_BUDGET_S, then cut by the multi-line rules (the
         enclosing block's indentation, the lines that already follow) and to the lines that
-        parse. None when that is no more than `primary`'s text.
+        parse. None when that is no more than `primary`'s text, or when cancelled.
 
-        First from `primary`'s context laid out as FIM models are trained on it (the prefix
-        ending at the cursor, `build_prompt(at_cursor=True)`): there the model ends the
-        middle where it learned to, where the keystroke layout made it stop early (HumanEval's
-        multi-line holes: docs/bench/2026-12-05c-healing-blocks). It shares the head and the
-        window with the cached prompt. If that block does not start with the text shown, the
-        shown text's own prompt goes on from it instead: a block never contradicts what the
-        user sees. `progress` sees the raw text generated so far that agrees with it."""
+        First from `primary`'s own request, going on from the text shown (`progress` sees the
+        raw text generated so far; `first` gets that block, for typing-ahead). Then from the
+        same context laid out as FIM models are trained on it (the prefix ending at the
+        cursor, `build_prompt(at_cursor=True)`, an aside that shares the head and the window
+        with the cached prompt): there the model ends the middle where it learned to, where
+        the keystroke layout made it stop early (HumanEval's multi-line holes:
+        docs/bench/2026-12-05c-healing-blocks). That block is the answer if it goes on from
+        the text shown: a block never contradicts what the user sees."""
         request = primary.request
         if request is None:
             return None
         site = dataclasses.replace(prepared.site, multiline=True)
         shown = primary.text
-        if primary.context is not None:
-            standard = self.build_prompt(primary.context, at_cursor=True)
-
-            def agreeing(text: str) -> None:
-                if progress is not None and (shown.startswith(text) or text.startswith(shown)):
-                    progress(text)
-
-            attempt = dataclasses.replace(request, segments=standard.segments, heal="",
-                                          heal_code=False)
-            text = self._generate_block(attempt, prepared, site, cancel, agreeing)
-            if cancel.cancelled:
-                return None
-            if text is not None and text.startswith(shown):
-                return text if _extends(text, shown) else None
         text = self._generate_block(request, prepared, site, cancel, progress)
-        return text if text is not None and _extends(text, shown) else None
+        block = text if text is not None and _extends(text, shown) else None
+        if cancel.cancelled:
+            return None
+        if block is not None and first is not None:
+            first(block)
+        if primary.context is None:
+            return block
+        standard = self.build_prompt(primary.context, at_cursor=True)
+        trained = self._generate_block(
+            dataclasses.replace(request, segments=standard.segments, heal="", heal_code=False),
+            prepared, site, cancel, None)
+        if cancel.cancelled:
+            return None
+        return trained if trained is not None and _extends(trained, shown) else block
 
     def _generate_block(self, request: GenerationRequest, prepared: Prepared,
                         site: CompletionSite, cancel: CancelToken,

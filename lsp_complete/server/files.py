@@ -590,16 +590,22 @@ class OpenFiles:
             writing.partial = text
             poke()
 
+        kept: list[str] = []  # what typing-ahead holds of it so far
+
+        def keep(block: str) -> None:  # (on the worker)
+            if block not in kept and self._files.remember(file, before, after, block):
+                kept.append(block)
+                self._post(loop, BlockReady(ticket, params))
+
         def run(cancel: CancelToken) -> str | None:
             if not ticket.open() or shown.completer is not model.completer:
                 return None  # closed, or the model was reloaded
-            block = shown.completer.block(shown.prepared, shown.completion, cancel, progress)
+            block = shown.completer.block(shown.prepared, shown.completion, cancel, progress,
+                                          first=keep)
             if block is None or cancel.cancelled:
                 return None
-            if not self._files.remember(file, before, after, block):
-                return None  # closed meanwhile
-            self._post(loop, BlockReady(ticket, params))
-            return block
+            keep(block)  # (the better one, when the second layout found it; else kept)
+            return block if block in kept else None  # (None: closed meanwhile)
 
         writing.job = self._idle(JobKey.block(uri), run, first=True)
         writing.job.future.add_done_callback(lambda _: poke())
