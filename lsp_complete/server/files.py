@@ -569,8 +569,9 @@ class OpenFiles:
         reads the line or types on through it (typing-ahead answers those keys without the
         worker). It is kept for typing-ahead at that spot: the next request there, or typing
         on through the line and into the next, is answered with it, and our clients are told
-        (BLOCK_READY_METHOD) to ask again. A keystroke that leaves the suggestion, or a move
-        elsewhere, stops it (`left_suggestion`)."""
+        (BLOCK_READY_METHOD) to ask again; the block written after it in the trained layout,
+        where it differs, is kept and announced the same way. A keystroke that leaves the
+        suggestion, or a move elsewhere, stops it (`left_suggestion`)."""
         file = self._files.get(uri)
         if file is None or file.state is not state:
             return  # (the caller's file is open: it just checked)
