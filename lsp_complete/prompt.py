@@ -137,18 +137,15 @@ def build_prompt(
     else:
         suffix_part = tokenize(fim.suffix, True) + tokenize(ctx.suffix, False)
         middle_mark = tokenize(fim.middle, True) if fim.middle else []
-        if at_cursor and fim.order == "spm":
-            segments = [suffix_part, tokenize(fim.prefix, True) + head, before, middle_tokens,
-                        middle_mark]
-        elif at_cursor:
-            segments = [tokenize(fim.prefix, True) + head, before, middle_tokens,
-                        suffix_part + middle_mark]
-        elif fim.order == "spm":
-            segments = [suffix_part, tokenize(fim.prefix, True) + head, before, middle_mark,
-                        middle_tokens]
+        prefix_part = tokenize(fim.prefix, True) + head
+        if fim.order == "spm":
+            lead, marked = [suffix_part, prefix_part, before], middle_mark
         else:
-            segments = [tokenize(fim.prefix, True) + head, before, suffix_part + middle_mark,
-                        middle_tokens]
+            lead, marked = [prefix_part, before], suffix_part + middle_mark
+        # The typed middle before the middle marker, as FIM training has it; else after it,
+        # where typing only appends.
+        ends = [middle_tokens, marked] if at_cursor else [marked, middle_tokens]
+        segments = [*lead, *ends]
     repo_segments = 0
     if repo and not commented:
         segments, repo_segments = [repo, *segments], 1
