@@ -45,7 +45,7 @@ Tokenize = Callable[[str, bool], list[int]]
 class Prompt:
     segments: list[list[int]]
     heal: str  # characters removed by token healing; the output must start with them
-    # The healed spaces end the line's indentation: the token that ends them carries code.
+    # The healed space or tab ends the line's blank run: the token that ends it carries code.
     heal_code: bool = False
     repo_tokens: int = 0  # tokens of the repository block (0: none)
     repo_segments: int = 0  # leading segments that hold only the repository block
@@ -115,12 +115,13 @@ def build_prompt(
     healed, heal_code = "", False
     if at_cursor:
         middle_tokens = tokenize(ctx.middle, False)
-    elif heal and ctx.middle.endswith(" ") and not _still_indenting(ctx):
-        # Heal exactly one trailing space: the prompt then ends the way the tokenizer splits
-        # indented code ("           " + " depth"), and the engine makes the first token a
-        # space followed by code. Healing a whole run of spaces let the model answer with more
-        # spaces until the token limit (no suggestion at all on 1 in 10 HumanEval lines).
-        middle_tokens, healed, heal_code = tokenize(ctx.middle[:-1], False), " ", True
+    elif heal and ctx.middle.endswith(_BLANKS) and not _still_indenting(ctx):
+        # Heal exactly one trailing space or tab: the prompt then ends the way the tokenizer
+        # splits indented code ("           " + " depth", "\t" + "\tif"), and the engine makes
+        # the first token that space or tab followed by code. Healing a whole run of spaces let
+        # the model answer with more spaces until the token limit (no suggestion at all on 1
+        # in 10 HumanEval lines); a run of tabs, with one tab too many.
+        middle_tokens, healed, heal_code = tokenize(ctx.middle[:-1], False), ctx.middle[-1], True
     else:
         middle_tokens = tokenize(ctx.middle, False)
         if heal:
@@ -233,19 +234,27 @@ def repo_comment_text(repo: RepoContext, language_id: str) -> str:
     return "".join(parts) + "\n"
 
 
+# What ends the middle's healed blank run, and one indentation level of each.
+_BLANKS = (" ", "\t")
+_LEVEL = {" ": 4, "\t": 1}
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
 def _still_indenting(ctx: CodeContext) -> bool:
-    """The cursor line holds only spaces, fewer than both its neighbours call for: the user
-    is typing the indentation one space at a time, and the suggestion may add more of it.
+    """The cursor line holds only spaces (or only tabs), fewer than both its neighbours call
+    for: the user is typing the indentation a space (a tab) at a time, and the suggestion may
+    add more of it.
 
     The line above calls for its own indentation, one level more after a block opener (the
-    level taken from the line below when that is deeper, else 4); the line below, for its own.
+    level taken from the line below when that is deeper, else 4 spaces or 1 tab); the line
+    below, for its own.
     """
     line = ctx.middle.rsplit("\n", 1)[-1]
-    if line.strip(" "):
+    unit = line[:1]
+    if unit not in _BLANKS or line.strip(unit):
         return False
     above_text = ctx.before + ctx.middle[: len(ctx.middle) - len(line)]
     above = next((s for s in reversed(above_text.split("\n")) if s.strip()), None)
@@ -254,7 +263,7 @@ def _still_indenting(ctx: CodeContext) -> bool:
         return False
     wanted = _indent(above)
     if above.rstrip().endswith((":", "{", "(", "[")):
-        wanted += _indent(below) - wanted if _indent(below) > wanted else 4
+        wanted += _indent(below) - wanted if _indent(below) > wanted else _LEVEL[unit]
     return len(line) < min(wanted, _indent(below))
 
 

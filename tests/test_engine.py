@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lsp_complete.context import CodeContext
 from lsp_complete.engine.base import (
     CancelToken,
     EngineError,
@@ -17,6 +18,8 @@ from lsp_complete.engine.base import (
 )
 from lsp_complete.engine.kvstore import KVStore, entry_key
 from lsp_complete.engine.llama import LlamaEngine
+from lsp_complete.models import FimTemplate
+from lsp_complete.prompt import SegmentTokenizer, build_prompt
 
 PREFIX = "<|fim_prefix|>"
 SUFFIX = "<|fim_suffix|>"
@@ -208,6 +211,34 @@ def test_a_line_may_start_with_a_digit_after_the_healed_space(engine, monkeypatc
     result = engine.complete(request, CancelToken())
     assert result.first_token == lone
     assert result.generated_tokens >= 2 and result.text[1:2].strip(), result.text
+
+
+def test_a_tab_indented_line_gets_no_tab_more_than_its_indentation(engine, monkeypatch) -> None:
+    """Go's lines are indented with tabs: the prompt heals one tab of the typed indentation
+    and the model, made to prefer tabs at every step here, must follow it with code; healing
+    the whole run let it add a tab (a suggestion one level too deep)."""
+    vocabulary = engine.vocabulary
+    tabs = [t for t in range(vocabulary.size) if vocabulary.pieces[t]
+            and not vocabulary.pieces[t].strip(b"\t")]
+    original = vocabulary.pick
+
+    def prefer_tabs(logits, *args, **kwargs):
+        boosted = logits.copy()
+        boosted[tabs] += 1000.0
+        return original(boosted, *args, **kwargs)
+
+    monkeypatch.setattr(vocabulary, "pick", prefer_tabs)
+    ctx = CodeContext(path="main.go", language_id="go", head="package main\n\n",
+                      before="func main() {\n\tif ok {\n\t\tstart()\n",
+                      suffix="\n\t}\n}\n", middle="\t\t", anchor=0)
+    fim = FimTemplate(prefix=PREFIX, suffix=SUFFIX, middle=MIDDLE)
+    prompt = build_prompt(ctx, fim, SegmentTokenizer(engine.tokenize), engine.detokenize,
+                          1_000)
+    assert (prompt.heal, prompt.heal_code) == ("\t", True)
+    request = GenerationRequest(key="file:///main.go", segments=prompt.segments,
+                                heal=prompt.heal, heal_code=prompt.heal_code, max_tokens=4)
+    result = engine.complete(request, CancelToken())
+    assert result.text.startswith("\t") and result.text[1:2].strip(), result.text
 
 
 def test_output_never_contains_special_tokens(engine) -> None:

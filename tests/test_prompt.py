@@ -60,6 +60,20 @@ def test_a_middle_ending_in_spaces_heals_exactly_one_space() -> None:
     assert (word.heal, word.heal_code) == ("u", False)  # the last token (one char per token)
 
 
+def test_a_middle_ending_in_tabs_heals_exactly_one_tab() -> None:
+    """Tab-indented code (Go, C in kernel style): as for spaces, one tab is healed and the
+    token that ends it must carry code; the others stay in the prompt."""
+    ctx = CodeContext(path="a.go", language_id="go", head="", before="func f() {\n\tif ok {\n",
+                      suffix="\n\t\treturn\n\t}\n}\n", middle="\t\t", anchor=0)
+    tokens = SegmentTokenizer(tokenize)
+    prompt = build_prompt(ctx, FIM, tokens, detokenize, 10_000)
+    assert (prompt.heal, prompt.heal_code) == ("\t", True)
+    assert detokenize(prompt.segments[-1]) == "\t"
+    aligned = build_prompt(dataclasses.replace(ctx, middle="\t\tx :=\t"), FIM, tokens,
+                           detokenize, 10_000)
+    assert (aligned.heal, aligned.heal_code) == ("\t", True)
+
+
 def test_at_the_cursor_the_prefix_ends_with_the_middle_and_nothing_is_healed() -> None:
     """The layout FIM models are trained on, for a block in idle time: the same head and
     window as the keystroke's prompt, then the typed middle, then the suffix and the middle
@@ -88,6 +102,22 @@ def test_indentation_still_being_typed_may_grow() -> None:
     full = build_prompt(dataclasses.replace(ctx, middle="    "), FIM,
                         SegmentTokenizer(tokenize), detokenize, 10_000)
     assert full.heal_code
+
+
+def test_tab_indentation_still_being_typed_may_grow() -> None:
+    """One of two tabs typed in a block whose lines are two tabs deep: the suggestion may
+    add the other; at the lines' depth it may not. Under an opener with nothing deeper
+    below, a level is one tab."""
+    ctx = CodeContext(path="a.go", language_id="go", head="", before="func f() {\n\tif ok {\n",
+                      suffix="\n\t\treturn\n\t}\n}\n", middle="\t", anchor=0)
+    tokens = SegmentTokenizer(tokenize)
+    assert not build_prompt(ctx, FIM, tokens, detokenize, 10_000).heal_code
+    deep = dataclasses.replace(ctx, middle="\t\t")
+    assert build_prompt(deep, FIM, tokens, detokenize, 10_000).heal_code
+    closing = dataclasses.replace(ctx, suffix="\n\t}\n}\n")  # the block is still empty
+    assert build_prompt(closing, FIM, tokens, detokenize, 10_000).heal_code
+    mixed = dataclasses.replace(ctx, middle="\t ")
+    assert build_prompt(mixed, FIM, tokens, detokenize, 10_000).heal_code
 
 
 def _count(text: str) -> int:

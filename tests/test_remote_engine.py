@@ -76,7 +76,8 @@ def test_settings_take_the_remote_fields_in_camel_case() -> None:
     assert len(problems) == 3
 
 
-@pytest.mark.parametrize("heal", ["floa", 'say("', "a\\b", "\n    ", "x\t", "中文", "[.*]", " "])
+@pytest.mark.parametrize("heal", ["floa", 'say("', "a\\b", "\n    ", "x\t", "中文", "[.*]", " ",
+                                  "\t"])
 def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> None:
     import re
 
@@ -86,10 +87,13 @@ def test_healing_grammar_and_regex_force_exactly_the_healed_text(heal: str) -> N
         pattern = re.compile(regex_prefix(heal, code))
         assert pattern.fullmatch(heal + "anything\nmore")
         assert not pattern.fullmatch("z" + heal)
-        # Healed spaces that end the indentation must be followed by code, not more spaces.
-        assert bool(pattern.fullmatch(heal + "  x")) is (not code or bool(heal.strip(" ")))
+        # A healed space or tab that ends the indentation must be followed by code, not
+        # more blanks.
+        blank = not heal.strip(" \t")
+        assert bool(pattern.fullmatch(heal + "  x")) is (not code or not blank)
+        assert bool(pattern.fullmatch(heal + "\tx")) is (not code or not blank)
         # The grammar says the same as the regex: code after the heal only when asked.
-        assert ("[^ " in grammar) is (code and not heal.strip(" "))
+        assert ("[^ " in grammar) is (code and blank)
 
 
 def test_healed_spaces_need_code_after_them_in_the_grammar_only_when_asked() -> None:

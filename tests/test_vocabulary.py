@@ -8,7 +8,8 @@ import numpy as np
 from lsp_complete.engine.base import MIN_ALTERNATIVE_PROBABILITY
 from lsp_complete.engine.vocabulary import Vocabulary, runner_up_gap
 
-PIECES = [b"", b"r", b"re", b"ret", b"return", b" ", b"  ", b" x", b"x", b"<eot>", b"rex"]
+PIECES = [b"", b"r", b"re", b"ret", b"return", b" ", b"  ", b" x", b"x", b"<eot>", b"rex",
+          b"\t", b"\t\t", b"\tx"]
 EOT = PIECES.index(b"<eot>")
 
 
@@ -55,6 +56,16 @@ def test_healed_spaces_in_code_must_end_in_a_token_that_carries_code() -> None:
     assert v.pick(row, b" ", True)[0] == PIECES.index(b" ")
     assert v.pick(row, b"", True, code_next=True)[0] == PIECES.index(b"ret")
     assert v.pick(row, b"", True)[0] == PIECES.index(b"  ")  # no constraint left
+
+
+def test_a_healed_tab_in_code_must_end_in_a_token_that_carries_code() -> None:
+    v = vocab()
+    assert set(v.heal_candidates(b"\t").tolist()) == ids(b"\t", b"\t\t", b"\tx")
+    assert set(v.heal_candidates(b"\t", code=True).tolist()) == ids(b"\t", b"\tx")
+    row = logits({b"\t\t": 9.0, b"\t": 8.0, b"x": 1.0})
+    assert v.pick(row, b"\t", True)[0] == PIECES.index(b"\t")
+    assert v.pick(row, b"", True, code_next=True)[0] == PIECES.index(b"x")
+    assert v.pick(row, b"\t", False)[0] == PIECES.index(b"\t\t")  # indentation still typed
 
 
 def test_pick_is_greedy_among_the_tokens_healing_allows() -> None:

@@ -88,7 +88,7 @@ class GenerationRequest:
     key: str  # one KV sequence per key (the document URI)
     segments: list[list[int]]  # prompt tokens, most stable segment first
     heal: str = ""  # token healing: the output must start with these characters
-    heal_code: bool = False  # the token that ends the healed spaces must carry code
+    heal_code: bool = False  # the token that ends the healed space or tab must carry code
     max_tokens: int = 48
     stop: tuple[str, ...] = ()
     single_line: bool = True

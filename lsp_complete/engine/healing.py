@@ -26,7 +26,7 @@ def server_stops(request: GenerationRequest) -> list[str]:
 
 def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
     """GBNF that forces the output to start with `heal` and allows anything after it (with
-    `code`, healed spaces must be followed by code, as in the local engine)."""
+    `code`, a healed space or tab must be followed by code, as in the local engine)."""
     out = []
     for ch in heal:
         point = ord(ch)  # not `code`: that is the parameter, read after the loop
@@ -42,7 +42,7 @@ def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
             out.append(f"\\x{point:02X}")
         else:
             out.append(ch)
-    if code and not heal.strip(" "):
+    if code and heal and not heal.strip(" \t"):
         return f'root ::= "{"".join(out)}" [^ \\t\\r\\n] .*'
     return f'root ::= "{"".join(out)}" .*'
 
@@ -63,6 +63,6 @@ def regex_prefix(heal: str, code: bool = False) -> str:
             out.append(f"\\x{ord(ch):02x}")
         else:
             out.append(ch)
-    if code and not heal.strip(" "):
+    if code and heal and not heal.strip(" \t"):
         return "".join(out) + r"\S[\s\S]*"
     return "".join(out) + r"[\s\S]*"

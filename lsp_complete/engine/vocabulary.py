@@ -49,13 +49,13 @@ class Vocabulary:
     def heal_candidates(self, remaining: bytes, code: bool = False) -> np.ndarray:
         """Tokens that keep the output consistent with the healed text still to be produced.
 
-        With `code`, healed spaces must end in a token that carries code (" depth"): one that
-        ends them with more spaces is never the suggestion once the indentation is complete,
-        and a model that writes one writes more. Or in a token of exactly those spaces: the
-        tokenizer splits a space off before what cannot take one (a digit, in Qwen2's
-        pretokenizer and others that split numbers into digits), and the token after it
-        must carry the code
-        (`code_starts`); without it no line of the suggestion could begin with a number.
+        With `code`, a healed space (tab) must end in a token that carries code (" depth",
+        "\tif"): one that goes on with more blanks is never the suggestion once the
+        indentation is complete, and a model that writes one writes more. Or in a token of
+        exactly that space (tab): the tokenizer splits it off before what cannot take it (a
+        digit or a bracket, in Qwen2's pretokenizer and others), and the token after it must
+        carry the code (`code_starts`); without it no line of the suggestion could begin with
+        a number, nor a tab-indented one with `}`.
         """
         cached = self._heal_cache.get((remaining, code))
         if cached is not None:
@@ -63,7 +63,7 @@ class Vocabulary:
         lo = bisect.bisect_left(self._sorted_pieces, remaining)
         hi = bisect.bisect_left(self._sorted_pieces, remaining + b"\xff" * 32, lo)
         ids = [self._sorted_ids[lo:hi]]
-        if code and not remaining.strip(b" "):
+        if code and remaining and not remaining.strip(b" \t"):
             pieces = self._sorted_pieces[lo:hi]
             ids = [ids[0][np.array([bool(p.strip()) or p == remaining for p in pieces],
                                    dtype=bool)]]
