@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import llama_cpp
 
@@ -11,7 +12,7 @@ from lsp_complete.documents import Document
 from lsp_complete.pipeline import completer as cm
 from lsp_complete.pipeline import prepare
 
-rows = [json.loads(line) for line in open(sys.argv[1])]
+rows = [json.loads(line) for line in Path(sys.argv[1]).read_text().splitlines()]
 vocab_model = sys.argv[2]
 llm = llama_cpp.Llama(vocab_model, vocab_only=True, verbose=False)
 settings = Settings(multiline="auto", persist_cache=False)
@@ -55,7 +56,8 @@ for row in rows:
         res["ref"] = runner.passed(task, row["ref"])
     for k, v in res.items():
         totals[k] += v
-    flag = "" if res.get("ref") == res["now 12/160"] else ("  REF ONLY" if res.get("ref") else "  US ONLY")
+    flag = ("" if res.get("ref") == res["now 12/160"]
+            else ("  REF ONLY" if res.get("ref") else "  US ONLY"))
     print(row["seed"], row["i"], row["name"], task.target_lines,
           " ".join(f"{k}={int(v)}" for k, v in res.items()), flag)
 print(len(rows), totals)

@@ -1,7 +1,6 @@
 """Probe: the block the server writes at each official multi-line hole, raw and uncut
 (caps relaxed: 30 lines, 256 tokens, no line check), so cut rules can be compared offline.
 Also the PSM reference (e) on the same holes. Writes JSON lines."""
-import dataclasses
 import json
 import sys
 import time
@@ -10,8 +9,8 @@ from lsp_complete.bench.humaneval import load_multi_line_file, sample_tasks
 from lsp_complete.config import Settings
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import completer as cm
 from lsp_complete.pipeline import block_wanted, load_completer, prepare
+from lsp_complete.pipeline import completer as cm
 
 model, seeds, out = sys.argv[1], [int(s) for s in sys.argv[2].split(",")], sys.argv[3]
 with_ref = len(sys.argv) > 4 and sys.argv[4] == "ref"

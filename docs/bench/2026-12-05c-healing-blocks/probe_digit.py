@@ -33,7 +33,7 @@ def old_candidates(self, remaining, code=False):
 rng = random.Random(0)
 spots = []
 for path in sorted(glob.glob("/work/corpus/*/*")):
-    text = open(path, encoding="utf-8").read()
+    text = Path(path).read_text(encoding="utf-8")
     d, n = [], []
     offset = 0
     for line in text.split("\n"):
@@ -47,7 +47,7 @@ print(len(spots), "spots", flush=True)
 
 with open(out, "w") as f:
     for k, (path, kind, cursor, line) in enumerate(spots):
-        text = open(path, encoding="utf-8").read()
+        text = Path(path).read_text(encoding="utf-8")
         line_end = text.find("\n", cursor)
         line_end = len(text) if line_end < 0 else line_end
         target = text[cursor:line_end].rstrip()
