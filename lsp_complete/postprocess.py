@@ -62,6 +62,9 @@ class CompletionSite:
     # its statements may go on past the cursor's own block, down to `block_indent` (then the
     # enclosing definition's), and close brackets opened before the cursor line.
     statements: bool = False
+    # The bracket that a closer beginning the cursor line would close (`if ok {`, its body
+    # indented deeper, then the cursor line); "" when nothing above is open at its indentation.
+    open_above: str = ""
 
     @classmethod
     def make(
@@ -72,6 +75,7 @@ class CompletionSite:
         block_indent: int = -1,
         multiline: bool = False,
         language_id: str = "",
+        open_above: str = "",
     ) -> CompletionSite:
         """Build a site from the cursor line's prefix and the text after the cursor."""
         line_suffix = suffix.split("\n", 1)[0]
@@ -83,6 +87,7 @@ class CompletionSite:
             block_indent=block_indent,
             multiline=multiline,
             language_id=language_id,
+            open_above=open_above,
         )
 
 
@@ -614,6 +619,8 @@ def balance_brackets(text: str, site: CompletionSite) -> str:
       completion is removed (with what follows it) only when the next non-blank line starts with
       the same closer at a shallower indent: the code already closes that construct there.
       Without that evidence the closer may end a construct opened on an earlier line, so it stays.
+      One that begins the cursor line and closes the construct open above it (`open_above`:
+      `if ok {`, its body, `}`) stays too: the next line closes an outer one.
 
     Openers the completion leaves open are fine: the user is in the middle of an expression.
     """
@@ -662,6 +669,9 @@ def _cut_closer_on_next_line(text: str, site: CompletionSite) -> str:
             cut = pos - offset
             line_start = text.rfind("\n", 0, cut) + 1
             line = site.line_prefix + text if line_start == 0 else text[line_start:]
+            if (line_start == 0 and site.open_above == _OPEN_OF[ch]
+                    and not (site.line_prefix + text[:cut]).strip()):
+                return text
             if _next_line_closes(site, ch, indent_width(line)):
                 return _cut_result(text[:cut], site)
             return text

@@ -17,6 +17,7 @@ from lsp_complete.context import (
     build_head,
     choose_anchor,
     enclosing_block_indent,
+    open_above,
     wants_multiline,
     window_start_line,
 )
@@ -425,6 +426,27 @@ def test_enclosing_block_indent(text: str, language_id: str, expected: int) -> N
     ext = {"python": "py", "javascript": "js", "plaintext": "txt"}[language_id]
     doc, cursor = _doc_with_cursor(text, language_id, f"file:///t.{ext}")
     assert enclosing_block_indent(doc, cursor) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "language_id", "expected"),
+    [
+        # The body of the `if` above, then the cursor line at the `if`'s indentation.
+        ("func f() {\n\tfor {\n\t\tif ok {\n\t\t\tstep()\n\n\t\t|\n\t}\n}\n", "go", "{"),
+        ("func f() {\n\tif ok { // when ready\n\t\tstep()\n\t|\n}\n", "go", "{"),
+        ("  outer(\n    inner(\n      a,\n    |\n  );\n", "javascript", "("),
+        # Inside a body (the line above at the same depth), under an opener, after a
+        # continuation line, or at a deeper spot: nothing above is closed here.
+        ("func f() {\n\tif ok {\n\t\tstep()\n\t\t|\n\t}\n}\n", "go", ""),
+        ("func f() {\n\tif ok {\n\t\t|\n\t}\n}\n", "go", ""),
+        ("\tfoo(a,\n\t\tb)\n\t|\n", "go", ""),
+        ("|x\n", "go", ""),
+    ],
+)
+def test_open_above(text: str, language_id: str, expected: str) -> None:
+    ext = {"go": "go", "javascript": "js"}[language_id]
+    doc, cursor = _doc_with_cursor(text, language_id, f"file:///t.{ext}")
+    assert open_above(doc, cursor) == expected
 
 
 # ---------------------------------------------------------------- performance

@@ -44,6 +44,7 @@ CASE_FIELDS = {
     "stop",
     "family",
     "forbidden",
+    "open_above",
 }
 # Control-token spellings that must never reach the editor, whatever the model family.
 LEAKS = ("<|", "|>", "<｜", "<fim_", "<fim-", "<file_sep>", "<PRE>", "<SUF>", "<MID>", "<EOT>")
@@ -74,6 +75,7 @@ def _case(file: str, data: dict[str, Any]) -> Case:
         block_indent=data.get("block_indent", -1),
         multiline=data.get("multiline", False),
         language_id=data.get("language_id", "python"),
+        open_above=data.get("open_above", ""),
     )
     assert site.line_suffix == line_suffix, data["name"]
     return Case(

@@ -32,6 +32,7 @@ from lsp_complete.context.block_shape import (
     among_statements,
     block_may_follow,
     enclosing_block_indent,
+    open_above,
     statements_indent,
     wants_multiline,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "cold_limits",
     "display_path",
     "enclosing_block_indent",
+    "open_above",
     "statements_indent",
     "wants_multiline",
     "among_statements",

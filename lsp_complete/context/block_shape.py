@@ -1,5 +1,6 @@
 """Block shape: should a suggestion be a block, may a block follow a one-line answer, which
-block encloses the cursor, and how much of a generated block parses.
+block encloses the cursor, which one a closer there would close, and how much of a generated
+block parses.
 
 Per language through the document's `LanguageSpec` (from `languages.py`): its block node types,
 its block opener (`:` or `{`) and whether its blocks are indentation-scoped.
@@ -20,6 +21,7 @@ from lsp_complete.documents import Document, node_path
 from lsp_complete.languages import LanguageSpec, spec_for
 
 _CLOSERS = ("}", ")", "]")
+_OPENERS = ("{", "(", "[")
 
 
 def wants_multiline(doc: Document, cursor: int) -> bool:
@@ -195,16 +197,46 @@ def _text_block_indent(doc: Document, cursor: int, spec: LanguageSpec | None) ->
     return -1
 
 
+def open_above(doc: Document, cursor: int) -> str:
+    """The bracket that a closer beginning the cursor line would close: the code lines right
+    above it are indented deeper than it, and the line above those, at the cursor line's own
+    indentation, ends with that bracket (`if ok {`, its body, then the cursor line: `}` closes
+    the `if` even where the next line closes an outer block). "" when nothing is left open
+    there."""
+    line = doc.line_of(cursor)
+    width = len(leading_ws(doc.line_text(line)))
+    deeper = False
+    for row in range(line - 1, max(-1, line - 1 - MAX_SCAN_LINES), -1):
+        text = doc.line_text(row)
+        if not text.strip():
+            continue
+        indent = len(leading_ws(text))
+        if indent > width:
+            deeper = True
+            continue
+        if not deeper or indent < width:
+            return ""
+        last = _code_text(doc, row)[-1:]
+        return last if last in _OPENERS else ""
+    return ""
+
+
 def _ends_with_opener(doc: Document, line: int) -> bool:
     """Does ``line`` end with its language's block opener, ignoring a trailing comment?"""
+    spec = doc.spec
+    openers = (spec.block_opener,) if spec is not None else (":", "{")
+    return _code_text(doc, line).endswith(openers)
+
+
+def _code_text(doc: Document, line: int) -> str:
+    """``line`` without its trailing comment (where the tree says so) and trailing blanks."""
     start, end = doc.line_range(line)
     text = doc.text[start:end].rstrip()
     spec = doc.spec
-    openers = (spec.block_opener,) if spec is not None else (":", "{")
     if spec is not None and doc.tree is not None and text:
         last = doc.byte_offset(start + len(text) - 1)
         node = doc.tree.root_node.descendant_for_byte_range(last, last + 1)
         if node is not None and node.type in spec.comments:
             comment_start = doc.offset_of_byte(node.start_byte)
             text = doc.text[start:max(start, comment_start)].rstrip()
-    return text.endswith(openers)
+    return text

@@ -16,6 +16,7 @@ from lsp_complete.context import (
     choose_anchor,
     cold_limits,
     enclosing_block_indent,
+    open_above,
     statements_indent,
     wants_multiline,
 )
@@ -76,6 +77,7 @@ def prepare(
         # gets that language's bracket lexer too).
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
         statements=statements,
+        open_above=open_above(doc, cursor),
     )
     block_after = auto and (wants_multiline(doc, cursor) or block_may_follow(doc, cursor))
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
