@@ -115,12 +115,12 @@ def build_prompt(
     healed, heal_code = "", False
     if at_cursor:
         middle_tokens = tokenize(ctx.middle, False)
-    elif heal and ctx.middle.endswith(_BLANKS) and not _still_indenting(ctx):
-        # Heal exactly one trailing space or tab: the prompt then ends the way the tokenizer
-        # splits indented code ("           " + " depth", "\t" + "\tif"), and the engine makes
-        # the first token that space or tab followed by code. Healing a whole run of spaces let
-        # the model answer with more spaces until the token limit (no suggestion at all on 1
-        # in 10 HumanEval lines); a run of tabs, with one tab too many.
+    elif heal and _ends_in_healed_blank(ctx) and not _still_indenting(ctx):
+        # Heal exactly one trailing space (or indentation tab): the prompt then ends the way
+        # the tokenizer splits indented code ("           " + " depth", "\t" + "\tif"), and
+        # the engine makes the first token that space or tab followed by code. Healing a whole
+        # run of spaces let the model answer with more spaces until the token limit (no
+        # suggestion at all on 1 in 10 HumanEval lines); a run of tabs, with one tab too many.
         middle_tokens, healed, heal_code = tokenize(ctx.middle[:-1], False), ctx.middle[-1], True
     else:
         middle_tokens = tokenize(ctx.middle, False)
@@ -234,9 +234,16 @@ def repo_comment_text(repo: RepoContext, language_id: str) -> str:
     return "".join(parts) + "\n"
 
 
-# What ends the middle's healed blank run, and one indentation level of each.
+# The blanks an indentation is made of, and one level of each.
 _BLANKS = (" ", "\t")
 _LEVEL = {" ": 4, "\t": 1}
+
+
+def _ends_in_healed_blank(ctx: CodeContext) -> bool:
+    """The middle ends in a space, or in a tab of the line's indentation: a tab after code
+    may align more (`int\t\t count;`)."""
+    line = ctx.middle.rsplit("\n", 1)[-1]
+    return line.endswith(" ") or (line.endswith("\t") and not line.strip())
 
 
 def _indent(line: str) -> int:

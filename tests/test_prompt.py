@@ -61,17 +61,19 @@ def test_a_middle_ending_in_spaces_heals_exactly_one_space() -> None:
 
 
 def test_a_middle_ending_in_tabs_heals_exactly_one_tab() -> None:
-    """Tab-indented code (Go, C in kernel style): as for spaces, one tab is healed and the
-    token that ends it must carry code; the others stay in the prompt."""
+    """Tab-indented code (Go, C in kernel style): as for spaces, one tab of the indentation
+    is healed and the token that ends it must carry code; the others stay in the prompt."""
     ctx = CodeContext(path="a.go", language_id="go", head="", before="func f() {\n\tif ok {\n",
                       suffix="\n\t\treturn\n\t}\n}\n", middle="\t\t", anchor=0)
     tokens = SegmentTokenizer(tokenize)
     prompt = build_prompt(ctx, FIM, tokens, detokenize, 10_000)
     assert (prompt.heal, prompt.heal_code) == ("\t", True)
     assert detokenize(prompt.segments[-1]) == "\t"
-    aligned = build_prompt(dataclasses.replace(ctx, middle="\t\tx :=\t"), FIM, tokens,
+    # A tab after code aligns (`int\t\t count;`, C in BSD style): more tabs, or a space,
+    # may follow it; its last token is healed as usual.
+    aligned = build_prompt(dataclasses.replace(ctx, middle="\t\tint\t"), FIM, tokens,
                            detokenize, 10_000)
-    assert (aligned.heal, aligned.heal_code) == ("\t", True)
+    assert (aligned.heal, aligned.heal_code) == ("\t", False)
 
 
 def test_at_the_cursor_the_prefix_ends_with_the_middle_and_nothing_is_healed() -> None:
