@@ -234,9 +234,8 @@ def repo_comment_text(repo: RepoContext, language_id: str) -> str:
     return "".join(parts) + "\n"
 
 
-# The blanks an indentation is made of, and one level of each.
+# The blanks an indentation is made of.
 _BLANKS = (" ", "\t")
-_LEVEL = {" ": 4, "\t": 1}
 
 
 def _ends_in_healed_blank(ctx: CodeContext) -> bool:
@@ -256,8 +255,7 @@ def _still_indenting(ctx: CodeContext) -> bool:
     add more of it.
 
     The line above calls for its own indentation, one level more after a block opener (the
-    level taken from the line below when that is deeper, else 4 spaces or 1 tab); the line
-    below, for its own.
+    level taken from the line below when that is deeper, else 4); the line below, for its own.
     """
     line = ctx.middle.rsplit("\n", 1)[-1]
     unit = line[:1]
@@ -270,7 +268,7 @@ def _still_indenting(ctx: CodeContext) -> bool:
         return False
     wanted = _indent(above)
     if above.rstrip().endswith((":", "{", "(", "[")):
-        wanted += _indent(below) - wanted if _indent(below) > wanted else _LEVEL[unit]
+        wanted += _indent(below) - wanted if _indent(below) > wanted else 4
     return len(line) < min(wanted, _indent(below))
 
 

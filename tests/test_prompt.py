@@ -108,15 +108,15 @@ def test_indentation_still_being_typed_may_grow() -> None:
 
 def test_tab_indentation_still_being_typed_may_grow() -> None:
     """One of two tabs typed in a block whose lines are two tabs deep: the suggestion may
-    add the other; at the lines' depth it may not. Under an opener with nothing deeper
-    below, a level is one tab."""
+    add the other; at the lines' depth it may not. In an empty block (the closer below as
+    deep as the line) nothing says more indentation is coming, as for spaces."""
     ctx = CodeContext(path="a.go", language_id="go", head="", before="func f() {\n\tif ok {\n",
                       suffix="\n\t\treturn\n\t}\n}\n", middle="\t", anchor=0)
     tokens = SegmentTokenizer(tokenize)
     assert not build_prompt(ctx, FIM, tokens, detokenize, 10_000).heal_code
     deep = dataclasses.replace(ctx, middle="\t\t")
     assert build_prompt(deep, FIM, tokens, detokenize, 10_000).heal_code
-    closing = dataclasses.replace(ctx, suffix="\n\t}\n}\n")  # the block is still empty
+    closing = dataclasses.replace(ctx, suffix="\n\t}\n}\n")
     assert build_prompt(closing, FIM, tokens, detokenize, 10_000).heal_code
     mixed = dataclasses.replace(ctx, middle="\t ")
     assert build_prompt(mixed, FIM, tokens, detokenize, 10_000).heal_code
