@@ -115,7 +115,7 @@ def build_prompt(
     healed, heal_code = "", False
     if at_cursor:
         middle_tokens = tokenize(ctx.middle, False)
-    elif heal and _ends_in_healed_blank(ctx) and not _still_indenting(ctx):
+    elif heal and _heals_one_blank(ctx):
         # Heal exactly one trailing space (or indentation tab): the prompt then ends the way
         # the tokenizer splits indented code ("           " + " depth", "\t" + "\tif"), and
         # the engine makes the first token that space or tab followed by code. Healing a whole
@@ -238,26 +238,26 @@ def repo_comment_text(repo: RepoContext, language_id: str) -> str:
 _BLANKS = (" ", "\t")
 
 
-def _ends_in_healed_blank(ctx: CodeContext) -> bool:
-    """The middle ends in a space, or in a tab of the line's indentation: a tab after code
-    may align more (`int\t\t count;`)."""
+def _heals_one_blank(ctx: CodeContext) -> bool:
+    """The middle ends in a space, or in a tab of the line's indentation (a tab after code
+    may align more: `int\t\t count;`), and the indentation is not still being typed."""
     line = ctx.middle.rsplit("\n", 1)[-1]
-    return line.endswith(" ") or (line.endswith("\t") and not line.strip())
+    blank_end = line.endswith(" ") or (line.endswith("\t") and not line.strip())
+    return blank_end and not _still_indenting(ctx, line)
 
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _still_indenting(ctx: CodeContext) -> bool:
-    """The cursor line holds only spaces (or only tabs), fewer than both its neighbours call
-    for: the user is typing the indentation a space (a tab) at a time, and the suggestion may
-    add more of it.
+def _still_indenting(ctx: CodeContext, line: str) -> bool:
+    """The cursor line (`line`, the middle's last) holds only spaces (or only tabs), fewer
+    than both its neighbours call for: the user is typing the indentation a space (a tab) at
+    a time, and the suggestion may add more of it.
 
     The line above calls for its own indentation, one level more after a block opener (the
     level taken from the line below when that is deeper, else 4); the line below, for its own.
     """
-    line = ctx.middle.rsplit("\n", 1)[-1]
     unit = line[:1]
     if unit not in _BLANKS or line.strip(unit):
         return False

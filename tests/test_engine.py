@@ -186,24 +186,31 @@ def test_after_indentation_the_healed_space_is_followed_by_code(engine) -> None:
     assert any(not engine.piece(int(t)).strip() for t in engine.vocabulary.heal_candidates(b" "))
 
 
+def prefer_blanks(engine, monkeypatch, blank: bytes, first: int | None = None) -> None:
+    """Make the model prefer the tokens made only of `blank` at every step (their logits
+    boosted), `first` above the others."""
+    vocabulary = engine.vocabulary
+    blanks = [t for t in range(vocabulary.size) if vocabulary.pieces[t]
+              and not vocabulary.pieces[t].strip(blank)]
+    original = vocabulary.pick
+
+    def prefer(logits, *args, **kwargs):
+        boosted = logits.copy()
+        boosted[blanks] += 1000.0
+        if first is not None:
+            boosted[first] += 1.0
+        return original(boosted, *args, **kwargs)
+
+    monkeypatch.setattr(vocabulary, "pick", prefer)
+
+
 def test_a_line_may_start_with_a_digit_after_the_healed_space(engine, monkeypatch) -> None:
     """Tokenizers split the space before a digit off as a token of its own ("       ",
     " ", "3"): healing allows that token, and then the next one must carry the code. Here the
     model is made to prefer spaces at every step (its logits boosted): the lone space is
     taken, and no space after it."""
-    vocabulary = engine.vocabulary
-    spaces = [t for t in range(vocabulary.size) if vocabulary.pieces[t]
-              and not vocabulary.pieces[t].strip(b" ")]
-    lone = vocabulary.pieces.index(b" ")
-    original = vocabulary.pick
-
-    def prefer_spaces(logits, *args, **kwargs):
-        boosted = logits.copy()
-        boosted[spaces] += 1000.0
-        boosted[lone] += 1.0  # the lone space first among them
-        return original(boosted, *args, **kwargs)
-
-    monkeypatch.setattr(vocabulary, "pick", prefer_spaces)
+    lone = engine.vocabulary.pieces.index(b" ")
+    prefer_blanks(engine, monkeypatch, b" ", first=lone)  # the lone space first among them
     request = fim_request(engine, "file:///digit.py", BEFORE, "    ", SUFFIX_TEXT, heal=False,
                           max_tokens=4)
     request.segments[-1] = engine.tokenize("   ")
@@ -217,17 +224,7 @@ def test_a_tab_indented_line_gets_no_tab_more_than_its_indentation(engine, monke
     """Go's lines are indented with tabs: the prompt heals one tab of the typed indentation
     and the model, made to prefer tabs at every step here, must follow it with code; healing
     the whole run let it add a tab (a suggestion one level too deep)."""
-    vocabulary = engine.vocabulary
-    tabs = [t for t in range(vocabulary.size) if vocabulary.pieces[t]
-            and not vocabulary.pieces[t].strip(b"\t")]
-    original = vocabulary.pick
-
-    def prefer_tabs(logits, *args, **kwargs):
-        boosted = logits.copy()
-        boosted[tabs] += 1000.0
-        return original(boosted, *args, **kwargs)
-
-    monkeypatch.setattr(vocabulary, "pick", prefer_tabs)
+    prefer_blanks(engine, monkeypatch, b"\t")
     ctx = CodeContext(path="main.go", language_id="go", head="package main\n\n",
                       before="func main() {\n\tif ok {\n\t\tstart()\n",
                       suffix="\n\t}\n}\n", middle="\t\t", anchor=0)

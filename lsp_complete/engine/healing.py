@@ -24,6 +24,11 @@ def server_stops(request: GenerationRequest) -> list[str]:
     return list(dict.fromkeys(s for s in stops if safe(s)))
 
 
+def _code_after(heal: str, code: bool) -> bool:
+    """Whether code must follow the healed text: asked for, and the heal is a blank run."""
+    return code and bool(heal) and not heal.strip(" \t")
+
+
 def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
     """GBNF that forces the output to start with `heal` and allows anything after it (with
     `code`, a healed space or tab must be followed by code, as in the local engine)."""
@@ -42,7 +47,7 @@ def gbnf_prefix_grammar(heal: str, code: bool = False) -> str:
             out.append(f"\\x{point:02X}")
         else:
             out.append(ch)
-    if code and heal and not heal.strip(" \t"):
+    if _code_after(heal, code):
         return f'root ::= "{"".join(out)}" [^ \\t\\r\\n] .*'
     return f'root ::= "{"".join(out)}" .*'
 
@@ -63,6 +68,6 @@ def regex_prefix(heal: str, code: bool = False) -> str:
             out.append(f"\\x{ord(ch):02x}")
         else:
             out.append(ch)
-    if code and heal and not heal.strip(" \t"):
+    if _code_after(heal, code):
         return "".join(out) + r"\S[\s\S]*"
     return "".join(out) + r"[\s\S]*"
