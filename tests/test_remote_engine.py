@@ -406,10 +406,10 @@ def test_a_silent_server_costs_the_budget_once_then_fails_fast(fake: FakeLlamaSe
         engine.complete(request(), CancelToken())
     assert time.monotonic() - started < 0.7
     assert engine.describe()["state"] == "unreachable"
-    started = time.monotonic()
-    with pytest.raises(RemoteEngineError):  # backing off: no new connection
+    connections = fake.connections
+    with pytest.raises(RemoteEngineError, match="did not answer"):
         engine.complete(request(), CancelToken())
-    assert time.monotonic() - started < 0.05
+    assert fake.connections == connections  # backing off: no new connection
 
 
 def test_a_dead_server_is_not_fatal_and_is_picked_up_when_it_comes_back() -> None:
@@ -980,8 +980,11 @@ async def test_lsp_survives_a_frozen_a_killed_and_a_restarted_server(
     pytest.importorskip("fastapi")
     backend = LlamaCppServer(tiny_model_path, free_port(), tmp_path / "server.log")
     backend.start()
+    # Long enough that an ending before it can only come from the supersession or the kill
+    # asserted below, never from the request timing out: causes, not speeds, are checked.
+    timeout_s = 4.0
     client = await start_server(
-        None, remote_options(backend.url, tiny_model_path, requestTimeoutMs=1500)
+        None, remote_options(backend.url, tiny_model_path, requestTimeoutMs=int(timeout_s * 1000))
     )
     docs = iter(range(100))
 
@@ -999,33 +1002,36 @@ async def test_lsp_survives_a_frozen_a_killed_and_a_restarted_server(
         # Frozen: a server that accepts connections but never answers.
         backend.signal(signal.SIGSTOP)
         uri = fresh_doc()
+        superseded_sent = time.monotonic()
         superseded = asyncio.ensure_future(inline(client, uri, LINE, COL))
         await asyncio.sleep(0.3)  # the request is on the wire, waiting for the server
         closed_before = server_sockets(backend.port)["close_wait"]
-        started = time.monotonic()
         newest = asyncio.ensure_future(inline(client, uri, LINE, COL))
-        # The newer keystroke supersedes it, and its connection closes at once: the frozen
-        # server cannot close anything itself, so its end of the socket goes to CLOSE_WAIT.
+        # The newer keystroke supersedes it, and its connection closes: the frozen server
+        # cannot close anything itself, so its end of the socket goes to CLOSE_WAIT. Before
+        # the superseded request's own timeout, so the supersession closed it.
         while server_sockets(backend.port)["close_wait"] == closed_before:
-            assert time.monotonic() - started < 1.0, "the superseded connection stayed open"
+            assert time.monotonic() - superseded_sent < timeout_s, (
+                "the superseded connection stayed open until its request timed out")
             await asyncio.sleep(0.005)
-        assert time.monotonic() - started < 0.25
+        assert not newest.done(), "the newest request must still be waiting on the server"
         assert suggestion_of(await superseded)[1] is None
-        # The newest one gets an empty answer within the request budget, and one message.
-        text, item = suggestion_of(await newest)
-        assert item is None and time.monotonic() - started < 1.5 + 1.0
+        # The newest one gets an empty answer when its request times out, and one message.
+        text, item = suggestion_of(await asyncio.wait_for(newest, timeout_s + 10))
+        assert item is None
         st = await status(client)
         assert st["engine"]["state"] == "unreachable"
         assert "did not answer" in st["engine"]["lastError"]
 
-        # Killed while a request waits on it: the request ends at once, empty.
+        # Killed while a request waits on it: the request ends, empty.
         await asyncio.sleep(1.0)  # past the engine's backoff, so the request really connects
+        pending_sent = time.monotonic()
         pending = asyncio.ensure_future(inline(client, fresh_doc(), LINE, COL))
         await asyncio.sleep(0.3)
         backend.signal(signal.SIGKILL)
-        killed = time.monotonic()
         text, item = suggestion_of(await asyncio.wait_for(pending, 10))
-        assert item is None and time.monotonic() - killed < 1.0
+        # Ended by the kill, not by timing out.
+        assert item is None and time.monotonic() - pending_sent < timeout_s
         backend.proc.wait(10)
 
         # Restarted on the same port: suggestions come back by themselves.
