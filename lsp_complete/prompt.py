@@ -6,7 +6,8 @@ Middle-anchored layout (see docs/ARCHITECTURE.md and the design notes):
 
 Segments are ordered from most to least stable, and typing at the cursor only appends to
 `middle`, so the engine's longest-common-prefix reuse re-encodes just the typed tokens.
-Token healing drops the last token of `middle`; generation must then start with its text.
+Token healing drops the last token of `middle` (and those before it that one token could
+write with it); generation must then start with their text.
 
 `at_cursor` lays the same context out as FIM models are trained on it, the prefix ending at
 the cursor (no healing):
@@ -90,16 +91,21 @@ class SegmentTokenizer:
         return tokens
 
 
-def heal_split(tokens: list[int], middle: str, detokenize: Callable[[list[int]], str]) -> tuple[
-    list[int], str
-]:
-    """Drop the last token of the middle (it may be a partial word) and return its text."""
-    if not tokens:
-        return tokens, ""
-    kept = tokens[:-1]
-    healed = middle[len(detokenize(kept)) :] if middle.startswith(detokenize(kept)) else ""
-    if not healed:
-        return tokens, ""
+def heal_split(tokens: list[int], middle: str, detokenize: Callable[[list[int]], str],
+               begins_a_token: Callable[[str], bool] | None = None) -> tuple[list[int], str]:
+    """Drop the last token of the middle (it may be a partial word) and return its text; then
+    the tokens before it too, within the line, while some token begins with all the text
+    dropped (`begins_a_token`). Typed text splits otherwise than the finished word: Qwen2
+    reads "#incl" as "#", "incl" and "#include" as one token, so a prompt ending in "#" leads
+    the model away from the word ("strings.Jo" gave "ined", "return tru" gave "eset")."""
+    kept, healed = tokens, ""
+    while kept:
+        text = detokenize(kept[:-1])
+        more = middle[len(text) :] if middle.startswith(text) else ""
+        if not more or (healed and ("\n" in more or begins_a_token is None
+                                    or not begins_a_token(more))):
+            break
+        kept, healed = kept[:-1], more
     return kept, healed
 
 
@@ -111,6 +117,7 @@ def build_prompt(
     max_tokens: int,
     heal: bool = True,
     at_cursor: bool = False,
+    begins_a_token: Callable[[str], bool] | None = None,
 ) -> Prompt:
     healed, heal_code = "", False
     if at_cursor:
@@ -125,7 +132,8 @@ def build_prompt(
     else:
         middle_tokens = tokenize(ctx.middle, False)
         if heal:
-            middle_tokens, healed = heal_split(middle_tokens, ctx.middle, detokenize)
+            middle_tokens, healed = heal_split(middle_tokens, ctx.middle, detokenize,
+                                               begins_a_token)
 
     head = tokenize(ctx.head, False)
     before = tokenize(ctx.before, False)

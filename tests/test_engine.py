@@ -238,6 +238,24 @@ def test_a_tab_indented_line_gets_no_tab_more_than_its_indentation(engine, monke
     assert result.text.startswith("\t") and result.text[1:2].strip(), result.text
 
 
+def test_healing_gives_back_what_one_token_could_write(engine) -> None:
+    """The tiny vocabulary splits a typed "(sel" into "(", "se", "l" and has "(self": the
+    prompt heals all three characters, so the model may write the word as one token; healing
+    only "l" would make it follow "(" + "se" with an "l" the finished word never splits off."""
+    ctx = CodeContext(path="a.py", language_id="python", head="import os\n\n",
+                      before=BEFORE, suffix=SUFFIX_TEXT, middle="    print(sel", anchor=0)
+    fim = FimTemplate(prefix=PREFIX, suffix=SUFFIX, middle=MIDDLE)
+    assert [engine.detokenize([t]) for t in engine.tokenize("(sel")] == ["(", "se", "l"]
+    assert engine.begins_a_token("(sel") and not engine.begins_a_token("t(sel")
+    prompt = build_prompt(ctx, fim, SegmentTokenizer(engine.tokenize), engine.detokenize,
+                          1_000, begins_a_token=engine.begins_a_token)
+    assert prompt.heal == "(sel"
+    assert engine.detokenize(prompt.segments[-1]).endswith("    print")
+    request = GenerationRequest(key="file:///heal_word.py", segments=prompt.segments,
+                                heal=prompt.heal, max_tokens=4)
+    assert engine.complete(request, CancelToken()).text.startswith("(sel")
+
+
 def test_output_never_contains_special_tokens(engine) -> None:
     request = fim_request(engine, "file:///special.py", BEFORE, "    ", SUFFIX_TEXT,
                           max_tokens=40, single_line=False)

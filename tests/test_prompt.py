@@ -76,6 +76,28 @@ def test_a_middle_ending_in_tabs_heals_exactly_one_tab() -> None:
     assert (aligned.heal, aligned.heal_code) == ("\t", False)
 
 
+def test_healing_goes_back_over_what_one_token_could_write() -> None:
+    """A typed word's tokens are healed back as far as one token of the vocabulary begins
+    with all of them ("#incl" of "#include"), never over a line break, and only the last
+    one where the engine cannot tell."""
+    tokens = SegmentTokenizer(tokenize)
+
+    def build(middle: str, begins_a_token=None):
+        ctx = dataclasses.replace(context(""), middle=middle)
+        return build_prompt(ctx, FIM, tokens, detokenize, 10_000, begins_a_token=begins_a_token)
+
+    def include(text: str) -> bool:  # a vocabulary of every tail of "#include"
+        return text in "#include"
+
+    assert build("x = 1\n#incl", include).heal == "#incl"
+    assert detokenize(build("x = 1\n#incl", include).segments[-1]) == "x = 1\n"
+    assert build("x = 1\n#incl").heal == "l"
+    assert build("#incl", include).heal == "#incl"  # the whole middle
+    assert build("x = 1\n#incl", lambda text: True).heal == "#incl"  # not over the line break
+    assert build("    a(#incl", include).heal == "#incl"
+    assert build("    retu", include).heal == "u"
+
+
 def test_at_the_cursor_the_prefix_ends_with_the_middle_and_nothing_is_healed() -> None:
     """The layout FIM models are trained on, for a block in idle time: the same head and
     window as the keystroke's prompt, then the typed middle, then the suffix and the middle

@@ -44,6 +44,7 @@ from lsp_complete.engine.remote import RemoteOptions, SlotMap
 from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.engine.stream_rules import TextRules
+from lsp_complete.engine.tokenizer import CharTokenizer, ServerTokenizer
 from lsp_complete.pipeline import load_completer, prepare
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import SOURCE, start_server
@@ -900,6 +901,23 @@ def test_openai_engine_gives_what_the_in_process_engine_gives(
             "llama-cpp-python", "grammar", "connected")
     finally:
         engine.close()
+
+
+def test_a_remote_engine_with_the_models_vocabulary_heals_words_as_the_local_one(
+    local_engine, tiny_model_path
+) -> None:
+    """Which typed text one token could write decides how much a prompt heals: a remote
+    engine with the model's GGUF answers as the in-process engine; a server's tokenizer
+    endpoint cannot tell, and one character per token has nothing to give back."""
+    engine = OpenAIEngine(RemoteOptions(url=f"http://127.0.0.1:{free_port()}"),
+                          GgufTokenizer(tiny_model_path))
+    try:
+        for text in ("(sel", "t(sel", "se", "#", "    ret", "\u00e9"):
+            assert engine.begins_a_token(text) == local_engine.begins_a_token(text), text
+    finally:
+        engine.close()
+    assert ServerTokenizer(lambda path, body: {}, "llama-server").begins_a_token is None
+    assert CharTokenizer().begins_a_token is None
 
 
 def test_openai_engine_closes_a_superseded_stream(llama_cpp_server, tiny_model_path) -> None:

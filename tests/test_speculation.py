@@ -383,6 +383,7 @@ def test_the_pipeline_passes_the_setting_and_the_full_prompt_as_draft_context() 
     class Recorder:
         counters = None
         prefill_rate = None
+        begins_a_token = None  # one character per token
 
         def __init__(self) -> None:
             self.requests: list[GenerationRequest] = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from lsp_complete import typeahead as typeahead_module
@@ -185,14 +183,25 @@ def test_a_miss_costs_no_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == 2  # one for the text before the suggestion point, one for the text after
 
 
-def test_lookup_is_fast_on_a_megabyte_document() -> None:
+def test_lookup_on_a_megabyte_document_hashes_each_side_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a keystroke costs in a big file does not grow with the entries remembered: a hit
+    hashes the text before and after the suggestion once each, a miss not at all (hashing
+    itself is C, ~1-3 ms a megabyte; its speed is the benchmark's to measure)."""
     big = "x = 1\n" * 170_000  # ~1 MB each side
     cache = TypeAhead()
     for i in range(64):
         cache.remember(URI, big + f"v{i}", big, " = compute()")
-    started = time.perf_counter()
+    hashed: list[int] = []
+    real = typeahead_module._digest
+
+    def counting(text: str) -> bytes:
+        hashed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(typeahead_module, "_digest", counting)
     for _ in range(20):
         assert cache.lookup(URI, big + "v63 = c", big) == "ompute()"
         assert cache.lookup(URI, big + "w", big) is None
-    per_keystroke = (time.perf_counter() - started) / 40
-    assert per_keystroke < 0.02  # ~1-3 ms of C hashing on a hit; generous for slow CI
+    assert len(hashed) == 2 * 20

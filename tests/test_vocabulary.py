@@ -37,6 +37,15 @@ def test_stop_tokens_are_the_flagged_ones_and_the_empty_ones() -> None:
     assert v.detokenize([4, 7, 0]) == "return x"  # an empty piece gives no text
 
 
+def test_begins_a_token_looks_for_a_piece_that_starts_with_the_text() -> None:
+    vocab = Vocabulary([b"#include", b"#", b"in", b"<|end|>", b"\xc3\xa9t\xc3\xa9"],
+                       [False, False, False, True, False])
+    assert vocab.begins_a_token("#incl") and vocab.begins_a_token("#include")
+    assert vocab.begins_a_token("\u00e9t")  # by its UTF-8 bytes
+    assert not vocab.begins_a_token("#included") and not vocab.begins_a_token("x#in")
+    assert not vocab.begins_a_token("<|e")  # a stop token writes no text
+
+
 def test_healing_allows_the_pieces_that_keep_the_healed_text() -> None:
     v = vocab()
     # Pieces that start with the healed text, and pieces that are a prefix of it.

@@ -155,6 +155,10 @@ class SessionEngine:
     def detokenize(self, tokens: list[int]) -> str:
         return self._engine.detokenize(tokens)
 
+    @property
+    def begins_a_token(self) -> Callable[[str], bool] | None:
+        return self._engine.begins_a_token
+
     def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult:
         return self._engine.complete(request, cancel)
 

@@ -180,6 +180,13 @@ class Engine(Protocol):
 
     def detokenize(self, tokens: list[int]) -> str: ...  # special tokens give no text
 
+    @property
+    def begins_a_token(self) -> Callable[[str], bool] | None:
+        """Whether some token of the vocabulary begins with a text (token healing gives
+        the model back as much of the typed word as one token could write); None where the
+        engine cannot tell, as with a server's tokenizer endpoint."""
+        ...
+
     def complete(self, request: GenerationRequest, cancel: CancelToken) -> GenerationResult: ...
 
     def alternatives(

@@ -176,6 +176,10 @@ class LlamaEngine:
     def detokenize(self, tokens: list[int]) -> str:
         return self.vocabulary.detokenize(tokens)
 
+    @property
+    def begins_a_token(self) -> Callable[[str], bool]:
+        return self.vocabulary.begins_a_token
+
     def token_text(self, token: int) -> str:
         """Text of a token including special ones (for templates and diagnostics)."""
         return token_piece(self._llama_vocab, token, True).decode("utf-8", errors="replace")

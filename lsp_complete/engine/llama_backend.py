@@ -18,6 +18,7 @@ import llama_cpp
 import numpy as np
 
 from lsp_complete.engine.base import EngineError
+from lsp_complete.engine.vocabulary import Vocabulary
 from lsp_complete.utf8 import utf8
 
 llama_log = logging.getLogger("llama.cpp")
@@ -161,6 +162,11 @@ class GgufTokenizer:
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab: int | None = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._pieces: dict[tuple[int, bool], bytes] = {}
+        self._vocabulary = Vocabulary(*vocab_pieces(self._vocab))
+
+    @property
+    def begins_a_token(self) -> Callable[[str], bool]:
+        return self._vocabulary.begins_a_token
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         return vocab_tokenize(self._vocab, text, special)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,10 @@ class RemoteEngine:
 
     def detokenize(self, tokens: list[int]) -> str:
         return self.tokenizer.detokenize(tokens)
+
+    @property
+    def begins_a_token(self) -> Callable[[str], bool] | None:
+        return self.tokenizer.begins_a_token
 
     # ---- connection state
 

@@ -31,6 +31,9 @@ class Tokenizer(Protocol):
 
     def render(self, tokens: list[int]) -> str: ...  # special tokens render as their text
 
+    @property
+    def begins_a_token(self) -> Callable[[str], bool] | None: ...  # as `Engine.begins_a_token`
+
     def close(self) -> None: ...
 
 
@@ -97,6 +100,7 @@ class ServerTokenizer:
     # typed middle (plain code), so the difference does not arise.
     detokenize = _detok
     render = _detok
+    begins_a_token = None  # the endpoints do not list the vocabulary
 
     def close(self) -> None:
         pass
@@ -115,6 +119,7 @@ class CharTokenizer:
         return "".join(map(chr, tokens))
 
     render = detokenize
+    begins_a_token = None  # a character is a whole token
 
     def close(self) -> None:
         pass

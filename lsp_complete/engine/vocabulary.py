@@ -46,6 +46,12 @@ class Vocabulary:
     def is_stop(self, token: int) -> bool:
         return bool(self.stop_mask[token])
 
+    def begins_a_token(self, text: str) -> bool:
+        """Whether the bytes of some token (not a stop token) begin with `text`'s."""
+        data = text.encode("utf-8")
+        i = bisect.bisect_left(self._sorted_pieces, data)
+        return i < len(self._sorted_pieces) and self._sorted_pieces[i].startswith(data)
+
     def heal_candidates(self, remaining: bytes, code: bool = False) -> np.ndarray:
         """Tokens that keep the output consistent with the healed text still to be produced.
 

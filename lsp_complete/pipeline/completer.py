@@ -103,6 +103,7 @@ class Completer:
             self.settings.max_prompt_tokens,
             heal=self.settings.token_healing,
             at_cursor=at_cursor,
+            begins_a_token=self.engine.begins_a_token,
         )
 
     def run(
