@@ -6,7 +6,7 @@ import dataclasses
 
 from lsp_complete.context import CodeContext
 from lsp_complete.models import FimTemplate
-from lsp_complete.prompt import SegmentTokenizer, build_prompt, fit_context
+from lsp_complete.prompt import SegmentTokenizer, build_prompt, fit_context, heal_split
 
 FIM = FimTemplate(prefix="<P>", suffix="<S>", middle="<M>")
 MARKERS = {"<P>": 1, "<S>": 2, "<M>": 3}
@@ -96,6 +96,17 @@ def test_healing_goes_back_over_what_one_token_could_write() -> None:
     assert build("x = 1\n#incl", lambda text: True).heal == "#incl"  # not over the line break
     assert build("    a(#incl", include).heal == "#incl"
     assert build("    retu", include).heal == "u"
+
+    calls: list[list[int]] = []
+
+    def counting(tokens: list[int]) -> str:
+        calls.append(tokens)
+        return detokenize(tokens)
+
+    # A server's tokenizer detokenizes by a round trip: without a vocabulary, one call.
+    assert heal_split(tokenize("x = 1\n#incl"), "x = 1\n#incl", counting) == (
+        tokenize("x = 1\n#inc"), "l")
+    assert len(calls) == 1
 
 
 def test_at_the_cursor_the_prefix_ends_with_the_middle_and_nothing_is_healed() -> None:
