@@ -876,19 +876,22 @@ FIM = ("<|fim_prefix|>import os\n\ndef main():\n    for x in range(10):\n<|fim_s
        "    return 0\n<|fim_middle|>        pri")
 
 
-@pytest.mark.parametrize("heal", [False, True])
+@pytest.mark.parametrize(("healed_tokens", "heal"), [(0, ""), (1, "l"), (3, "(sel")])
 def test_openai_engine_gives_what_the_in_process_engine_gives(
-    llama_cpp_server, local_engine, tiny_model_path, heal
+    llama_cpp_server, local_engine, tiny_model_path, healed_tokens, heal
 ) -> None:
+    """Three healed tokens: "(sel", which the prompt heals whole ("(self" is one token)."""
     tokenizer = GgufTokenizer(tiny_model_path)
     engine = OpenAIEngine(RemoteOptions(url=llama_cpp_server.url), tokenizer)
     try:
-        tokens = tokenizer.tokenize(FIM, True)
+        tokens = tokenizer.tokenize(FIM.removesuffix("pri") + "print(sel", True)
+        kept = len(tokens) - healed_tokens
         # The server re-tokenizes the text we send: the comparison is sound only because the
         # text of these tokens tokenizes back to the same tokens (no BOS: Qwen-like vocab).
-        assert tokenizer.tokenize(tokenizer.render(tokens), True) == tokens
-        healed = tokenizer.detokenize(tokens[-1:]) if heal else ""
-        segments = [tokens[:-1]] if heal else [tokens]
+        assert tokenizer.tokenize(tokenizer.render(tokens[:kept]), True) == tokens[:kept]
+        healed = tokenizer.detokenize(tokens[kept:])
+        assert healed == heal
+        segments = [tokens[:kept]]
         req = GenerationRequest("file:///x.py", segments, heal=healed, max_tokens=24,
                                 single_line=False)
         remote = engine.complete(req, CancelToken())
