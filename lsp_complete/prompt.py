@@ -98,17 +98,18 @@ def heal_split(tokens: list[int], middle: str, detokenize: Callable[[list[int]],
     dropped (`begins_a_token`). Typed text splits otherwise than the finished word: Qwen2
     reads "#incl" as "#", "incl" and "#include" as one token, so a prompt ending in "#" leads
     the model away from the word ("strings.Jo" gave "ined", "return tru" gave "eset")."""
+    def dropped(kept: list[int]) -> str:  # "" where the kept tokens are not the middle's start
+        text = detokenize(kept)
+        return middle[len(text) :] if middle.startswith(text) else ""
+
     if not tokens:
         return tokens, ""
-    kept = tokens[:-1]
-    text = detokenize(kept)
-    healed = middle[len(text) :] if middle.startswith(text) else ""
+    kept, healed = tokens[:-1], dropped(tokens[:-1])
     if not healed:
         return tokens, ""
     # Without a vocabulary to ask, no second detokenize: a server's is a round trip.
     while kept and begins_a_token is not None:
-        text = detokenize(kept[:-1])
-        more = middle[len(text) :] if middle.startswith(text) else ""
+        more = dropped(kept[:-1])
         if not more or "\n" in more or not begins_a_token(more):
             break
         kept, healed = kept[:-1], more
