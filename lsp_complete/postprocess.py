@@ -65,6 +65,9 @@ class CompletionSite:
     # The bracket that a closer beginning the cursor line would close (`if ok {`, its body
     # indented deeper, then the cursor line); "" when nothing above is open at its indentation.
     open_above: str = ""
+    # The file puts a function body's opening brace on a line of its own
+    # (`context.definition_brace_own_line`).
+    brace_own_line: bool = False
 
     @classmethod
     def make(
@@ -76,6 +79,7 @@ class CompletionSite:
         multiline: bool = False,
         language_id: str = "",
         open_above: str = "",
+        brace_own_line: bool = False,
     ) -> CompletionSite:
         """Build a site from the cursor line's prefix and the text after the cursor."""
         line_suffix = suffix.split("\n", 1)[0]
@@ -88,6 +92,7 @@ class CompletionSite:
             multiline=multiline,
             language_id=language_id,
             open_above=open_above,
+            brace_own_line=brace_own_line,
         )
 
 
@@ -122,7 +127,8 @@ def _steps(
     return [
         ("strip_controls", _strip_controls_logged),
         ("strip_special_tokens", lambda text: strip_special_tokens(text, stop, site.line_prefix)),
-        ("cut_elision", lambda text: cut_elision(text, site.language_id, site.line_prefix)),
+        ("cut_elision", lambda text: cut_elision(text, site.language_id, site.line_prefix,
+                                                 site.brace_own_line)),
         ("truncate_lines", lambda text: truncate_lines(text, site, max_lines)),
         ("dedupe_suffix", lambda text: dedupe_suffix(text, site)),
         ("balance_brackets", lambda text: balance_brackets(text, site)),
@@ -219,20 +225,30 @@ _INDENT_ELISION = re.compile(r"(?m)^(\s*(?:async\s+)?(?:def|class)\b[^\n]*:) \.\
 
 
 def elision_stops(language_id: str) -> tuple[str, ...]:
-    """Stop strings that end generation where it starts copying an elided body (Python's
-    ` ...` is also code, so only the rule below catches it there)."""
+    """Stop strings that end generation where it starts copying an elided body, kept in the
+    text for `cut_elision` (Python's ` ...` is also code, so only that rule catches it)."""
     return () if syntax_for(language_id).indent_scoped else ("{ ... }",)
 
 
-def cut_elision(text: str, language_id: str, line_prefix: str = "") -> str:
+def cut_elision(text: str, language_id: str, line_prefix: str = "",
+                brace_own_line: bool = False) -> str:
     """Cut the suggestion where it copies an elided body (` { ... }`, or ` ...` after a
-    Python header): keep the signature, drop the marker and all that follows it."""
+    Python header): keep the signature, drop the marker and all that follows it. The
+    signature's opening brace stays on its line unless the file puts a definition's brace on
+    a line of its own (`brace_own_line`): the head writes every signature the one way."""
     if syntax_for(language_id).indent_scoped:
         # The header may start before the cursor (`def ` typed): read the line whole.
         match = _INDENT_ELISION.search(line_prefix + text)
         return text[: max(0, match.end(1) - len(line_prefix))] if match else text
     match = _BRACE_ELISION.search(text)
-    return text[: match.start()] if match else text
+    if match is None:
+        return text
+    kept = text[: match.start()]
+    marker = match.group()
+    signature = (line_prefix + kept).rsplit("\n", 1)[-1]
+    if brace_own_line or "\n" in marker or not signature.strip():
+        return kept
+    return kept + marker[: marker.index("{") + 1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from lsp_complete.context import (
     build_context,
     build_head,
     choose_anchor,
+    definition_brace_own_line,
     enclosing_block_indent,
     open_above,
     wants_multiline,
@@ -447,6 +448,36 @@ def test_open_above(text: str, language_id: str, expected: str) -> None:
     ext = {"go": "go", "javascript": "js"}[language_id]
     doc, cursor = _doc_with_cursor(text, language_id, f"file:///t.{ext}")
     assert open_above(doc, cursor) == expected
+
+
+_ALLMAN_C = ("static int twice(int x)\n{\n    if (x > 0) {\n        return 2 * x;\n    }\n"
+             "    return 0;\n}\n\nint main(void)\n{\n    return twice(1);\n}\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "language_id", "expected"),
+    [
+        # Definitions' braces alone on their line; the `if`'s on its line does not count.
+        (_ALLMAN_C, "c", True),
+        ("int f(void) {\n    return 1;\n}\nint g(void)\n{\n    return 2;\n}\n"
+         "int h(void) {\n    return 3;\n}\n", "c", False),
+        # Methods inside a class, a function inside a namespace.
+        ("class A {\n    void f()\n    {\n    }\n};\n", "cpp", True),
+        ("namespace n {\nint f()\n{\n    return 1;\n}\n}\n", "cpp", True),
+        ("public class A {\n    int f() {\n        return 1;\n    }\n}\n", "java", False),
+        ("func f() error {\n\treturn nil\n}\n", "go", False),
+        # No definition to go by, an arrow function's expression body, a language without
+        # braces: the brace stays on the signature's line.
+        ("int x = 1;\n", "c", False),
+        ("const f = (a) => a + 1;\n", "javascript", False),
+        ("def f():\n    return 1\n", "python", False),
+    ],
+)
+def test_definition_brace_own_line(text: str, language_id: str, expected: bool) -> None:
+    ext = {"c": "c", "cpp": "cpp", "java": "java", "go": "go", "javascript": "js",
+           "python": "py"}[language_id]
+    doc = Document(f"file:///t.{ext}", language_id, 1, text)
+    assert definition_brace_own_line(doc) is expected
 
 
 # ---------------------------------------------------------------- performance

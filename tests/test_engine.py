@@ -325,6 +325,19 @@ def test_an_abandoned_suggestion_stops_generating_and_returns_no_text(engine) ->
     assert full.text[len(request.heal):].startswith(seen[-1])
 
 
+def test_a_kept_stop_ends_the_text_after_itself_a_stop_before(engine) -> None:
+    request = fim_request(engine, "file:///stops.py", BEFORE, "    re", SUFFIX_TEXT,
+                          max_tokens=12, single_line=False)
+    produced = engine.complete(request, CancelToken()).text[len(request.heal):]
+    assert len(produced) >= 6, produced  # the stops below must be able to end it
+    marker = produced[2:5]
+    at = produced.index(marker)
+    kept = engine.complete(dataclasses.replace(request, kept_stops=(marker,)), CancelToken())
+    assert (kept.stop_reason, kept.text) == ("stop", request.heal + produced[: at + 3])
+    cut = engine.complete(dataclasses.replace(request, stop=(marker,)), CancelToken())
+    assert (cut.stop_reason, cut.text) == ("stop", request.heal + produced[:at])
+
+
 def cancel_after_text(pieces: int) -> tuple[CancelToken, Callable[[str], None]]:
     """A cancel token and an `on_text` that sets it at the `pieces`-th piece of generated
     text: a keystroke arriving mid-generation."""

@@ -45,6 +45,7 @@ CASE_FIELDS = {
     "family",
     "forbidden",
     "open_above",
+    "brace_own_line",
 }
 # Control-token spellings that must never reach the editor, whatever the model family.
 LEAKS = ("<|", "|>", "<｜", "<fim_", "<fim-", "<file_sep>", "<PRE>", "<SUF>", "<MID>", "<EOT>")
@@ -76,6 +77,7 @@ def _case(file: str, data: dict[str, Any]) -> Case:
         multiline=data.get("multiline", False),
         language_id=data.get("language_id", "python"),
         open_above=data.get("open_above", ""),
+        brace_own_line=data.get("brace_own_line", False),
     )
     assert site.line_suffix == line_suffix, data["name"]
     return Case(

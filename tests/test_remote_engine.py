@@ -132,6 +132,13 @@ def test_text_rules_cut_like_the_local_engine() -> None:
     assert ended == ("a\nb\n", "stop")
     # Abandoned: the text after the healed part is dropped, whatever came before.
     assert run(["ab", "cd", "ef"], heal="a", abandon=lambda text: "d" in text) == ("a", "abandoned")
+    # A kept stop ends the text after itself; whichever stop begins first wins.
+    elided = ("{ ... }",)
+    assert run(["f() { .", ".. } x"], kept_stops=elided) == ("f() { ... }", "stop")
+    assert run(["f() { ... }<|e|>"], stop=("<|e|>",), kept_stops=elided) == ("f() { ... }", "stop")
+    assert run(["f()<|e|> { ... }"], stop=("<|e|>",), kept_stops=elided) == ("f()", "stop")
+    # As other stops, it counts only after the healed characters.
+    assert run(["{ ... }"], heal="{ ", kept_stops=elided) == ("{ ... }", None)
 
 
 def test_slot_map_gives_each_file_a_slot_and_recycles_the_least_recent() -> None:

@@ -31,6 +31,7 @@ through ``Document.spec``; nothing here is keyed by a raw languageId.
 from lsp_complete.context.block_shape import (
     among_statements,
     block_may_follow,
+    definition_brace_own_line,
     enclosing_block_indent,
     open_above,
     statements_indent,
@@ -60,6 +61,7 @@ __all__ = [
     "build_head",
     "choose_anchor",
     "cold_limits",
+    "definition_brace_own_line",
     "display_path",
     "enclosing_block_indent",
     "open_above",

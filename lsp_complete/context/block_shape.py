@@ -8,6 +8,8 @@ its block opener (`:` or `{`) and whether its blocks are indentation-scoped.
 
 from __future__ import annotations
 
+from collections import deque
+
 import tree_sitter
 
 from lsp_complete.context.text import (
@@ -219,6 +221,44 @@ def open_above(doc: Document, cursor: int) -> str:
         last = _code_text(doc, row)[-1:]
         return last if last in _OPENERS else ""
     return ""
+
+
+_BRACE_VOTES = 8  # function bodies looked at to tell where the file puts their brace
+_BRACE_VISITS = 300  # nodes walked at most to find them (from the top, a few levels down)
+
+
+def definition_brace_own_line(doc: Document) -> bool:
+    """Does this file put a function body's opening brace on a line of its own (`int f(void)`,
+    then `{`)? A majority of its first function definitions with a braced body say so; no
+    tree, or none found, says no (the style of every brace language's own code). C often
+    writes control statements' braces the other way: only definitions are counted."""
+    spec = doc.spec
+    if spec is None or doc.tree is None or spec.indent_scoped:
+        return False
+    own = same = 0
+    queue = deque([doc.tree.root_node])
+    visits = 0
+    while queue and visits < _BRACE_VISITS and own + same < _BRACE_VOTES:
+        node = queue.popleft()
+        visits += 1
+        if node.type in spec.functions:
+            body = node.child_by_field_name("body")
+            before = body.prev_sibling if body is not None else None
+            opens = body is not None and _char_at_byte(doc, body.start_byte) == "{"
+            if body is not None and before is not None and opens:
+                if body.start_point.row > before.end_point.row:
+                    own += 1
+                else:
+                    same += 1
+            continue  # (nested functions say nothing new)
+        room = _BRACE_VISITS - visits - len(queue)  # (a huge file's root has thousands)
+        queue.extend(node.named_child(i) for i in range(min(node.named_child_count, room)))
+    return own > same
+
+
+def _char_at_byte(doc: Document, byte: int) -> str:
+    offset = doc.offset_of_byte(byte)
+    return doc.text[offset : offset + 1]
 
 
 def _ends_with_opener(doc: Document, line: int) -> bool:

@@ -91,6 +91,9 @@ class GenerationRequest:
     heal_code: bool = False  # the token that ends the healed space or tab must carry code
     max_tokens: int = 48
     stop: tuple[str, ...] = ()
+    # Stop strings that end generation but stay in the text, for post-processing to read
+    # (the prompt head's elided body copied back: what of the signature to keep).
+    kept_stops: tuple[str, ...] = ()
     single_line: bool = True
     deadline: float | None = None  # time.monotonic(); past it, stop at the next line end
     # Called with the text generated so far each time a line ends; True stops generation.

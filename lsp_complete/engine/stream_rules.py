@@ -1,10 +1,11 @@
 """The stop rules over a stream of generated text, the one copy every engine applies.
 
 An engine decodes or receives text piece by piece and feeds it here; the rules say when the
-suggestion ends and cut the text there. In order: a stop string, the pipeline's `abandon`
-verdict, a newline in a single-line suggestion, and, when a multi-line suggestion completes a
-line, the pipeline's `line_check` and then the time budget (`deadline`). Stop strings and
-newlines count only after the healed characters, which the output starts with.
+suggestion ends and cut the text there. In order: a stop string (cut before it, or after it
+for the request's `kept_stops`), the pipeline's `abandon` verdict, a newline in a
+single-line suggestion, and, when a multi-line suggestion completes a line, the pipeline's
+`line_check` and then the time budget (`deadline`). Stop strings and newlines count only
+after the healed characters, which the output starts with.
 
 What depends on how text is made stays in the engines: the local engine's healing constraint,
 end-of-generation tokens, `max_tokens` and cancellation; a server's own stop events.
@@ -36,6 +37,11 @@ class TextRules:
         skip = len(req.heal)
         produced = self.text[skip:] if len(self.text) >= skip else ""
         stop_at = first_stop(produced, req.stop)
+        kept_at = first_stop(produced, req.kept_stops)
+        if kept_at is not None and (stop_at is None or kept_at < stop_at):
+            ends = [kept_at + len(s) for s in req.kept_stops if produced.startswith(s, kept_at)]
+            self.text = self.text[: skip + max(ends)]
+            return "stop"
         if stop_at is not None:
             self.text = self.text[: skip + stop_at]
             return "stop"

@@ -144,7 +144,8 @@ class Completer:
             heal_code=prompt.heal_code,
             max_tokens=(self.settings.max_tokens if prepared.multiline
                         else min(self.settings.max_tokens, LINE_MAX_TOKENS)),
-            stop=self.spec.stop + elision_stops(site.language_id),
+            stop=self.spec.stop,
+            kept_stops=elision_stops(site.language_id),
             single_line=not prepared.multiline,
             deadline=time.monotonic() + self.settings.time_budget_ms / 1000,
             line_check=_block_ended(site) if prepared.multiline else None,

@@ -15,6 +15,7 @@ from lsp_complete.context import (
     build_context,
     choose_anchor,
     cold_limits,
+    definition_brace_own_line,
     enclosing_block_indent,
     open_above,
     statements_indent,
@@ -78,6 +79,7 @@ def prepare(
         language_id=doc.spec.name if doc.spec is not None else doc.language_id,
         statements=statements,
         open_above=open_above(doc, cursor),
+        brace_own_line=definition_brace_own_line(doc),
     )
     block_after = auto and (wants_multiline(doc, cursor) or block_may_follow(doc, cursor))
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
