@@ -157,7 +157,10 @@ class FakeLlamaServer:
     """Enough of llama-server's HTTP API to check what the engine sends and how it reads.
 
     `mode`: "normal" streams `pieces` then a final event; "slow" streams a piece every 20 ms
-    until the client goes away (at most 10 s); "silent" reads the request and never answers.
+    until the client goes away (at most 10 s); "silent" reads the request and never answers
+    (it sleeps 3 s, then sets `silence_over`).
+    `disconnected_at`: when a write failed because the client had hung up mid-answer;
+    `stream_over` is set once a streamed `/completion` answer ends, whichever way.
     `piece_delay_s`: the OpenAI stream's pause before each piece (a model writing).
     `raw[path]`, when set, writes the whole answer to a POST to `path` (a streamed one, for
     the completion endpoints) itself, bytes on the socket: for answers that break the rules.
@@ -174,6 +177,8 @@ class FakeLlamaServer:
         self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
         self.version = "0.12.0"
         self.disconnected_at: float | None = None
+        self.stream_over = threading.Event()
+        self.silence_over = threading.Event()
         self.connections = 0
         self.raw: dict[str, Any] = {}
         fake = self
@@ -263,6 +268,7 @@ class FakeLlamaServer:
             def _stream(self, body: dict[str, Any]) -> None:
                 if fake.mode == "silent":
                     time.sleep(3)
+                    fake.silence_over.set()
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -285,6 +291,8 @@ class FakeLlamaServer:
                     self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     fake.disconnected_at = time.monotonic()
+                finally:
+                    fake.stream_over.set()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -379,40 +387,54 @@ def test_llama_server_tokenizer_is_the_servers_when_no_file_is_given(fake) -> No
 
 
 def test_a_superseded_stream_closes_at_once(fake: FakeLlamaServer) -> None:
+    # Checked by cause, not speed: what the engine read after the flag was set, whether its
+    # connection was still open when it returned, and how the server's stream ended (it would
+    # run 10 s; the request's budget is 20 s).
     fake.mode = "slow"
+    port = fake.httpd.server_address[1]
     engine = LlamaServerEngine(RemoteOptions(url=fake.url, request_timeout_s=20))
     cancel = CancelToken()
+    streaming = threading.Event()
+    late: list[str] = []  # text that reached the stop rules after the flag was set
     done: dict[str, Any] = {}
 
+    def on_text(text: str) -> None:
+        streaming.set()
+        if cancel.cancelled:
+            late.append(text)
+
     def run() -> None:
-        done["result"] = engine.complete(request(single_line=False, max_tokens=4000), cancel)
-        done["at"] = time.monotonic()
+        req = request(single_line=False, max_tokens=4000, on_text=on_text)
+        done["result"] = engine.complete(req, cancel)
+        done["open"] = client_sockets(port)["established"]  # as it returns
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(0.3)
+    started = streaming.wait(10)
+    streams = client_sockets(port)["established"]
     cancel.cancel()
-    worker.join(5)
-    returned_ms = (done["at"] - cancel.cancelled_at) * 1000
-    assert done["result"].stop_reason == "cancelled"
-    assert returned_ms < 100, f"the engine took {returned_ms:.0f} ms to give up the stream"
-    deadline = time.monotonic() + 2
-    while fake.disconnected_at is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert fake.disconnected_at is not None, "the server never saw the stream close"
-    # The fake only notices when a write fails (it writes every 20 ms): ~45 ms typically.
-    closed_ms = (fake.disconnected_at - cancel.cancelled_at) * 1000
-    assert closed_ms < 300, f"the server saw the disconnect after {closed_ms:.0f} ms"
+    worker.join(15)  # only so that a broken engine cannot hang the suite
+    assert started and streams == 1, "the stream never started"
+    # It stopped reading at the flag: at most the event in hand when it was set went on.
+    assert len(late) <= 1, f"{len(late)} more events were read after the cancel"
+    assert not worker.is_alive() and done["result"].stop_reason == "cancelled"
+    # It hung up before returning: the connection was neither left open nor kept for reuse,
+    assert done["open"] == 0, "the engine returned with the stream's connection still open"
+    # and the server saw that while it still had pieces to send.
+    assert fake.stream_over.wait(15)
+    assert fake.disconnected_at is not None, "the server's stream ran out: nobody hung up"
 
 
 def test_a_silent_server_costs_the_budget_once_then_fails_fast(fake: FakeLlamaServer) -> None:
     fake.mode = "silent"
     engine = LlamaServerEngine(RemoteOptions(url=fake.url, request_timeout_s=0.4))
     engine._discovered = True  # straight to /completion
-    started = time.monotonic()
     with pytest.raises(RemoteEngineError, match="did not answer within the 400 ms"):
         engine.complete(request(), CancelToken())
-    assert time.monotonic() - started < 0.7
+    # The budget ended it, once: one request on one connection, not retried, and given up
+    # while the server was still silent (for 3 s, many times the budget).
+    assert len(fake.posts("/completion")) == 1 and fake.connections == 1, "tried again"
+    assert not fake.silence_over.is_set(), "the engine waited out the server's silence"
     assert engine.describe()["state"] == "unreachable"
     connections = fake.connections
     with pytest.raises(RemoteEngineError, match="did not answer"):
@@ -422,12 +444,18 @@ def test_a_silent_server_costs_the_budget_once_then_fails_fast(fake: FakeLlamaSe
 
 def test_a_dead_server_is_not_fatal_and_is_picked_up_when_it_comes_back() -> None:
     port = free_port()
-    engine = LlamaServerEngine(RemoteOptions(url=f"http://127.0.0.1:{port}"))
+    # Timeouts long enough that failing before them can only be the refusal that ended it.
+    options = RemoteOptions(url=f"http://127.0.0.1:{port}", connect_timeout_s=5,
+                            request_timeout_s=10)
+    engine = LlamaServerEngine(options)
     assert engine.describe()["state"] == "not contacted"
     started = time.monotonic()
-    with pytest.raises(RemoteEngineError, match="cannot reach"):
+    # Refused, not timed out: the engine did not wait for the connect timeout.
+    with pytest.raises(RemoteEngineError, match=r"cannot reach .*\(Connection refused\)"):
         engine.complete(request(), CancelToken())
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < options.connect_timeout_s, (
+        "the refusal was waited on until the connect timeout")
+    assert engine.http.connections_opened == 0
     assert engine.describe()["state"] == "unreachable"
     server = FakeLlamaServer()
     server.httpd.server_close()  # rebind the fake on the dead server's port
@@ -519,6 +547,27 @@ def engine_for(kind: str, fake: FakeLlamaServer, **options: Any) -> Any:
     return LlamaServerEngine(RemoteOptions(url=fake.url, **options))
 
 
+def bytes_read(engine: Any) -> Counter[str]:
+    """Counts, under "bytes", what `engine` reads off the connections it opens from now on."""
+    read: Counter[str] = Counter()
+    connect = engine.http._connect
+
+    class Counted:
+        def __init__(self, sock: socket.socket) -> None:
+            self._sock = sock
+
+        def recv(self, size: int) -> bytes:
+            data = self._sock.recv(size)
+            read["bytes"] += len(data)
+            return data
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sock, name)
+
+    engine.http._connect = lambda *args: Counted(connect(*args))
+    return read
+
+
 def completion_path(kind: str) -> str:
     return "/v1/completions" if kind == "openai" else "/completion"
 
@@ -559,11 +608,9 @@ def test_a_huge_event_is_an_error_at_once_in_bounded_memory(fake, kind, framing)
     import tracemalloc
 
     block = b"x" * 65536
-    started: dict[str, float] = {}
 
     def ten_megabytes_in_one_event(handler: Any) -> None:  # a well-formed answer, but huge
         head(handler, framing)
-        started["at"] = time.monotonic()
         write = (lambda data: chunk(handler, data)) if framing == "chunked" else handler.wfile.write
         write(b'data: {"content": "')
         for _ in range(160):  # 10 MiB of one JSON string, no line end
@@ -574,7 +621,9 @@ def test_a_huge_event_is_an_error_at_once_in_bounded_memory(fake, kind, framing)
 
     fake.raw[completion_path(kind)] = ten_megabytes_in_one_event
     engine = engine_for(kind, fake)
+    read = bytes_read(engine)
     engine._ensure_ready()
+    read.clear()
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -584,11 +633,11 @@ def test_a_huge_event_is_an_error_at_once_in_bounded_memory(fake, kind, framing)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    elapsed = time.monotonic() - started["at"]
-    assert elapsed < 1.0, f"the engine read the huge event for {elapsed:.1f} s"
+    # It stopped at the cap (1 MiB, and what one read brings past it), not at the event's end.
+    assert read["bytes"] < 2 << 20, f"the engine read {read['bytes'] / 2**20:.1f} MiB of it"
     assert peak < 4 << 20, f"reading it took {peak / 2**20:.1f} MiB"
     assert engine.describe()["state"] == "error"
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10
     while fake.disconnected_at is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert fake.disconnected_at is not None, "the connection was not closed"
@@ -609,10 +658,16 @@ def test_endless_small_events_stop_at_the_stream_cap(fake, kind) -> None:
 
     fake.raw[completion_path(kind)] = endless
     engine = engine_for(kind, fake)
-    started = time.monotonic()
+    read = bytes_read(engine)
     with pytest.raises(RemoteEngineError, match="an answer longer than the 1.0 MiB allowed"):
         engine.complete(request(single_line=False), CancelToken())
-    assert time.monotonic() - started < 2.0
+    # The cap ended it: about 1 MiB read of the ~20 MB, and the server, with plenty left to
+    # send, saw the connection closed.
+    assert read["bytes"] < 2 << 20, f"the engine read {read['bytes'] / 2**20:.1f} MiB of it"
+    deadline = time.monotonic() + 10
+    while fake.disconnected_at is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.disconnected_at is not None, "the connection was not closed"
 
 
 @pytest.mark.parametrize("how", ["closed without a length", "chunked, no end event",
@@ -936,24 +991,37 @@ def test_openai_engine_closes_a_superseded_stream(llama_cpp_server, tiny_model_p
     tokens = engine.tokenize(FIM, True)
     cancel = CancelToken()
     done: dict[str, Any] = {}
+    streaming = threading.Event()
+    late: list[str] = []  # text that reached the stop rules after the flag was set
     before = llama_cpp_server.log().count("Disconnected from client")
 
+    def on_text(text: str) -> None:
+        streaming.set()
+        if cancel.cancelled:
+            late.append(text)
+
     def run() -> None:
-        req = GenerationRequest("file:///x.py", [tokens], max_tokens=1800, single_line=False)
+        req = GenerationRequest("file:///x.py", [tokens], max_tokens=1800, single_line=False,
+                                on_text=on_text)
         done["result"] = engine.complete(req, cancel)
-        done["at"] = time.monotonic()
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(0.4)  # well into generating 1800 tokens
+    started = streaming.wait(30)  # then mid-way through 1800 tokens
     cancel.cancel()
-    worker.join(10)
+    worker.join(30)  # only so that a broken engine cannot hang the suite
     try:
-        returned_ms = (done["at"] - cancel.cancelled_at) * 1000
-        assert done["result"].stop_reason == "cancelled"
-        assert done["result"].generated_tokens > 0  # it really was mid-stream
-        assert returned_ms < 100
-        deadline = time.monotonic() + 5
+        assert started, "the stream never started"
+        # It stopped reading at the flag (not at the stream's end): at most the event in
+        # hand when it was set went on.
+        assert len(late) <= 1, f"{len(late)} more events were read after the cancel"
+        assert not worker.is_alive()
+        result = done["result"]
+        assert result.stop_reason == "cancelled"
+        assert 0 < result.generated_tokens < 1800  # it really was mid-stream
+        # The server, with tokens still to generate, saw the client hang up. (Only the wait
+        # is bounded, so that a broken engine cannot hang the suite.)
+        deadline = time.monotonic() + 10
         while llama_cpp_server.log().count("Disconnected from client") == before:
             assert time.monotonic() < deadline, "the server never noticed the disconnect"
             time.sleep(0.02)
@@ -963,11 +1031,21 @@ def test_openai_engine_closes_a_superseded_stream(llama_cpp_server, tiny_model_p
 
 def server_sockets(port: int) -> Counter[str]:
     """States of the server's ends of TCP connections on a loopback port (Linux)."""
+    return _tcp_states(port, 1)
+
+
+def client_sockets(port: int) -> Counter[str]:
+    """States of the clients' ends of TCP connections to a loopback port (Linux)."""
+    return _tcp_states(port, 2)
+
+
+def _tcp_states(port: int, column: int) -> Counter[str]:
+    """States of the IPv4 sockets whose local (column 1) or remote (2) port is `port`."""
     names = {"01": "established", "08": "close_wait", "0A": "listen"}
     states: Counter[str] = Counter()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        if int(fields[1].rsplit(":", 1)[1], 16) == port:
+        if int(fields[column].rsplit(":", 1)[1], 16) == port:
             states[names.get(fields[3], fields[3])] += 1
     return states
 
@@ -1162,20 +1240,32 @@ def test_llama_server_stream_closes_when_superseded(llama_server, tiny_model_pat
     tokens = engine.tokenize(FIM, True)
     cancel = CancelToken()
     done: dict[str, Any] = {}
+    streaming = threading.Event()
+    late: list[str] = []  # text that reached the stop rules after the flag was set
+
+    def on_text(text: str) -> None:
+        streaming.set()
+        if cancel.cancelled:
+            late.append(text)
 
     def run() -> None:
-        req = GenerationRequest("k", [tokens], max_tokens=1900, single_line=False)
+        req = GenerationRequest("k", [tokens], max_tokens=1900, single_line=False,
+                                on_text=on_text)
         done["result"] = engine.complete(req, cancel)
-        done["at"] = time.monotonic()
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(0.3)
+    started = streaming.wait(30)  # then mid-way through 1900 tokens
     cancel.cancel()
-    worker.join(10)
+    worker.join(30)  # only so that a broken engine cannot hang the suite
     try:
-        assert done["result"].stop_reason == "cancelled"
-        assert (done["at"] - cancel.cancelled_at) * 1000 < 100
+        assert started, "the stream never started"
+        # It stopped reading at the flag (not at the stream's end): at most the event in
+        # hand when it was set went on.
+        assert len(late) <= 1, f"{len(late)} more events were read after the cancel"
+        assert not worker.is_alive()
+        result = done["result"]
+        assert result.stop_reason == "cancelled" and result.generated_tokens < 1900
         # The slot is free again at once: the next request is answered.
         req = GenerationRequest("k", [tokens], max_tokens=4, single_line=False)
         assert engine.complete(req, CancelToken()).generated_tokens > 0
