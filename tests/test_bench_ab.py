@@ -53,24 +53,45 @@ def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
     assert {at_open.kind, paused.kind} == {"crossfile"}
 
 
-def test_busy_types_as_think_with_a_cpu_bound_process_beside(tmp_path: Path) -> None:
+def test_busy_types_as_think_with_a_cpu_bound_process_beside(monkeypatch) -> None:
     import os
     import time
 
+    from lsp_complete.bench.ab import load
     from lsp_complete.bench.ab.load import cpu_bound_process
 
     (busy,) = scenarios.parse("busy")
     assert busy.kind == "typing" and busy.busy and not busy.awaited
     assert not scenarios.parse("think")[0].busy
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Recorded(subprocess.Popen[bytes]):  # the loop's process, once started
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def user_cpu_s(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) / os.sysconf("SC_CLK_TCK")  # utime: field 14 of stat
+
+    monkeypatch.setattr(load.subprocess, "Popen", Recorded)
     start = time.process_time()
     before = os.times()
     with cpu_bound_process():
-        time.sleep(1.0)
+        (process,) = started
+        # Until the loop has had a second of a core, however long a busy machine takes to
+        # give it that (bounded only so that a loop that never runs cannot hang the suite).
+        deadline = time.monotonic() + 120
+        while user_cpu_s(process.pid) < 1.0 and time.monotonic() < deadline:
+            time.sleep(0.02)
     burned = os.times().children_user - before.children_user
-    assert burned > 0.3  # the loop ran on a core while this process slept
+    assert burned > 0.9  # the loop ran on a core, in a child, while this process waited
+    # This process only waited (CPU time: a busy machine adds none to a process that
+    # sleeps): the loop is not one of its threads.
     assert time.process_time() - start < 0.3
     with cpu_bound_process(active=False):
         pass
+    assert len(started) == 1  # (none when not active)
 
 
 def test_think_intervals_look_like_published_typing() -> None:
