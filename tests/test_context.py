@@ -5,13 +5,8 @@ from __future__ import annotations
 import json.decoder
 import random
 import statistics
-import sys
-import tracemalloc
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
@@ -29,6 +24,7 @@ from lsp_complete.context import (
     window_start_line,
 )
 from lsp_complete.documents import Document
+from tests.work_count import work_of
 
 DATA = Path(__file__).parent / "data" / "context"
 # Small windows so that the small sample files have definitions outside them.
@@ -490,32 +486,6 @@ def test_definition_brace_own_line(text: str, language_id: str, expected: bool) 
 _PACKAGE = str(Path(lsp_complete.__file__).parent)
 
 
-def _work_of(step: Callable[[], Any]) -> tuple[Any, int, int]:
-    """Run `step()`; return what it returned, the lines of lsp_complete it ran and the most
-    memory it had allocated at once."""
-    lines = 0
-
-    def count(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal lines
-        if event == "line":
-            lines += 1
-        return count
-
-    def trace(frame: FrameType, event: str, arg: object) -> Any:
-        return count if frame.f_code.co_filename.startswith(_PACKAGE) else None
-
-    previous = sys.gettrace()
-    tracemalloc.start()
-    sys.settrace(trace)
-    try:
-        result = step()
-    finally:
-        sys.settrace(previous)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    return result, lines, peak
-
-
 def _services(classes: int) -> str:
     """`classes` classes of 10 methods, about 113 lines each."""
     method = "    def method_{0}(self, value):\n" + "".join(
@@ -545,9 +515,10 @@ def _keystroke_work(text: str) -> tuple[Document, CodeContext, list[int], list[i
             fresh = choose_anchor(doc, at, previous, limits)
             return fresh, build_context(doc, at, fresh, limits)
 
-        (anchor, ctx), ran, peak = _work_of(keystroke)
-        lines.append(ran)
-        peaks.append(peak)
+        work = work_of(keystroke, lambda name: name.startswith(_PACKAGE))
+        anchor, ctx = work.result
+        lines.append(work.lines)
+        peaks.append(work.peak)
     return doc, ctx, lines, peaks
 
 

@@ -6,9 +6,8 @@ import json.decoder
 import random
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import tree_sitter
 from lsp_complete import documents
 from lsp_complete.documents import Document
 from lsp_complete.languages import spec_for
+from tests.work_count import work_of
 
 ENCODINGS = ("utf-16", "utf-8", "utf-32")
 # CJK, an emoji outside the BMP (a surrogate pair in UTF-16), a combining mark (e + U+0301).
@@ -299,28 +299,6 @@ class _ScanCounter:
 _PACKAGE = str(Path(documents.__file__).parent)
 
 
-def _lines_run(step: Callable[[], Any]) -> int:
-    """The lines of lsp_complete that `step()` runs."""
-    lines = 0
-
-    def count(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal lines
-        if event == "line":
-            lines += 1
-        return count
-
-    def trace(frame: FrameType, event: str, arg: object) -> Any:
-        return count if frame.f_code.co_filename.startswith(_PACKAGE) else None
-
-    previous = sys.gettrace()
-    sys.settrace(trace)
-    try:
-        step()
-    finally:
-        sys.settrace(previous)
-    return lines
-
-
 def _edits_work(rows: int, monkeypatch: pytest.MonkeyPatch
                 ) -> tuple[Document, str, list[int], list[int], int]:
     """200 one-character edits hopping about the middle of a plain-text file of `rows` lines;
@@ -345,7 +323,9 @@ def _edits_work(rows: int, monkeypatch: pytest.MonkeyPatch
     for i in range(200):
         row = rows // 2 + (i % 7) * (rows // 20)  # hop between lines: no warm spot
         scanned.append(0)
-        lines.append(_lines_run(lambda row=row: doc.apply_change("x", (row, 5, row, 5))))
+        work = work_of(lambda row=row: doc.apply_change("x", (row, 5, row, 5)),
+                       lambda name: name.startswith(_PACKAGE))
+        lines.append(work.lines)
     monkeypatch.undo()
     return doc, text, lines, scanned, reindexed
 

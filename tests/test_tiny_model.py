@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import tracemalloc
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import gguf
 import numpy as np
@@ -15,6 +11,7 @@ from llama_cpp import Llama
 
 from lsp_complete.testing import tiny_gguf as tg
 from lsp_complete.testing import write_tiny_gguf
+from tests.work_count import work_of
 
 FIM_PROMPT = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n<|fim_middle|>"
 PROMPTS = [
@@ -73,34 +70,9 @@ def _greedy_logits(
 # ------------------------------------------------------------------------------- the file
 
 
-def _work_of(write: Any) -> tuple[Any, int, int]:
-    """Run `write()`; return what it returned, the lines of tiny_gguf.py it ran and the most
-    memory it had allocated at once (numpy's arrays included)."""
-    lines = 0
-
-    def count(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal lines
-        if event == "line":
-            lines += 1
-        return count
-
-    def trace(frame: FrameType, event: str, arg: object) -> Any:
-        return count if frame.f_code.co_filename == tg.__file__ else None
-
-    previous = sys.gettrace()
-    tracemalloc.start()
-    sys.settrace(trace)
-    try:
-        result = write()
-    finally:
-        sys.settrace(previous)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    return result, lines, peak
-
-
 def test_write_is_deterministic_small_and_fast(tmp_path: Path) -> None:
-    a, lines, peak = _work_of(lambda: write_tiny_gguf(tmp_path / "a.gguf"))
+    work = work_of(lambda: write_tiny_gguf(tmp_path / "a.gguf"), lambda name: name == tg.__file__)
+    a, lines, peak = work.result, work.lines, work.peak
     b = write_tiny_gguf(tmp_path / "sub" / "b.gguf", seed=0)
     c = write_tiny_gguf(tmp_path / "c.gguf", seed=1)
     assert a == tmp_path / "a.gguf"
