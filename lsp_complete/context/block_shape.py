@@ -12,6 +12,7 @@ from collections import deque
 
 import tree_sitter
 
+from lsp_complete.context.nodes import function_body, signature_end
 from lsp_complete.context.text import (
     MAX_SCAN_LINES,
     clamp,
@@ -242,11 +243,10 @@ def definition_brace_own_line(doc: Document) -> bool:
         node = queue.popleft()
         visits += 1
         if node.type in spec.functions:
-            body = node.child_by_field_name("body")
-            before = body.prev_sibling if body is not None else None
-            opens = body is not None and _char_at_byte(doc, body.start_byte) == "{"
-            if body is not None and before is not None and opens:
-                if body.start_point.row > before.end_point.row:
+            body = function_body(node, spec)
+            if body is not None:
+                header_end = signature_end(node, body, spec)
+                if body.start_point.row > doc.line_of_byte(max(header_end - 1, 0)):
                     own += 1
                 else:
                     same += 1
@@ -254,11 +254,6 @@ def definition_brace_own_line(doc: Document) -> bool:
         room = _BRACE_VISITS - visits - len(queue)  # (a huge file's root has thousands)
         queue.extend(node.named_child(i) for i in range(min(node.named_child_count, room)))
     return own > same
-
-
-def _char_at_byte(doc: Document, byte: int) -> str:
-    offset = doc.offset_of_byte(byte)
-    return doc.text[offset : offset + 1]
 
 
 def _ends_with_opener(doc: Document, line: int) -> bool:
