@@ -334,7 +334,7 @@ async def test_a_key_typed_on_into_the_next_line_is_answered_by_the_block_being_
     block, and without asking the model again), and is answered with it."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "        count += 1", "\n", "        count -= 1", "\n"]
-    fake.piece_delay_s = 0.1
+    fake.hold_at = 4  # the block is still being written, past its second line
     client = await _on_stand_in(fake, tiny_model_path, idleReanchorMs=60_000)
     try:
         uri = "file:///work/typist.py"
@@ -347,15 +347,16 @@ async def test_a_key_typed_on_into_the_next_line_is_answered_by_the_block_being_
         assert counters["blockLines"] == 1 and counters["blocks"] == 0  # not finished yet
         assert len(fake.posts("/v1/completions")) == 2  # the line, then the block
     finally:
+        fake.release.set()
         await client.shutdown_session()
 
 
 async def _writing_a_block(fake, tiny_model_path, uri: str):  # noqa: F811
     """A server whose first answer at the spot was the line, and whose block for it is being
-    written (slowly) now: its client."""
+    written now, held before its third line until `fake.release`: its client."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
                    "        count += 1", "\n"]
-    fake.piece_delay_s = 0.15
+    fake.hold_at = 4
     client = await _on_stand_in(fake, tiny_model_path)
     first = await _first_answer(client, uri, SOURCE, LINE, COL)
     assert first == "for item in items:"
@@ -372,7 +373,8 @@ async def test_a_keystroke_that_leaves_the_suggestion_stops_its_block(
     try:
         insert(client, uri, 2, LINE, COL, "x")  # not what was suggested
         await inline(client, uri, LINE, COL + 1)
-        await asyncio.sleep(1.5)  # past the end the block would have had
+        fake.release.set()  # the rest of the block, were it still asked for
+        await asyncio.sleep(1.0)  # past the end the block would have had
         assert (await status(client))["counters"]["blocks"] == 0
     finally:
         await client.shutdown_session()
@@ -389,7 +391,9 @@ async def test_a_cursor_moved_off_the_suggestion_stops_its_block(fake, tiny_mode
         assert typed.startswith("for item in items:")
         move_cursor(client, uri, LINE, COL + 3)  # where typing left it: it goes on
         move_cursor(client, uri, 0, 0)  # away
-        await asyncio.sleep(1.5)  # past the end the block would have had
+        await status(client)  # (after the notifications before it)
+        fake.release.set()  # the rest of the block, were it still asked for
+        await asyncio.sleep(1.0)  # past the end the block would have had
         assert (await status(client))["counters"]["blocks"] == 0
     finally:
         await client.shutdown_session()
@@ -438,7 +442,7 @@ async def test_a_line_end_the_block_is_slow_to_reach_does_not_stop_it(
     work), and Enter then finds the block's next line."""
     fake.pieces = ["for item in items:", "\n", "        count += item", "\n", "    return count",
                    "\n", "\n"]
-    fake.piece_delay_s = 0.4
+    fake.hold_at = 4  # past the line after it, until the test ends
     client = await _on_stand_in(fake, tiny_model_path)
     try:
         uri = "file:///work/slow.py"
@@ -452,4 +456,5 @@ async def test_a_line_end_the_block_is_slow_to_reach_does_not_stop_it(
         assert below == "count += item"
         assert _keystroke_layout_posts(fake, engine) == 2  # the line, then the block
     finally:
+        fake.release.set()
         await client.shutdown_session()

@@ -162,6 +162,8 @@ class FakeLlamaServer:
     `disconnected_at`: when a write failed because the client had hung up mid-answer;
     `stream_over` is set once a streamed `/completion` answer ends, whichever way.
     `piece_delay_s`: the OpenAI stream's pause before each piece (a model writing).
+    `hold_at`: the OpenAI stream's piece before which it waits for `release` (at most 10 s):
+    a model still writing, for as long as a test looks.
     `raw[path]`, when set, writes the whole answer to a POST to `path` (a streamed one, for
     the completion endpoints) itself, bytes on the socket: for answers that break the rules.
     """
@@ -173,6 +175,8 @@ class FakeLlamaServer:
         # /v1/completions: each request answers the next of these, if any, else `pieces`.
         self.answers: list[list[str]] = []
         self.piece_delay_s = 0.0
+        self.hold_at: int | None = None
+        self.release = threading.Event()
         self.total_slots = total_slots
         self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
         self.version = "0.12.0"
@@ -252,7 +256,9 @@ class FakeLlamaServer:
                 self.end_headers()
                 pieces = fake.answers.pop(0) if fake.answers else fake.pieces
                 try:
-                    for piece in pieces:
+                    for i, piece in enumerate(pieces):
+                        if i == fake.hold_at:
+                            fake.release.wait(10)
                         time.sleep(fake.piece_delay_s)
                         self._event({"choices": [{"text": piece, "finish_reason": None}]})
                     self._event({"choices": [{"text": "", "finish_reason": "length"}]})
