@@ -191,40 +191,6 @@ async def test_the_first_line_comes_alone_then_the_block_is_announced_and_served
         await client.shutdown_session()
 
 
-async def test_a_typist_who_types_on_gets_the_block_too(fake, tiny_model_path) -> None:  # noqa: F811
-    """The typist types on at once, as the model writes the line: the request at the empty
-    line is superseded, the key after it waits for the same line (it agrees), and the block
-    that line begins is still written, announced and served."""
-    fake.pieces = ["for item in items:", "\n", "        count += item", "\n",
-                   "    return count", "\n", "\n"]
-    fake.hold_at = 1  # the line written, its end not yet
-    client = await _on_stand_in(fake, tiny_model_path)
-    try:
-        uri = "file:///work/typist.py"
-        ready = asyncio.ensure_future(client.wait_for_notification(BLOCK_READY_METHOD))
-        open_doc(client, uri, SOURCE)
-        at_empty_line = asyncio.ensure_future(inline(client, uri, LINE, COL))
-        for _ in range(400):  # until the line was written to the server
-            if fake.pieces_sent:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.3)  # (and read by it)
-        insert(client, uri, 2, LINE, COL, "f")  # typed on, as written
-        after_key = asyncio.ensure_future(inline(client, uri, LINE, COL + 1))
-        await status(client)  # (after the key and its request)
-        fake.release.set()
-        assert suggestion_of(await at_empty_line)[0] == ""  # superseded
-        assert suggestion_of(await after_key)[0] == "for item in items:"  # the same line
-        params = await asyncio.wait_for(ready, 60)
-        assert (params.position.line, params.position.character) == (LINE, COL)
-        typed, _ = suggestion_of(await inline(client, uri, LINE, COL + 1))
-        assert typed == "for item in items:\n        count += item"
-        assert (await status(client))["counters"]["blocks"] == 1
-    finally:
-        fake.release.set()
-        await client.shutdown_session()
-
-
 async def _posts(fake, count: int) -> list:  # noqa: F811
     """The prompts of the first `count` requests to the stand-in, once it has had them."""
     for _ in range(400):

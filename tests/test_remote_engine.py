@@ -177,7 +177,6 @@ class FakeLlamaServer:
         self.piece_delay_s = 0.0
         self.hold_at: int | None = None
         self.release = threading.Event()
-        self.pieces_sent = 0  # OpenAI stream pieces written, all answers together
         self.total_slots = total_slots
         self.owned_by = "llamacpp"  # what /v1/models says: llamacpp | vllm | me
         self.version = "0.12.0"
@@ -262,7 +261,6 @@ class FakeLlamaServer:
                             fake.release.wait(10)
                         time.sleep(fake.piece_delay_s)
                         self._event({"choices": [{"text": piece, "finish_reason": None}]})
-                        fake.pieces_sent += 1
                     self._event({"choices": [{"text": "", "finish_reason": "length"}]})
                     self._event({"choices": [], "usage": {
                         "prompt_tokens": 7, "completion_tokens": 5,

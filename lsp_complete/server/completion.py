@@ -17,14 +17,7 @@ from lsprotocol import types
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
-from lsp_complete.pipeline import (
-    Completer,
-    Completion,
-    Prepared,
-    block_wanted,
-    prepare,
-    with_repo,
-)
+from lsp_complete.pipeline import Completer, Completion, block_wanted, prepare, with_repo
 from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import Answered, OpenFiles
@@ -230,7 +223,6 @@ class Suggester:
         state.inflight = inflight
         completion = await self._computed(uri, job, asked, started)
         if completion is None:
-            self._block_typed_into(uri, file, inflight, prepared, completer, version, position)
             return None
         files.forget_shown(state)
         if completion.text:  # an explicit request at this spot computes its alternatives
@@ -241,35 +233,6 @@ class Suggester:
         if not completion.text:
             return None
         return completion.text, cursor
-
-    def _block_typed_into(self, uri: str, file: OpenFile, inflight: InFlight,
-                          prepared: Prepared, completer: Completer, version: int,
-                          position: types.Position) -> None:
-        """A request superseded by keys that waited for its line instead (`_join_inflight`):
-        a typist who types on through the line never lets a request at an empty line answer
-        itself. The block that line begins is written all the same, for typing-ahead, where
-        it is wanted and what was typed since is the start of the line."""
-        job = inflight.job
-        if job is None or not job.future.done() or job.future.cancelled() or job.cancel.cancelled:
-            return
-        if job.future.exception() is not None:
-            return
-        completion: Completion | None = job.future.result()
-        state = file.state
-        if (completion is None or not completion.text or completion.error
-                or self._files.get(uri) is not file or state.block is not None
-                or not block_wanted(prepared, completion)):
-            return
-        text = file.doc.text
-        before, after = inflight.before, inflight.after
-        if (len(text) < len(before) + len(after) or not text.startswith(before)
-                or not text.endswith(after)):
-            return
-        typed = text[len(before) : len(text) - len(after)]
-        if not typed or not completion.text.startswith(typed):
-            return
-        shown = Shown(version, len(before), prepared, completion, completer)
-        self._files.schedule_block(uri, state, shown, before, after, position)
 
     async def _after_item(self, uri: str, file: OpenFile, position: types.Position,
                           span: tuple[int, int],
