@@ -135,9 +135,42 @@ async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Pat
     assert text == expected
 
 
+async def test_a_cancelled_request_typed_on_with_other_text_stops(slow_client) -> None:
+    """A request cancelled after a key that is not what the model is writing: its work stops
+    (no later request would want it)."""
+    uri = "file:///work/other.py"
+    open_doc(slow_client, uri, SOURCE)
+    await asyncio.sleep(0.3)
+    pending = asyncio.ensure_future(  # sent now, not when awaited
+        slow_client.protocol.send_request_async(
+            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="other"
+        )
+    )
+    generated = (await status(slow_client))["engineCounters"]["tokens_generated"]
+    for _ in range(500):  # until the model is part-way through writing
+        counters = (await status(slow_client))["engineCounters"]
+        if counters["tokens_generated"] > generated:
+            break
+        await asyncio.sleep(0.01)
+    insert(slow_client, uri, 2, LINE, 8, "zq@")  # not what it writes
+    slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="other"))
+    with pytest.raises(Exception, match="(?i)cancel"):
+        await asyncio.wait_for(pending, 10)
+    await asyncio.sleep(0.1)
+    first = (await status(slow_client))["engineCounters"]
+    await asyncio.sleep(0.5)
+    second = (await status(slow_client))["engineCounters"]
+    assert first["tokens_generated"] == second["tokens_generated"]
+    assert first["tokens_encoded"] == second["tokens_encoded"]
+
+
+@pytest.mark.parametrize("cancels", [False, True], ids=["keeps", "cancels"])
 async def test_a_keystroke_matching_the_text_being_written_joins_it(
-    slow_client, tiny_model_path: Path
+    slow_client, tiny_model_path: Path, cancels: bool
 ) -> None:
+    """The next key's request waits for the computation already writing what was typed.
+    `cancels`: the client cancels the request before when it sends the next, as VS Code's
+    languageclient does with the provider's token: the work goes on all the same."""
     uri = "file:///work/join.py"
     reference = await start_server(tiny_model_path, {"maxTokens": 24, "multiline": "never"})
     try:
@@ -152,7 +185,7 @@ async def test_a_keystroke_matching_the_text_being_written_joins_it(
     calls = (await status(slow_client))["engineCounters"]["calls"]
     first = asyncio.ensure_future(  # sent now, not when awaited
         slow_client.protocol.send_request_async(
-            "textDocument/inlineCompletion", inline_params(uri, LINE, 8)
+            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="first"
         )
     )
     generated = (await status(slow_client))["engineCounters"]["tokens_generated"]
@@ -164,8 +197,14 @@ async def test_a_keystroke_matching_the_text_being_written_joins_it(
     else:
         raise AssertionError(f"the model never started writing: {counters}")
     insert(slow_client, uri, 2, LINE, 8, expected[0])
+    if cancels:
+        slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="first"))
     text, _ = suggestion_of(await inline(slow_client, uri, LINE, 9))
-    await first
+    if cancels:
+        with pytest.raises(Exception, match="(?i)cancel"):
+            await first
+    else:
+        await first
     st = await status(slow_client)
     # Answered from the computation already running: no second model call, nothing lost.
     assert st["engineCounters"]["calls"] == calls + 1

@@ -6,9 +6,9 @@ given, its range and accept command built once for the inline item and the menu 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,7 +188,8 @@ class Suggester:
             telemetry.record(uri, version, started, "block-pending")
             return None
         files.left_suggestion(uri)
-        if await _join_inflight(state, before, after):
+        if await _join_inflight(state, before, after,
+                                lambda joined: self._keep_or_cancel(joined, file)):
             if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
@@ -221,7 +222,8 @@ class Suggester:
 
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
         state.inflight = inflight
-        completion = await self._computed(uri, job, asked, started)
+        completion = await self._computed(
+            uri, job, asked, started, lambda: self._keep_or_cancel(inflight, file))
         if completion is None:
             return None
         files.forget_shown(state)
@@ -233,6 +235,15 @@ class Suggester:
         if not completion.text:
             return None
         return completion.text, cursor
+
+    def _keep_or_cancel(self, inflight: InFlight, file: OpenFile) -> None:
+        """A request waiting for `inflight` was cancelled ($/cancelRequest). Clients cancel
+        the request of the key before when they send the next one (VS Code's, Neovim's
+        plugins'): where the document was typed on with what the model is writing, the next
+        key's request will wait for it (`_join_inflight`), so the work goes on; else it
+        stops, and a cancelled request does no further work."""
+        if inflight.job is not None and not inflight.wanted_after(file.doc.text):
+            self._scheduler.cancel(inflight.job)
 
     async def _after_item(self, uri: str, file: OpenFile, position: types.Position,
                           span: tuple[int, int],
@@ -326,15 +337,20 @@ class Suggester:
         self._telemetry.record(uri, file.doc.version, started, "superseded")
         return False
 
-    async def _computed(self, uri: str, job: Job, asked: Ticket,
-                        started: float) -> Completion | None:
+    async def _computed(self, uri: str, job: Job, asked: Ticket, started: float,
+                        cancelled: Callable[[], None] | None = None) -> Completion | None:
         """The suggestion job's completion, recorded; None when it is stale (superseded, or
-        the text changed or was closed while computing). $/cancelRequest cancels the job."""
+        the text changed or was closed while computing). $/cancelRequest cancels the job, or
+        hands it to `cancelled`."""
         telemetry, version = self._telemetry, asked.version
         try:
-            completion: Completion | None = await asyncio.wrap_future(job.future)
+            # Shielded: a cancelled wait must not cancel the future others may wait for.
+            completion: Completion | None = await asyncio.shield(asyncio.wrap_future(job.future))
         except asyncio.CancelledError:
-            self._scheduler.cancel(job)
+            if cancelled is None:
+                self._scheduler.cancel(job)
+            else:
+                cancelled()
             telemetry.record(uri, version, started, "cancelled")
             raise
         if completion is not None:  # a remote engine failed: say so once, until it recovers
@@ -449,14 +465,23 @@ async def _block_reached(block: InFlight, before: str, after: str) -> bool:
             return False
 
 
-async def _join_inflight(state: DocState, before: str, after: str) -> bool:
+async def _join_inflight(state: DocState, before: str, after: str,
+                         kept_or_cancelled: Callable[[InFlight], None]) -> bool:
     """If the model is already writing exactly what the user just typed, wait for it
     instead of superseding it: a fast typist would otherwise cancel every suggestion
-    before it is finished. Returns whether it waited."""
+    before it is finished. Returns whether it waited. A wait that is cancelled
+    ($/cancelRequest) leaves the job to `kept_or_cancelled`."""
     inflight = state.inflight
     if inflight is None or not inflight.joinable(before, after):
         return False
     assert inflight.job is not None
-    with contextlib.suppress(Exception):
-        await asyncio.wrap_future(inflight.job.future)
+    try:
+        # Shielded: cancelling this wait must not cancel the job's future, which the
+        # request that started it, and later keys, wait for too.
+        await asyncio.shield(asyncio.wrap_future(inflight.job.future))
+    except asyncio.CancelledError:
+        kept_or_cancelled(inflight)
+        raise
+    except Exception:  # noqa: BLE001  (the job's failure is its starter's to report)
+        pass
     return True

@@ -62,6 +62,23 @@ class InFlight(LoopOwned):
             return None
         return before[len(self.before) :]
 
+    def typed_into(self, text: str) -> str | None:
+        """What was typed at the cursor since it was asked, where the document's text is now
+        `text` and that is all that changed (no cursor needed: clients rarely say where it is)."""
+        before, after = self.before, self.after
+        if (len(text) < len(before) + len(after) or not text.startswith(before)
+                or not text.endswith(after)):
+            return None
+        return text[len(before) : len(text) - len(after)]
+
+    def wanted_after(self, text: str) -> bool:
+        """Its request was cancelled, but the document (now `text`) was typed on with what it
+        is writing: the request that the keystroke brings will wait for it (`joinable`)."""
+        if self.job is None or self.job.future.done():
+            return False
+        typed = self.typed_into(text)
+        return bool(typed) and self.partial.startswith(typed or "")
+
     def joinable(self, before: str, after: str) -> bool:
         """The model is already writing exactly what the user typed since it was asked: the
         new keystroke's answer is the rest of it (wait for it instead of superseding it)."""
