@@ -94,7 +94,7 @@ class WorkQueue(Protocol):
 
     def drop_idle(self, key: JobKey) -> None: ...
 
-    def cancel(self, job: Job) -> None: ...
+    def cancel(self, job: Job, hard: bool = True) -> None: ...
 
     def cancel_files(self) -> int: ...
 
@@ -213,7 +213,9 @@ class Scheduler:
                 _answer(job, None)
             return len(jobs) + len(idle)
 
-    def cancel(self, job: Job) -> None:
+    def cancel(self, job: Job, hard: bool = True) -> None:
+        """Stop a job and answer it None. Not `hard`: a prefill batch in flight ends first
+        (its tokens stay cached; the next request's prompt begins with them)."""
         with self._lock:
             if self._interactive.get(job.key) is job:
                 del self._interactive[job.key]
@@ -221,7 +223,7 @@ class Scheduler:
                 self._background.remove(job)
             if not job.future.done():
                 self.counters.cancelled += 1
-            job.cancel.cancel(hard=True)
+            job.cancel.cancel(hard=hard)
             _answer(job, None)
 
     def _supersede(self, job: Job, hard: bool = False) -> None:

@@ -104,8 +104,8 @@ class SessionScheduler:
     def drop_idle(self, key: JobKey) -> None:
         self._shared.drop_idle(key.in_session(self._session))
 
-    def cancel(self, job: Job) -> None:
-        self._shared.cancel(job)
+    def cancel(self, job: Job, hard: bool = True) -> None:
+        self._shared.cancel(job, hard)
 
     def cancel_files(self) -> int:
         """This session's work only: other windows' requests go on."""

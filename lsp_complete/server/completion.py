@@ -243,7 +243,7 @@ class Suggester:
         key's request will wait for it (`_join_inflight`), so the work goes on; else it
         stops, and a cancelled request does no further work."""
         if inflight.job is not None and not inflight.wanted_after(file.doc.text):
-            self._scheduler.cancel(inflight.job)
+            self._scheduler.cancel(inflight.job, hard=False)
 
     async def _after_item(self, uri: str, file: OpenFile, position: types.Position,
                           span: tuple[int, int],
