@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from lsp_complete.bench import humaneval, install, lsp_driver, stats, workload
+from lsp_complete.bench import humaneval, install, lsp_driver, spans, stats, workload
 from lsp_complete.bench.ab import drive, measures, scenarios
 from lsp_complete.bench.ab.drive import LARGE_PHASES, UnitRun
 from lsp_complete.bench.compat.sitecustomize import NO_EXTRA_BUFFERS
@@ -113,7 +113,12 @@ def test_span_timing_per_scenario(tmp_path: Path) -> None:
     burst = scenarios.span_timing(scenarios.parse("burst")[0], ep, 0, 200)
     assert burst.awaited and burst.rest_ms == 0 and not burst.cursor
     ours = scenarios.span_timing(scenarios.parse("ours:rest2s")[0], ep, 0, 200)
-    assert ours.awaited and ours.rest_ms == 2000 and ours.cursor
+    assert ours.awaited and ours.rest_ms == 2000 and ours.cursor and ours.cancels
+    assert not burst.cancels
+    cancelling = scenarios.span_timing(scenarios.parse("cancelling:saved")[0], ep, 0, 200)
+    saved = scenarios.span_timing(scenarios.parse("saved")[0], ep, 0, 200)
+    assert cancelling.cancels and not cancelling.cursor and not saved.cancels
+    assert cancelling.delays_ms == saved.delays_ms  # the same typist, another client
     paced = scenarios.span_timing(scenarios.parse("paced")[0], ep, 0, 200)
     assert paced.delays_ms == (0.0,) + (200.0,) * (n - 1) and paced.rest_ms == 1000
     think = scenarios.span_timing(scenarios.parse("think")[0], ep, 0, 200)
@@ -609,6 +614,31 @@ async def test_a_unit_whose_server_dies_is_an_error_and_the_next_unit_gets_a_new
     assert runs[0].error is not None and "SIGKILL" in runs[0].error, runs[0]
     assert runs[1].error is None and runs[1].samples[0].source != "error", runs[1]
     assert len(set(pids)) == 2
+
+
+async def test_a_cancelling_client_cancels_the_request_not_answered_yet(
+        tiny_model_path: Path, tmp_path: Path) -> None:
+    """As VS Code's client does: each key's request goes out after $/cancelRequest for the one
+    still unanswered, which the server answers as cancelled, and the bench records no error."""
+    env = {**live_checkout().server_env(base_server_env(str(tmp_path / "kv"))),
+           "LSP_COMPLETE_SIMULATE_DECODE_MS": "20"}  # requests overlap, as on a laptop
+    session = lsp_driver.ServerSession(
+        str(tiny_model_path), {"model": str(tiny_model_path), "maxTokens": 16,
+                               "multiline": "never"}, env=env, log_path=tmp_path / "s.log")
+    await asyncio.wait_for(session.start(), 120)
+    try:
+        path = tmp_path / "m.py"
+        path.write_text("\n".join(f"value_{i} = compute({i}, {i + 1})" for i in range(40)))
+        (ep,) = workload.build_episodes([str(path)], 1, 1, seed=0)
+        n = len(ep.keystrokes)
+        timing = spans.SpanTiming(delays_ms=(0.0,) + (30.0,) * (n - 1), cancels=True)
+        answers = await asyncio.wait_for(
+            spans.type_span(session, ep, spans.span_version(0), timing), 120)
+        assert len(answers) == n and all(a.error is None for a in answers)
+        sources = [r["source"] for r in (await session.status(recent=n + 8))["recent"]]
+        assert "cancelled" in sources, sources
+    finally:
+        await asyncio.wait_for(session.stop(), 30)
 
 
 # --- end to end ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.lsp.client import LanguageClient
 
 from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb
@@ -56,6 +56,7 @@ class Session(Protocol):
     def move_cursor(self, uri: str, position: types.Position) -> None: ...
     def close(self, uri: str) -> None: ...
     async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]: ...
+    def cancel_pending(self) -> None: ...
     def peak_rss_mb(self) -> float | None: ...
     def cpu_s(self) -> float | None: ...
     @property
@@ -92,6 +93,8 @@ class ServerSession:
         self.client.feature(BLOCK_READY_METHOD)(_ignore_log_message)
         self.startup_ms = 0.0
         self._stderr_task: asyncio.Task[None] | None = None
+        self._asked = 0  # inline requests sent: their ids
+        self._pending: set[str] = set()  # the ids of those not answered yet
 
     @property
     def pid(self) -> int | None:
@@ -198,17 +201,34 @@ class ServerSession:
         is recorded in the samples rather than ending the run.
         """
         position = lsp_client.position_at(text, offset)
+        self._asked += 1
+        request_id = f"inline-{self._asked}"
+        self._pending.add(request_id)
         start = time.perf_counter()
         try:
             answer = await self._answer(
-                lsp_client.inline(self.client, uri, position.line, position.character),
+                self.client.protocol.send_request_async(
+                    types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                    lsp_client.inline_params(uri, position.line, position.character),
+                    msg_id=request_id),
                 REQUEST_TIMEOUT_S,
             )
+        except JsonRpcRequestCancelled:  # the client cancelled it: no suggestion, no error
+            return "", (time.perf_counter() - start) * 1000, None
         except JsonRpcException as exc:
             return "", (time.perf_counter() - start) * 1000, str(exc)
+        finally:
+            self._pending.discard(request_id)
         latency = (time.perf_counter() - start) * 1000
         line_prefix = lsp_client.line_before(text, offset)
         return lsp_client.suggestion_from_answer(answer, line_prefix), latency, None
+
+    def cancel_pending(self) -> None:
+        """$/cancelRequest for every inline request not answered yet, as VS Code's
+        languageclient does with the provider's token when it asks again."""
+        for request_id in sorted(self._pending):
+            self._alive().protocol.notify(types.CANCEL_REQUEST,
+                                          types.CancelParams(id=request_id))
 
     def peak_rss_mb(self) -> float | None:
         return read_hwm_mb(self.pid) if self.pid else None

@@ -148,6 +148,9 @@ class StatelessSession:
     def close(self, uri: str) -> None:
         self._versions.pop(uri, None)
 
+    def cancel_pending(self) -> None:
+        pass  # a waiting request is superseded by the next anyway; a running one runs out
+
     async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]:
         self._latest += 1
         ticket, version = self._latest, self._versions.get(uri)

@@ -37,6 +37,9 @@ class SpanTiming:
     # the end of the rest); answers are then not awaited. None: each key is sent as soon as
     # the previous answer arrived.
     delays_ms: tuple[float, ...] | None = None
+    # $/cancelRequest for the request not answered yet as the next one goes out (VS Code's
+    # client with the provider's token, our Neovim plugin, most others do).
+    cancels: bool = False
 
     @property
     def awaited(self) -> bool:
@@ -96,6 +99,8 @@ async def type_span(
         text = ep.text_after(ks.typed)
         version += 1
         session.insert(uri, version, before, ks.text)
+        if timing.cancels:
+            session.cancel_pending()
         request = _ask(session, uri, text, ks.offset, version)
         if timing.awaited:
             answered.append(await request)
@@ -208,6 +213,8 @@ async def type_with_tab(
             key = keys.get(k, ep.typed[k])
             session.insert(uri, version, where, key)
             accepted, k = 0, k + len(key)
+        if timing.cancels:
+            session.cancel_pending()
         request = _ask(session, uri, ep.text_after(k), ep.start_offset + k, version)
         made.append((asyncio.create_task(request), accepted, k))
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))

@@ -369,8 +369,9 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
             "initializationOptions, LSP_COMPLETE_NO_DAEMON=1, a fresh server and an "
             "empty KV cache folder per scenario, the replayed files' project folders as the "
             "workspace.",
-            "Clients: generic = didOpen/didChange/inlineCompletion only; ours = also "
-            "lsp-complete/didMoveCursor when a span starts.",
+            "Clients: generic = didOpen/didChange/inlineCompletion only; cancelling = also "
+            "$/cancelRequest for the request not answered yet as the next goes out (VS Code's "
+            "client); ours = that and lsp-complete/didMoveCursor when a span starts.",
             "Stateless baselines (psm, psm-lcp) answer in this process, one request at a time, "
             "a waiting one superseded by a newer one; they hear of the cursor only with a "
             "request; their peak RSS is this process's: the harness (~100 MiB) and every "

@@ -1,12 +1,14 @@
 """The scenarios: how the user's client talks and how the user types, each reported apart.
 
 Clients: `generic` sends only didOpen / didChange / inlineCompletion, as most Neovim, Helix and
-Emacs setups do (the default); `ours` also says where the cursor rests when a span starts
-(lsp-complete/didMoveCursor, as the VS Code extension and the Neovim plugin do).
+Emacs setups do (the default); `cancelling` also cancels the request not answered yet as it
+sends the next ($/cancelRequest, as VS Code's languageclient does with the provider's token);
+`ours` does that and also says where the cursor rests when a span starts
+(lsp-complete/didMoveCursor), as the VS Code extension and the Neovim plugin do.
 
 Each scenario's timing or work is ABOUT's entry; the report says it for the scenarios run.
 
-A typing scenario is named `timing` (generic client) or `ours:timing`.
+A typing scenario is named `timing` (generic client), `cancelling:timing` or `ours:timing`.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ ABOUT = {
                        "before typing)",
 }
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
-CLIENTS = ("generic", "ours")
+CLIENTS = ("generic", "cancelling", "ours")
 CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
 OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "he-multi", "large-file",
                   *CROSSFILE_SCENARIOS)
@@ -151,8 +153,8 @@ class Scenario:
 
 
 def parse(text: str) -> list[Scenario]:
-    """`--scenarios`: a comma list of DEFAULT's names (a typing timing may carry `generic:` or
-    `ours:` in front). Raises ValueError naming what is unknown."""
+    """`--scenarios`: a comma list of DEFAULT's names (a typing timing may carry `generic:`,
+    `cancelling:` or `ours:` in front). Raises ValueError naming what is unknown."""
     scenarios: list[Scenario] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -179,7 +181,8 @@ def _one(item: str) -> Scenario:
     client = client or "generic"
     if client not in CLIENTS or timing not in TIMINGS:
         raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
-                         f"(optionally ours:TIMING) or {', '.join(OPEN_SCENARIOS)}")
+                         "(optionally cancelling:TIMING or ours:TIMING) or "
+                         f"{', '.join(OPEN_SCENARIOS)}")
     name = timing if client == "generic" else f"{client}:{timing}"
     pause_s = MOVED_PAUSE_S if timing == "moved-pause" else 0.0
     return Scenario(name, "typing", client=client, timing=timing, pause_s=pause_s)
@@ -200,17 +203,19 @@ def think_intervals(n: int, rng: random.Random) -> list[float]:
 def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> SpanTiming:
     """How `ep` is typed in `scenario`: the same for both versions (think intervals are
     seeded by the span)."""
-    cursor = scenario.client == "ours"
+    cursor, cancels = scenario.client == "ours", scenario.client != "generic"
     rest = REST_MS[scenario.timing]
     n = len(ep.keystrokes)
     if scenario.timing in ("think", "busy", "saved"):  # the same intervals as think
         rng = random.Random(f"think:{seed}:{ep.name}")
-        return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]))
+        return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]),
+                          cancels)
     if scenario.timing == "paced":
-        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n])
-    return SpanTiming(cursor, rest)
+        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n], cancels)
+    return SpanTiming(cursor, rest, cancels=cancels)
 
 
 def about(name: str) -> str:
-    """What scenario `name` does (a typing one's timing; `ours:` sends the cursor too)."""
+    """What scenario `name` does (a typing one's timing; `cancelling:` cancels the request
+    not answered yet, `ours:` that and sends the cursor too)."""
     return ABOUT[name.rpartition(":")[2]]
