@@ -98,6 +98,33 @@ async def test_typing_ahead_answers_without_calling_the_model(tiny_model_path: P
         await c.shutdown_session()
 
 
+async def _writing(client, uri: str, msg_id: str) -> asyncio.Future:
+    """The request at (LINE, 8), sent now, once the model is part-way through writing it."""
+    generated = (await status(client))["engineCounters"]["tokens_generated"]
+    pending = asyncio.ensure_future(  # sent now, not when awaited
+        client.protocol.send_request_async(
+            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id=msg_id
+        )
+    )
+    for _ in range(500):
+        counters = (await status(client))["engineCounters"]
+        if counters["tokens_generated"] > generated:
+            return pending
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the model never started writing: {counters}")
+
+
+async def _no_more_work(client) -> dict:
+    """Nothing runs on after a cancel: no more tokens encoded or generated. The counters."""
+    await asyncio.sleep(0.1)
+    first = (await status(client))["engineCounters"]
+    await asyncio.sleep(0.5)
+    second = (await status(client))["engineCounters"]
+    assert first["tokens_generated"] == second["tokens_generated"]
+    assert first["tokens_encoded"] == second["tokens_encoded"]
+    return second
+
+
 async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Path) -> None:
     uri = "file:///work/cancelled.py"
     open_doc(slow_client, uri, SOURCE)
@@ -115,13 +142,7 @@ async def test_cancel_request_stops_model_work(slow_client, tiny_model_path: Pat
         raise
     except Exception as exc:
         assert "cancel" in str(exc).lower()
-    await asyncio.sleep(0.1)
-    first = (await status(slow_client))["engineCounters"]
-    await asyncio.sleep(0.5)
-    second = (await status(slow_client))["engineCounters"]
-    # Nothing runs on after the cancel: no more tokens encoded or generated.
-    assert first["tokens_generated"] == second["tokens_generated"]
-    assert first["tokens_encoded"] == second["tokens_encoded"]
+    second = await _no_more_work(slow_client)
     assert second["max_tokens_after_cancel"] <= 256
 
     # And the server is consistent: the next answer equals a fresh server's.
@@ -141,27 +162,12 @@ async def test_a_cancelled_request_typed_on_with_other_text_stops(slow_client) -
     uri = "file:///work/other.py"
     open_doc(slow_client, uri, SOURCE)
     await asyncio.sleep(0.3)
-    pending = asyncio.ensure_future(  # sent now, not when awaited
-        slow_client.protocol.send_request_async(
-            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="other"
-        )
-    )
-    generated = (await status(slow_client))["engineCounters"]["tokens_generated"]
-    for _ in range(500):  # until the model is part-way through writing
-        counters = (await status(slow_client))["engineCounters"]
-        if counters["tokens_generated"] > generated:
-            break
-        await asyncio.sleep(0.01)
+    pending = await _writing(slow_client, uri, "other")
     insert(slow_client, uri, 2, LINE, 8, "zq@")  # not what it writes
     slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="other"))
     with pytest.raises(Exception, match="(?i)cancel"):
         await asyncio.wait_for(pending, 10)
-    await asyncio.sleep(0.1)
-    first = (await status(slow_client))["engineCounters"]
-    await asyncio.sleep(0.5)
-    second = (await status(slow_client))["engineCounters"]
-    assert first["tokens_generated"] == second["tokens_generated"]
-    assert first["tokens_encoded"] == second["tokens_encoded"]
+    await _no_more_work(slow_client)
 
 
 @pytest.mark.parametrize("cancels", [False, True], ids=["keeps", "cancels"])
@@ -183,19 +189,7 @@ async def test_a_keystroke_matching_the_text_being_written_joins_it(
     open_doc(slow_client, uri, SOURCE)
     await asyncio.sleep(0.3)
     calls = (await status(slow_client))["engineCounters"]["calls"]
-    first = asyncio.ensure_future(  # sent now, not when awaited
-        slow_client.protocol.send_request_async(
-            "textDocument/inlineCompletion", inline_params(uri, LINE, 8), msg_id="first"
-        )
-    )
-    generated = (await status(slow_client))["engineCounters"]["tokens_generated"]
-    for _ in range(500):  # until the model is part-way through writing `expected`
-        counters = (await status(slow_client))["engineCounters"]
-        if counters["tokens_generated"] > generated:
-            break
-        await asyncio.sleep(0.01)
-    else:
-        raise AssertionError(f"the model never started writing: {counters}")
+    first = await _writing(slow_client, uri, "first")  # part-way through `expected`
     insert(slow_client, uri, 2, LINE, 8, expected[0])
     if cancels:
         slow_client.protocol.notify("$/cancelRequest", types.CancelParams(id="first"))
