@@ -241,8 +241,10 @@ class Suggester:
         the request of the key before when they send the next one (VS Code's, Neovim's
         plugins'): where the document was typed on with what the model is writing, the next
         key's request will wait for it (`_join_inflight`), so the work goes on; else it
-        stops, and a cancelled request does no further work."""
-        if inflight.job is not None and not inflight.wanted_after(file.doc.text):
+        stops, and a cancelled request does no further work (a closed file's too)."""
+        if inflight.job is None:
+            return
+        if self._files.get(file.doc.uri) is not file or not inflight.wanted_after(file.doc.text):
             self._scheduler.cancel(inflight.job, hard=False)
 
     async def _after_item(self, uri: str, file: OpenFile, position: types.Position,
