@@ -3,15 +3,30 @@ cancels its previous inline request when it sends the next ($/cancelRequest, as 
 languageclient does with the provider's token) or one that does not. Per key: was the answer
 non-empty and fresh (arrived before the next key), and was its first line the rest of the line.
 Usage: cancelling.py cancel|keep INTERVAL_S MODEL PYTHON|'' FILE:LINE..."""
-import asyncio, sys, time
+import asyncio
+import os
+import sys
+import time
 from collections import Counter
 from pathlib import Path
-from pytest_lsp.client import make_test_lsp_client
-from lsp_complete.testing.lsp_client import (launch, initialize_params, client_capabilities,
-    wait_for_state, open_doc, replace, status, replace_all, wait_idle, inline_params,
-    suggestion_from_answer)
+
 from lsprotocol import types
 from lsprotocol.types import Position, Range
+from pytest_lsp.client import make_test_lsp_client
+
+from lsp_complete.testing.lsp_client import (
+    client_capabilities,
+    initialize_params,
+    inline_params,
+    launch,
+    open_doc,
+    replace,
+    replace_all,
+    status,
+    suggestion_from_answer,
+    wait_for_state,
+    wait_idle,
+)
 
 LANG = {"py": "python", "js": "javascript", "ts": "typescript", "go": "go", "rs": "rust",
         "c": "c", "cpp": "cpp", "java": "java"}
@@ -19,23 +34,26 @@ mode, interval, model, python = sys.argv[1], float(sys.argv[2]), sys.argv[3], sy
 
 async def main():
     client = make_test_lsp_client()
-    import os
     await launch(client, model, env={**os.environ, "LSP_COMPLETE_NO_DAEMON": "1"}, python=python)
     await client.initialize_session(initialize_params({"threads": 2, "contextSize": 4096},
                                                       client_capabilities()))
     await wait_for_state(client, ("ready", "error"))
     got = Counter()
     msg = 0
-    t_start = time.process_time()
     for spec in sys.argv[5:]:
-        path, line_no = spec.split(":"); line_no = int(line_no)
-        text = Path(path).read_text(); lines = text.split("\n")
+        path, number = spec.split(":")
+        line_no = int(number)
+        text = Path(path).read_text()
+        lines = text.split("\n")
         uri = "file://" + path
         open_doc(client, uri, text, language=LANG[path.rsplit(".", 1)[1]])
         await wait_idle(client, 120)
-        line = lines[line_no]; indent = len(line) - len(line.lstrip()); body = line[indent:]
+        line = lines[line_no]
+        indent = len(line) - len(line.lstrip())
+        body = line[indent:]
         version = 2
-        replace_all(client, uri, version, "\n".join(lines[:line_no] + [line[:indent]] + lines[line_no + 1:]))
+        deleted = lines[:line_no] + [line[:indent]] + lines[line_no + 1:]
+        replace_all(client, uri, version, "\n".join(deleted))
         await wait_idle(client, 120)
         sent, futs = [], []
         for k, ch in enumerate(body):
@@ -46,14 +64,16 @@ async def main():
                 client.protocol.notify("$/cancelRequest", types.CancelParams(id=futs[-1][0]))
             msg += 1
             mid = f"r{msg}"
+            params = inline_params(uri, line_no, indent + k + 1)
             fut = asyncio.ensure_future(client.protocol.send_request_async(
-                "textDocument/inlineCompletion", inline_params(uri, line_no, indent + k + 1), msg_id=mid))
+                "textDocument/inlineCompletion", params, msg_id=mid))
             done_at = {}
             fut.add_done_callback(lambda f, d=done_at: d.setdefault("t", time.perf_counter()))
-            sent.append(time.perf_counter()); futs.append((mid, fut, done_at))
+            sent.append(time.perf_counter())
+            futs.append((mid, fut, done_at))
             await asyncio.sleep(interval)
         await asyncio.gather(*(f for _, f, _ in futs), return_exceptions=True)
-        for k, (mid, f, d) in enumerate(futs):
+        for k, (_, f, d) in enumerate(futs):
             got["keys"] += 1
             if f.exception() is not None:
                 got["cancelled"] += 1
@@ -69,8 +89,9 @@ async def main():
             got["fresh_right" if fresh and right else "x"] += 1
         await asyncio.sleep(1.0)
     st = await status(client)
-    print(mode, dict(got), {k: st["counters"].get(k) for k in ("joined", "typeahead", "superseded")},
-          {k: st["engineCounters"][k] for k in ("calls", "tokens_generated", "tokens_encoded")}, flush=True)
+    counters = {k: st["counters"].get(k) for k in ("joined", "typeahead", "superseded")}
+    engine = {k: st["engineCounters"][k] for k in ("calls", "tokens_generated", "tokens_encoded")}
+    print(mode, dict(got), counters, engine, flush=True)
     await client.shutdown_session()
 
 asyncio.run(main())
