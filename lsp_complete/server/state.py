@@ -74,10 +74,8 @@ class InFlight(LoopOwned):
     def wanted_after(self, text: str) -> bool:
         """Its request was cancelled, but the document (now `text`) was typed on with what it
         is writing: the request that the keystroke brings will wait for it (`joinable`)."""
-        if self.job is None or self.job.future.done():
-            return False
         typed = self.typed_into(text)
-        return bool(typed) and self.partial.startswith(typed or "")
+        return typed is not None and self.joinable(self.before + typed, self.after)
 
     def joinable(self, before: str, after: str) -> bool:
         """The model is already writing exactly what the user typed since it was asked: the
