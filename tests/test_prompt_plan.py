@@ -32,6 +32,7 @@ from lsp_complete.pipeline.planner import (
     after_repository_change,
     cold_budget,
     encode,
+    wants_line_block,
     with_repo,
 )
 from lsp_complete.pipeline.prepare import Prepared
@@ -181,6 +182,32 @@ def test_a_repository_block_goes_into_the_full_context_only() -> None:
     given = with_repo(prepared, block)
     assert given.ctx.repo is block
     assert given.cold_ctx is not None and given.cold_ctx.repo is None
+
+
+def test_a_cold_block_goes_into_the_small_windows_too() -> None:
+    """What the cursor's line names, built for a file asked before it has a block, is in its
+    small first prompt; the next block (idle work's) leaves them again."""
+    prepared = at_spot()
+    line = RepoContext("w", "m.py", (RepoFile("b.py", "def f(x): ...\n", "line"),), cold=True)
+    given = with_repo(prepared, line)
+    assert given.ctx.repo is line and given.cold_ctx is not None and given.cold_ctx.repo is line
+    whole = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    after = with_repo(given, whole)
+    assert after.ctx.repo is whole and after.cold_ctx is not None and after.cold_ctx.repo is None
+
+
+@pytest.mark.parametrize(("answers", "active", "wanted"), [
+    (0, False, True),  # asked at open, or after a pause with no keystroke
+    (0, True, False),  # it has a block already
+    (1, False, False),  # answered once: idle work brings the whole block, and a block that
+    # appeared while the user types would re-encode the whole prompt
+])
+def test_a_line_block_only_before_the_files_first_answer(answers, active, wanted) -> None:
+    file = FilePlan()
+    for _ in range(answers):
+        after_answer(file, False)
+    block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
+    assert wants_line_block(file, block if active else None) is wanted
 
 
 # ---------------------------------------------------------------- what follows each event

@@ -22,6 +22,7 @@ from lsp_complete.context.repo import (
     _render_entry,
     build_repo_context,
     document_imports,
+    line_definitions,
     repo_request,
 )
 from lsp_complete.context.similar import OpenText
@@ -401,6 +402,43 @@ def test_what_the_cursor_line_calls_is_shown_whole_and_only_that_changes_it(
     assert block_at("    y = 2", called) is called
 
 
+def test_the_lines_definitions_are_what_it_names_and_only_that(tmp_path: Path) -> None:
+    """`line_definitions`: a file asked before it has a block gets the definitions its line
+    names from the files it imports, whole, and nothing else (None when it names none)."""
+    def members(name: str) -> str:
+        return "".join(f"    def {name}_{i}(self, value_{i}): ...\n" for i in range(12))
+
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/big.py": f"class Big:\n{members('big')}\n\nclass Other:\n{members('other')}\n"
+                      "\n\ndef unrelated(a, b):\n    return a\n",
+        "pkg/util.py": "LIMIT = 3\n\n\ndef clamp(value, low=0):\n    return max(value, low)\n",
+        "pkg/a.py": "from .big import Big, Other\nfrom . import util\n\n\ndef f(x):\n"
+                    "    y = 1\n    return x\n",
+    })
+    ws, a = workspace(tmp_path), tmp_path / "pkg/a.py"
+    text = a.read_text()
+
+    def line_block(line_text: str) -> RepoContext | None:
+        typed = text.replace("    y = 1\n", line_text + "\n")
+        doc = Document(a.as_uri(), "python", 2, typed)
+        request = repo_request(doc, typed.index(line_text) + len(line_text), 192)
+        assert request is not None
+        return line_definitions(request, ws)
+
+    assert line_block("    y = 1") is None
+    assert line_block("    y = compute(x)") is None  # names nothing the imports define
+    called = line_block("    y = Other.")
+    assert called is not None and called.cold
+    shown = block_text(called)
+    assert "class Other:" in shown and "def other_11(self, value_11)" in shown
+    assert "class Big" not in shown and "unrelated" not in shown and "util" not in shown
+    assert {f.source for f in called.files} == {"line"}
+    # A module named on the line (`util.`): its top-level definitions.
+    module = block_text(line_block("    y = util."))
+    assert "def clamp(value, low=0)" in module and "LIMIT" in module and "Other" not in module
+
+
 def test_similar_code_from_other_open_files(tmp_path: Path) -> None:
     shared = "".join(f"    record_{i} = parse_record(stream, schema_{i}, strict=True)\n"
                      for i in range(8))
@@ -617,6 +655,37 @@ async def test_typing_never_changes_the_repository_segment_an_import_edit_does(
     assert segment != first and "c.py" in harness.server.model.completer.engine.detokenize(
         segment)
     assert encoded <= 8, encoded
+
+
+async def test_a_file_asked_at_open_gets_what_its_line_names_then_its_whole_block(
+    harness: Harness, project: Path
+) -> None:
+    """Asked at open, before any answer (a generic client asks at once, or after a pause
+    with no keystroke): the definitions the cursor's line names are built for that first
+    prompt, small as it is; after the answer, idle work brings the file's whole block."""
+    text = A_TEXT.replace("    \n", "    value = helper(\n")
+    await harness.start(project)
+    uri = harness.open(project / "pkg/a.py", text)
+    await harness.suggest(uri, 5, len("    value = helper("))
+    detokenize = harness.server.model.completer.engine.detokenize
+    first_prompt = detokenize(harness.requests[0][0])
+    assert "def helper(x, y=2):" in first_prompt and "class Thing" not in first_prompt
+    assert harness.server.repo.describe(uri)["sources"] == ["line"]
+    assert await until(
+        lambda: (harness.server.repo.describe(uri) or {}).get("sources") == ["definitions"], 30)
+    assert "class Thing" in block_text(harness.block(uri))
+
+
+async def test_a_line_naming_nothing_imported_gets_no_block_at_open(
+    harness: Harness, project: Path
+) -> None:
+    await harness.start(project)
+    uri = harness.open(project / "pkg/a.py", A_TEXT)
+    await harness.suggest(uri, 4, len("    value = 1"))
+    assert "def helper" not in harness.server.model.completer.engine.detokenize(
+        harness.requests[0][0])
+    described = harness.server.repo.describe(uri)
+    assert described is None or described["sources"] == ["definitions"]  # (idle work's)
 
 
 async def test_deleted_and_renamed_files_drop_out(harness: Harness, project: Path) -> None:

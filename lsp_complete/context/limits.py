@@ -23,7 +23,7 @@ class RepoFile:
 
     path: str  # relative to the workspace root, '/'-separated
     text: str
-    source: str  # "definitions" | "similar"
+    source: str  # "definitions" | "similar" | "line" (what the cursor's line names)
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class RepoContext:
     current_path: str  # the current file, relative to the root
     files: tuple[RepoFile, ...]
     state: object = field(default=None, compare=False, repr=False)
+    # Made for a file's small first prompts too (`repo.line_definitions`): the others are
+    # shown in the full-context prompt only.
+    cold: bool = False
 
 
 @dataclass(frozen=True)

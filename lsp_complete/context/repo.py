@@ -48,6 +48,9 @@ CHARS_PER_TOKEN = 3.5
 SIMILAR_SHARE = 0.25
 QUERY_LINES = 60  # lines before the cursor compared with the windows
 NEAR_LINES = 12  # lines before the cursor whose names come first in the definitions
+# What the cursor's line names, built on demand for a file asked before it has a block
+# (`line_definitions`): this many tokens at most, paid by its first prompt.
+LINE_BLOCK_TOKENS = 192
 _USED_CHARS = 512 * 1024  # identifiers of the file are looked for in this much of it
 
 
@@ -181,9 +184,10 @@ def _render_entry(entry: OutlineEntry, members: set[int]) -> str:
     return entry.text + entry.opener + "\n" + "\n".join(shown) + entry.closer
 
 
-def _choose(targets: list[_Target], focus: _Focus, budget: int) -> dict[int, int]:
-    """Pick entries and members within `budget` characters, best tier first; returns the
-    best tier chosen from each target (by its index)."""
+def _choose(targets: list[_Target], focus: _Focus, budget: int,
+            worst_tier: int = _LAST_TIER) -> dict[int, int]:
+    """Pick entries and members within `budget` characters, best tier first, none of a tier
+    worse than `worst_tier`; returns the best tier chosen from each target (by its index)."""
     # tier, target rank, line, entry, member; a target named near the cursor (`b.` of
     # `from . import b`, or a name taken from it) ranks first within a tier.
     units: list[tuple[int, int, int, int, int]] = []
@@ -199,6 +203,8 @@ def _choose(targets: list[_Target], focus: _Focus, budget: int) -> dict[int, int
     units.sort()
     best: dict[int, int] = {}
     for tier, _order, _line, key, m_index in units:
+        if tier > worst_tier:
+            break
         target, e_index = targets[key // 100_000], key % 100_000
         entry = target.outline.entries[e_index]
         chosen = target.chosen.get(e_index)
@@ -277,6 +283,37 @@ def _targets(request: RepoRequest, workspace: Workspace,
                                            cancelled):
                     add(ImportTarget(hop.path, hop.names, hop.aliases))
     return targets
+
+
+def line_definitions(request: RepoRequest, workspace: Workspace,
+                     cancelled: Callable[[], bool] = lambda: False) -> RepoContext | None:
+    """The definitions of what the cursor's line names from the files it imports, whole
+    (`Thing(` or `Thing.`: Thing with its members; `b.` of `from . import b`: b's top-level
+    definitions), within the request's budget; None when the line names nothing they define.
+
+    A small block built on demand for a file asked before it has a block of its own (at open,
+    or after a pause with no keystroke: idle work builds the whole block only after an
+    answer). It is `cold`: the small first prompts carry it too."""
+    source_root = workspace.root_of(request.path)
+    if source_root is None or request.budget_tokens <= 0 or not request.line:
+        return None
+    targets = _targets(request, workspace, cancelled)
+    called = {n for t in targets for n in t.outline.defined}
+    called |= {a for t in targets if not t.names for a in t.aliases}
+    wanted = request.line & called
+    if not wanted or cancelled():
+        return None
+    best = _choose(targets, _Focus(wanted, frozenset(), frozenset()),
+                   int(request.budget_tokens * CHARS_PER_TOKEN), worst_tier=1)
+    files = tuple(RepoFile(targets[i].source.relative, _render_target(targets[i]), "line")
+                  for i in sorted(best, key=lambda i: -targets[i].order))
+    if not files:
+        return None
+    try:
+        current = request.path.resolve().relative_to(source_root).as_posix()
+    except ValueError:
+        current = request.path.name
+    return RepoContext(name=source_root.name, current_path=current, files=files, cold=True)
 
 
 def build_repo_context(request: RepoRequest, workspace: Workspace,

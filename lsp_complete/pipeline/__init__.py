@@ -32,6 +32,7 @@ from lsp_complete.pipeline.planner import (
     after_open,
     after_repository_change,
     cold_budget,
+    wants_line_block,
     with_repo,
 )
 from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
@@ -57,5 +58,6 @@ __all__ = [
     "load_completer",
     "prepare",
     "prepare_head",
+    "wants_line_block",
     "with_repo",
 ]

@@ -74,6 +74,7 @@ class FilePlan:
     """What the planner remembers of one open file (its owner keeps it, from open to close)."""
 
     small_answers: int = 0  # model answers from a smaller prompt than the full one
+    answers: int = 0  # model answers
 
 
 def after_open() -> list[IdleStep]:
@@ -92,6 +93,7 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
     short middle (also when the anchor is there already: a file that started with the cold
     prompt gets its full context; a no-op when cached)."""
     steps: list[IdleStep] = []
+    file.answers += 1
     if not full_prompt:
         file.small_answers += 1
         if file.small_answers >= 2:
@@ -147,10 +149,25 @@ def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
     """The same suggestion with another repository block, in its full context only: the
     smaller windows (`cold_ctx`, which `prepare` builds without a block) keep none, so the
     first suggestion in a newly opened file does not wait for hundreds of tokens of other
-    files; the full prompt, built aside in idle time, has them."""
+    files; the full prompt, built aside in idle time, has them. A `cold` block (just what
+    the cursor's line names, `wants_line_block`) is in the smaller windows too."""
     if prepared.ctx.repo is repo:
         return prepared
-    return dataclasses.replace(prepared, ctx=dataclasses.replace(prepared.ctx, repo=repo))
+    cold_ctx = prepared.cold_ctx
+    if cold_ctx is not None:
+        cold_ctx = dataclasses.replace(cold_ctx, repo=repo if repo is not None and repo.cold
+                                       else None)
+    return dataclasses.replace(prepared, ctx=dataclasses.replace(prepared.ctx, repo=repo),
+                               cold_ctx=cold_ctx)
+
+
+def wants_line_block(file: FilePlan, active: RepoContext | None) -> bool:
+    """A request in a file the model has not answered yet, which has no repository block (a
+    file asked at open, or after a pause with no keystroke: idle work builds the block only
+    after an answer): its line's definitions are built for it on demand (`cold`, so its small
+    first prompt carries them). Not later: a block that appears while the user types
+    re-encodes the whole prompt, and idle work brings the whole block after the answer."""
+    return active is None and file.answers == 0
 
 
 @dataclass(frozen=True)

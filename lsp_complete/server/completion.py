@@ -17,7 +17,14 @@ from lsprotocol import types
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
-from lsp_complete.pipeline import Completer, Completion, block_wanted, prepare, with_repo
+from lsp_complete.pipeline import (
+    Completer,
+    Completion,
+    block_wanted,
+    prepare,
+    wants_line_block,
+    with_repo,
+)
 from lsp_complete.postprocess import clean_completion
 from lsp_complete.scheduler import Job
 from lsp_complete.server.files import Answered, OpenFiles
@@ -204,6 +211,9 @@ class Suggester:
         state.anchor = prepared.ctx.anchor
         inflight = InFlight(before=before, after=after)
         repo = self._repo
+        active_now = file.repo.repo if file.repo is not None else None
+        line_request = (repo.line_request(doc, cursor)
+                        if wants_line_block(state.plan, active_now) else None)
 
         def run(cancel: CancelToken) -> Completion:
             def progress(text: str) -> None:
@@ -211,8 +221,11 @@ class Suggester:
 
             # The file's repository block is read here, on the worker, where idle work
             # switches it: it always matches what that work left in the cache.
-            completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel,
-                                       progress)
+            active = repo.active_for(uri)
+            if line_request is not None:
+                active = repo.line_block(file, line_request, cancel, lambda block: (
+                    completer.build_prompt(with_repo(prepared, block).ctx).repo_tokens))
+            completion = completer.run(with_repo(prepared, active), cancel, progress)
             if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file

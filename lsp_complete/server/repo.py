@@ -29,7 +29,13 @@ from lsprotocol import types
 
 from lsp_complete.config import Settings
 from lsp_complete.context.limits import RepoContext
-from lsp_complete.context.repo import RepoRequest, build_repo_context, repo_request
+from lsp_complete.context.repo import (
+    LINE_BLOCK_TOKENS,
+    RepoRequest,
+    build_repo_context,
+    line_definitions,
+    repo_request,
+)
 from lsp_complete.context.similar import OpenText
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
@@ -156,6 +162,13 @@ class RepoHost:
                   for uri in self._files if uri != doc.uri]
         return repo_request(doc, cursor, self.budget, others)
 
+    def line_request(self, doc: Document, cursor: int) -> RepoRequest | None:
+        """What the definitions the cursor's line names need (`line_block`), captured on the
+        loop (None: no repository context)."""
+        if self.budget <= 0 or not self.workspace.roots:
+            return None
+        return repo_request(doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
+
     def active_for(self, key: str) -> RepoContext | None:
         """The file's active block, the one its prompts use now (call on the worker)."""
         return self._active(key) if self.budget > 0 else None
@@ -179,6 +192,23 @@ class RepoHost:
         except (OSError, ValueError, RecursionError) as exc:  # a file changed under us
             log.debug("repository context for %s failed: %s", key, exc)
             return self._active(key)
+
+    def line_block(self, file: OpenFile, request: RepoRequest, cancel: CancelToken,
+                   tokens: Callable[[RepoContext], int]) -> RepoContext | None:
+        """On the worker, for a request the planner wants one for (`wants_line_block`): the
+        definitions the cursor's line names, made the file's active block (`tokens`: its
+        prompt tokens), unless the file has one now; the file's active block."""
+        if (active := self._active(file.uri)) is not None:
+            return active
+        try:
+            block = line_definitions(request, self.workspace, lambda: cancel.cancelled)
+        except (OSError, ValueError, RecursionError) as exc:  # a file changed under us
+            log.debug("the line's definitions for %s failed: %s", file.uri, exc)
+            return None
+        if block is None or cancel.cancelled:
+            return None
+        self.apply(file, Switch(block, tokens(block)))
+        return block
 
     def apply(self, file: OpenFile, switch: Switch | None) -> None:
         """Make a block active for `file`, as the prompt-cache policy decided (not when it was
