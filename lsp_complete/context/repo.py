@@ -13,6 +13,9 @@ Two sources, in priority order, each with its own share of the `repoContextToken
    window of each file whose identifiers overlap most (Jaccard) with the lines before the
    cursor; one per file, the best four above a threshold.
 
+A file asked before idle work built its block gets a small one on demand instead
+(`line_definitions`): the definitions its cursor's line names, and nothing else.
+
 The result (`RepoContext`, plain data) becomes the first, most stable segment of the prompt.
 Its KV discipline is what makes it cheap: `build_repo_context` keeps the previous block
 unchanged (the very same object) while the file's imports and the imported files' versions are
@@ -298,9 +301,7 @@ def line_definitions(request: RepoRequest, workspace: Workspace,
     if source_root is None or request.budget_tokens <= 0 or not request.line:
         return None
     targets = _targets(request, workspace, cancelled)
-    called = {n for t in targets for n in t.outline.defined}
-    called |= {a for t in targets if not t.names for a in t.aliases}
-    wanted = request.line & called
+    wanted = _named_on_line(request, targets)
     if not wanted or cancelled():
         return None
     best = _choose(targets, _Focus(wanted, frozenset(), frozenset()),
@@ -309,11 +310,23 @@ def line_definitions(request: RepoRequest, workspace: Workspace,
                   for i in sorted(best, key=lambda i: -targets[i].order))
     if not files:
         return None
+    return RepoContext(name=source_root.name, current_path=_relative(request.path, source_root),
+                       files=files, cold=True)
+
+
+def _named_on_line(request: RepoRequest, targets: list[_Target]) -> frozenset[str]:
+    """What the cursor's line names that the targets define (or a whole module's local name,
+    `b` of `b.`)."""
+    called = {n for t in targets for n in t.outline.defined}
+    called |= {a for t in targets if not t.names for a in t.aliases}
+    return request.line & called
+
+
+def _relative(path: Path, root: Path) -> str:
     try:
-        current = request.path.resolve().relative_to(source_root).as_posix()
+        return path.resolve().relative_to(root).as_posix()
     except ValueError:
-        current = request.path.name
-    return RepoContext(name=source_root.name, current_path=current, files=files, cold=True)
+        return path.name
 
 
 def build_repo_context(request: RepoRequest, workspace: Workspace,
@@ -342,10 +355,7 @@ def build_repo_context(request: RepoRequest, workspace: Workspace,
     # while typing on).
     key = (request.imports, request.budget_tokens,
            tuple((t.source.path, t.source.version) for t in targets))
-    # Names the targets define, and the local names of whole modules (`b` of `b.`).
-    called = {n for t in targets for n in t.outline.defined}
-    called |= {a for t in targets if not t.names for a in t.aliases}
-    wanted = request.line & called
+    wanted = _named_on_line(request, targets)
     if key == state.definitions_key and wanted <= state.complete:
         definitions, complete = state.definitions, state.complete
     else:
@@ -373,13 +383,9 @@ def build_repo_context(request: RepoRequest, workspace: Workspace,
     files = (*definitions, *similar)
     if not files:
         return None
-    try:
-        current = request.path.resolve().relative_to(source_root).as_posix()
-    except ValueError:
-        current = request.path.name
     made = RepoContext(
         name=source_root.name,
-        current_path=current,
+        current_path=_relative(request.path, source_root),
         files=files,
         state=RepoState(key, definitions, complete, tuple(picks)),
     )
