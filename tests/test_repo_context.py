@@ -439,6 +439,29 @@ def test_the_lines_definitions_are_what_it_names_and_only_that(tmp_path: Path) -
     assert "def clamp(value, low=0)" in module and "LIMIT" in module and "Other" not in module
 
 
+def test_a_required_module_is_named_by_what_it_is_bound_to(tmp_path: Path) -> None:
+    """CommonJS (and what TypeScript compiles to): `const m = require('./m')` binds the whole
+    module to `m`, as `import * as m` does, so a line naming `m.` gets m's definitions;
+    `const {a, b: c} = require(...)` binds names."""
+    text = ("const m = require('./m');\n"
+            "const d = __importDefault(require('./d'));\n"
+            "const { parse, format: show } = require('./n');\n"
+            "require('./side-effect');\n"
+            "function f(x) {\n    return m.\n}\n")
+    write(tmp_path, {"a.js": text, "m.js": "class Widget {\n  constructor(size) {}\n}\n"
+                     "exports.Widget = Widget;\n", "d.js": "", "n.js": "",
+                     "side-effect.js": ""})
+    doc = doc_of(tmp_path / "a.js", "javascript")
+    refs = {r.module: (r.names, r.aliases) for r in document_imports(doc)}
+    assert refs == {"./m": ((), ("m",)), "./d": ((), ("d",)),
+                    "./n": (("parse", "format"), ("parse", "show")), "./side-effect": ((), ())}
+    request = repo_request(doc, text.index("m.\n") + 2, 192)
+    assert request is not None
+    block = line_definitions(request, workspace(tmp_path))
+    assert block is not None and "class Widget" in block_text(block)
+    assert "constructor(size)" in block_text(block)
+
+
 def test_similar_code_from_other_open_files(tmp_path: Path) -> None:
     shared = "".join(f"    record_{i} = parse_record(stream, schema_{i}, strict=True)\n"
                      for i in range(8))

@@ -9,7 +9,8 @@ files) which files those imports name, per language:
 
 * Python: `import a.b`, `from a.b import c`, relative imports (`from ..x import y`), packages
   (`__init__.py`, and `from pkg import submodule`);
-* JavaScript / TypeScript: relative `import ... from './x'`, `export ... from`, `require('./x')`,
+* JavaScript / TypeScript: relative `import ... from './x'`, `export ... from`, `require('./x')`
+  (with the name it is bound to: `const m = require('./x')` names the module `m`),
   with the usual extensions and `index` files (and `./x.js` meaning `./x.ts`);
 * Go: the other files of the same package, and imported packages inside the workspace's module
   (go.mod's `module` path);
@@ -157,7 +158,8 @@ def _javascript(node: tree_sitter.Node, text: Text) -> Iterator[ImportRef]:
         args = node.child_by_field_name("arguments")
         source = args.named_children[0] if args is not None and args.named_children else None
         if source is not None and source.type == "string":
-            yield ImportRef("path", _string_value(source, text))
+            bound, local = _required_as(node, text)
+            yield ImportRef("path", _string_value(source, text), bound, local)
         return
     source = node.child_by_field_name("source")
     if source is None:
@@ -179,6 +181,38 @@ def _javascript(node: tree_sitter.Node, text: Text) -> Iterator[ImportRef]:
                 ident = next((c for c in child.named_children if c.type == "identifier"), None)
                 aliases.append(_node_text(ident, text))
     yield ImportRef("path", _string_value(source, text), tuple(names), tuple(aliases))
+
+
+def _required_as(call: tree_sitter.Node, text: Text) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(names, aliases) a `require(...)` is bound to: `const m = require(...)` binds the whole
+    module to `m` (no names: `m.` names it, as `import * as m`), also through a wrapper call
+    (`__importDefault(require(...))`, what TypeScript compiles to) or `await`; `const {a, b: c}
+    = require(...)` binds names a and b, as a and c."""
+    node = call
+    while node.parent is not None and node.parent.type in (
+            "arguments", "call_expression", "await_expression", "parenthesized_expression"):
+        node = node.parent
+    declarator = node.parent
+    if declarator is None or declarator.type != "variable_declarator":
+        return (), ()
+    target = declarator.child_by_field_name("name")
+    if target is None:
+        return (), ()
+    if target.type == "identifier":
+        return (), (_node_text(target, text),)
+    names: list[str] = []
+    aliases: list[str] = []
+    if target.type == "object_pattern":
+        for part in target.named_children:
+            if part.type == "shorthand_property_identifier_pattern":
+                names.append(_node_text(part, text))
+                aliases.append(names[-1])
+            elif part.type == "pair_pattern":
+                value = part.child_by_field_name("value")
+                if value is not None and value.type == "identifier":
+                    names.append(_node_text(part.child_by_field_name("key"), text))
+                    aliases.append(_node_text(value, text))
+    return tuple(names), tuple(aliases)
 
 
 def _descendants(node: tree_sitter.Node, types: tuple[str, ...]) -> Iterator[tree_sitter.Node]:
