@@ -211,9 +211,8 @@ class Suggester:
         state.anchor = prepared.ctx.anchor
         inflight = InFlight(before=before, after=after)
         repo = self._repo
-        active_now = file.repo.repo if file.repo is not None else None
         line_request = (repo.line_request(doc, cursor)
-                        if wants_line_block(state.plan, active_now) else None)
+                        if wants_line_block(state.plan, repo.active_for(uri)) else None)
 
         def run(cancel: CancelToken) -> Completion:
             def progress(text: str) -> None:
@@ -221,10 +220,9 @@ class Suggester:
 
             # The file's repository block is read here, on the worker, where idle work
             # switches it: it always matches what that work left in the cache.
-            active = repo.active_for(uri)
-            if line_request is not None:
-                active = repo.line_block(file, line_request, cancel, lambda block: (
-                    completer.build_prompt(with_repo(prepared, block).ctx).repo_tokens))
+            active = repo.active_for(uri) if line_request is None else repo.line_block(
+                file, line_request, cancel,
+                lambda block: completer.build_prompt(with_repo(prepared, block).ctx).repo_tokens)
             completion = completer.run(with_repo(prepared, active), cancel, progress)
             if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this

@@ -170,7 +170,8 @@ class RepoHost:
         return repo_request(doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
 
     def active_for(self, key: str) -> RepoContext | None:
-        """The file's active block, the one its prompts use now (call on the worker)."""
+        """The file's active block, the one its prompts use now (on the worker, where it is
+        switched; on the loop it says only whether the file had one a moment ago)."""
         return self._active(key) if self.budget > 0 else None
 
     def _active(self, key: str) -> RepoContext | None:
