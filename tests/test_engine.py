@@ -134,6 +134,32 @@ def test_restore_from_disk_after_restart(tiny_model_path: Path, fresh, tmp_path:
         second.close()
 
 
+def test_restore_brings_back_a_saved_file_and_takes_no_room_for_others(
+    tiny_model_path: Path, fresh, tmp_path: Path
+) -> None:
+    """What an open does: a file saved on disk is back in memory before its first keystroke;
+    a file with nothing saved takes no sequence (it would evict another file's)."""
+    store_dir = tmp_path / "kv"
+    request = fim_request(fresh, "file:///saved.py", BEFORE * 3, TYPED[:20], SUFFIX_TEXT,
+                          max_tokens=8)
+    first = make_engine(tiny_model_path, kv_store=KVStore(store_dir), model_id="tiny")
+    first.complete(request, CancelToken())
+    saved = first.cached_tokens("file:///saved.py")
+    assert first.persist() == 1
+    first.close()
+
+    second = make_engine(tiny_model_path, kv_store=KVStore(store_dir), model_id="tiny")
+    try:
+        assert not second.restore("file:///never-asked.py")
+        assert second.describe()["sequences"] == []
+        assert second.restore("file:///saved.py")
+        assert second.cached_tokens("file:///saved.py") == saved
+        assert not second.restore("file:///saved.py")  # in memory already
+        assert second.counters.restored_from_disk == 1 and second.counters.tokens_encoded == 0
+    finally:
+        second.close()
+
+
 def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, fresh,
                                                         tmp_path: Path) -> None:
     store = KVStore(tmp_path / "kv")

@@ -38,8 +38,8 @@ class FakeCompleter:
         return Completion(text="ue + 1", raw="ue + 1", result=GenerationResult(text="ue + 1"),
                           prompt_tokens=1)
 
-    def warm_head(self, *_args: Any) -> int:
-        return 0
+    def restore(self, *_args: Any) -> bool:
+        return False
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],

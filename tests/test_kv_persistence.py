@@ -68,6 +68,31 @@ async def test_restart_restores_the_cache_from_disk(tiny_model_path: Path, tmp_p
     assert warm_text == cold_text
 
 
+async def test_an_open_encodes_nothing_and_brings_back_what_the_disk_holds(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """Many files are opened only to be read: an open costs no prompt tokens (it used to
+    encode the file's head at its top, which a request elsewhere shares nothing of). A file
+    whose cache was saved is back in memory before its first keystroke."""
+    await ask(tiny_model_path, tmp_path / "cache", settled=True)  # saved at shutdown
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(tmp_path / "cache")}
+    client = await start_server(tiny_model_path, {"maxTokens": 4}, env=env)
+    try:
+        loaded = (await wait_idle(client))["engineCounters"]
+        typed = SOURCE[: SOURCE.rindex("hel") + 3] + "x" + SOURCE[SOURCE.rindex("hel") + 3 :]
+        open_doc(client, "file:///work/read-only.py", SOURCE)
+        open_doc(client, "file:///work/persist.py", typed)
+        opened = (await wait_idle(client))["engineCounters"]
+        assert opened["tokens_encoded"] == loaded["tokens_encoded"], (loaded, opened)
+        assert opened["restored_from_disk"] == 1, opened
+        await inline(client, "file:///work/persist.py", LINE, COL + 1)
+        first = (await status(client))["recent"][-1]
+        assert first["encodedTokens"] <= 2, first  # the prompt restored at open
+        assert (await status(client))["engineCounters"]["restored_from_disk"] == 1
+    finally:
+        await client.shutdown_session()
+
+
 async def test_a_corrupt_cache_is_discarded_not_trusted(tiny_model_path: Path, tmp_path: Path):
     cold_text, _ = await ask(tiny_model_path, tmp_path / "cache")
     # Flip a byte in the middle of every stored entry (the llama.cpp state).

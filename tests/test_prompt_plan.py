@@ -161,21 +161,6 @@ def test_the_cold_budget_is_what_prefills_in_half_a_second_within_bounds(rate, b
     assert cold_budget(rate) == budget
 
 
-@pytest.mark.parametrize("with_block", [False, True])
-def test_a_newly_opened_file_encodes_its_head_after_its_repository_block(with_block) -> None:
-    """With a block, the first segment is the block alone: the head comes after it. Only
-    where it extends what the file holds (a sequence restored from disk is kept)."""
-    engine = FakeEngine()
-    prepared = at_spot()
-    block = RepoContext("w", "m.py", (RepoFile("b.py", "def helper():\n    pass\n",
-                                               "definitions"),))
-    active = block if with_block else None
-    plan = policy(engine).plan_head(KEY, prepared.ctx, active)
-    expected = build(dataclasses.replace(prepared.ctx, repo=active))
-    assert plan == Encode(KEY, expected.segments[: expected.head_segments], extend_only=True)
-    assert [ord(c) for c in prepared.ctx.head] == plan.segments[-1]
-
-
 def test_a_repository_block_goes_into_the_full_context_only() -> None:
     prepared = at_spot()
     block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
@@ -213,8 +198,8 @@ def test_a_line_block_only_before_the_files_first_answer(answers, active, wanted
 # ---------------------------------------------------------------- what follows each event
 
 
-def test_a_newly_opened_file_encodes_its_head_at_once() -> None:
-    assert after_open() == [IdleStep("head")]
+def test_a_newly_opened_file_encodes_nothing_and_restores_its_saved_cache_at_once() -> None:
+    assert after_open() == [IdleStep("restore")]
 
 
 # Answers in a row (from the full prompt or not) -> the idle work after the last one.

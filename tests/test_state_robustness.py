@@ -15,7 +15,7 @@ from lsp_complete.config import Settings
 from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import load_completer, prepare, prepare_head
+from lsp_complete.pipeline import load_completer, prepare
 from lsp_complete.testing.lsp_client import (
     close_doc,
     inline,
@@ -42,19 +42,16 @@ def _reference_settings(model: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model_path: Path):
-    """What the server must answer for a freshly opened document (the in-process pipeline):
-    asked at once, or (`warmed`) once idle work has encoded its head, as a server that was
-    left idle after the open has (the prompt the policy picks then depends on that cache)."""
+    """What the server must answer for a freshly opened document (the in-process pipeline),
+    asked at once or after idle time: an open encodes nothing."""
     settings = _reference_settings(tiny_model_path)
     completer, _, _ = load_completer(settings)
 
-    def expected(text: str, line: int, col_chars: int, warmed: bool = False) -> str:
+    def expected(text: str, line: int, col_chars: int) -> str:
         doc = Document("file:///ref", "python", 1, text)
         start, _ = doc.line_range(line)
         prepared = prepare(doc, start + col_chars, None, settings, ContextLimits())
         completer.engine.forget(doc.uri)
-        if warmed:
-            completer.warm_head(doc.uri, prepare_head(doc), None, CancelToken())
         return completer.run(prepared, CancelToken()).text
 
     yield expected
@@ -267,15 +264,15 @@ async def test_only_recently_used_files_keep_a_tree_and_the_others_still_complet
         assert sum(trees.values()) <= 10 and trees[uris[-1]] and not trees[uris[0]], trees
         assert grown < 120, grown  # 5 MiB of text; the trees of all 40 took over 200 MiB
         # The oldest file, asked again, builds its tree again and answers as a fresh file
-        # (left idle after its open, as this one was: its head encoded).
+        # (left idle after its open, as this one was).
         answer = await inline(c, uris[0], LINE, COL)
         assert suggestion_from_answer(answer, "    for line in read_li") == reference(
-            text, LINE, COL, warmed=True)
+            text, LINE, COL)
         # A keystroke in a file without a tree: the edit is not lost.
         insert(c, uris[1], 2, 0, 0, "# edited\n")
         answer = await inline(c, uris[1], LINE + 1, COL)
         assert suggestion_from_answer(answer, "    for line in read_li") == reference(
-            "# edited\n" + text, LINE + 1, COL, warmed=True)
+            "# edited\n" + text, LINE + 1, COL)
         trees = {d["uri"]: d["syntaxTree"] for d in (await status(c))["documents"]}
         assert trees[uris[0]] and trees[uris[1]]
     finally:

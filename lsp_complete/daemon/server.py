@@ -176,6 +176,9 @@ class SessionEngine:
     def cached_prefix(self, key: str, tokens: list[int]) -> int | None:
         return self._engine.cached_prefix(key, tokens)
 
+    def restore(self, key: str) -> bool:
+        return self._engine.restore(key)
+
     def persist(self, key: str | None = None) -> int:
         return self._engine.persist(key)
 

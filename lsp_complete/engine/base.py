@@ -221,6 +221,12 @@ class Engine(Protocol):
         (a server's cache), and then callers take the prompt as cached."""
         ...
 
+    def restore(self, key: str) -> bool:
+        """Bring a file's KV sequence saved on disk into memory ahead of its first keystroke
+        (a reopened file, a restarted server); False, taking no room, when none is saved or
+        it is in memory already."""
+        ...
+
     def forget(self, key: str) -> None: ...
 
     def persist(self, key: str | None = None) -> int:

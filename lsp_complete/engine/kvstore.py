@@ -164,6 +164,16 @@ class KVStore:
             self._delete(key)
         return parsed
 
+    def holds(self, model_id: str, file_key: str) -> bool:
+        """Whether an entry is saved for the file (not read, nor checked: `load` does that)."""
+        if self._cache is None:
+            return False
+        try:
+            return entry_key(model_id, file_key) in self._cache
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._warn_once(f"could not read a KV cache entry in {self.directory}: {exc!r}")
+            return False
+
     def discard(self, model_id: str, file_key: str) -> None:
         self._delete(entry_key(model_id, file_key))
 

@@ -415,6 +415,12 @@ class LlamaEngine:
             self._table.acquire(key)
             return self._table.cached_prefix(key, tokens)
 
+    def restore(self, key: str) -> bool:
+        with self._lock:
+            if key in self._table.files or not self.persistence.holds(key):
+                return False
+            return bool(self._table.acquire(key).tokens)
+
     def cached_tokens(self, key: str) -> list[int]:
         seq = self._table.files.get(key)
         return list(seq.tokens) if seq else []

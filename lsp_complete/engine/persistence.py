@@ -45,6 +45,9 @@ class SequencePersistence:
         seq.dirty = False
         return True
 
+    def holds(self, key: str) -> bool:
+        return self.store is not None and self.store.holds(self.model, key)
+
     def restore(self, seq: KVSequence, table: SequenceTable) -> None:
         """Fill a newly acquired sequence from the store, when it holds a usable entry."""
         if self.store is None:

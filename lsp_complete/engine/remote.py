@@ -442,6 +442,9 @@ class RemoteEngine:
         # clients too): callers keep the full-context prompt.
         return None
 
+    def restore(self, key: str) -> bool:
+        return False  # the server owns its cache
+
     def forget(self, key: str) -> None:
         self._sent.pop(key, None)
 

@@ -1,7 +1,7 @@
 """One suggestion, start to finish: context -> prompt -> engine -> postprocess.
 
 - `prepare.py` runs where the document lives (the server's event loop: it reads the text and
-  the tree): `prepare`, `prepare_head`, `fresh_anchor`. The server reaches the document's
+  the tree): `prepare`, `fresh_anchor`. The server reaches the document's
   context only through these.
 - `planner.py` decides when a file's prompt is encoded, cut or switched: which prompt a
   keystroke uses, which idle work follows each event of a file and what it encodes, when a
@@ -35,7 +35,7 @@ from lsp_complete.pipeline.planner import (
     wants_line_block,
     with_repo,
 )
-from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, prepare_head
+from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare
 
 __all__ = [
     "FULL_PROMPT_SLACK",
@@ -57,7 +57,6 @@ __all__ = [
     "fresh_anchor",
     "load_completer",
     "prepare",
-    "prepare_head",
     "wants_line_block",
     "with_repo",
 ]

@@ -305,10 +305,9 @@ class Completer:
             return None
         return completion
 
-    def warm_head(self, key: str, ctx: CodeContext, active: RepoContext | None,
-                  cancel: CancelToken) -> int:
-        """Encode a newly opened file's stable head (`PromptPlanner.plan_head`)."""
-        return encode(self.engine, [self.planner.plan_head(key, ctx, active)], cancel)
+    def restore(self, key: str) -> bool:
+        """A newly opened file's KV cache saved on disk, brought into memory (`Engine.restore`)."""
+        return self.engine.restore(key)
 
     def persist(self, key: str | None = None) -> int:
         """Save the file's (or every file's) KV cache to disk; returns how many were saved."""

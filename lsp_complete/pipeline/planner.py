@@ -6,7 +6,7 @@ Events in, plans out; what runs the plans decides nothing:
 - What idle work follows each event of a file (`after_open`, `after_answer`,
   `after_cursor_move`): a list of `IdleStep`s that the server's open files queue on the
   scheduler (server/files.py), in that order, at once or once the cursor rests.
-- What each idle step encodes (`plan_head`, `plan_climb`, `plan_spot`): `Encode` plans (which
+- What each idle step encodes (`plan_climb`, `plan_spot`): `Encode` plans (which
   tokens, whether what the file's cache holds may be replaced, aside, or only extended, and
   how much of it no keystroke interrupts), executed by `encode` in that order; and when a
   file's repository block (the first prompt segment: changing it re-encodes everything) may
@@ -52,17 +52,18 @@ SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
 
 # What follows each event of a file
 
-IdleWork = Literal["head", "climb", "spot"]
+IdleWork = Literal["restore", "climb", "spot"]
 
 
 @dataclass(frozen=True)
 class IdleStep:
-    """One piece of idle work for a file: `head` encodes a newly opened file's stable head
-    (`plan_head`), `climb` builds on from a keystroke's small prompt (`plan_climb`) and
-    answers its spot again from what it built (`Completer.refine`), `spot`
-    encodes the prompt anchored at the cursor line and brings the repository block up to date
-    (`plan_spot`, `warm_spot`). `when_resting`: once the cursor rests (the idle delay with no
-    edit), else at once; `first`: before the idle work queued already."""
+    """One piece of idle work for a file: `restore` brings a newly opened file's KV cache
+    saved on disk into memory (`Engine.restore`), `climb` builds on from a keystroke's small
+    prompt (`plan_climb`) and answers its spot again from what it built
+    (`Completer.refine`), `spot` encodes the prompt anchored at the cursor line and brings
+    the repository block up to date (`plan_spot`, `warm_spot`). `when_resting`: once the
+    cursor rests (the idle delay with no edit), else at once; `first`: before the idle work
+    queued already."""
 
     work: IdleWork
     when_resting: bool = False
@@ -78,8 +79,12 @@ class FilePlan:
 
 
 def after_open() -> list[IdleStep]:
-    """A file was opened (or a model loaded for it): its head, ahead of the first keystroke."""
-    return [IdleStep("head")]
+    """A file was opened (or a model loaded for it): what its cache saved on disk holds, ahead
+    of the first keystroke. Nothing is encoded: many files are opened only to be read, and no
+    prompt can be guessed before the cursor is known (the head at the file's top, which this
+    once encoded, shares almost nothing with one asked elsewhere: the outline is picked nearest
+    the cursor, and the imports are in it only outside the window)."""
+    return [IdleStep("restore")]
 
 
 def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
@@ -282,15 +287,6 @@ class PromptPlanner:
         if full.tokens != first.tokens:
             plan.append(Encode(prepared.key, full.segments))
         return plan
-
-    def plan_head(self, key: str, ctx: CodeContext, active: RepoContext | None) -> Encode:
-        """A newly opened file: the stable head of its prompt (after its `active` repository
-        block, if it has one), only where that extends the file's cache (its sequence may just
-        have been restored from disk). Its repository block is not built here: many files are
-        opened only to be read, and a block costs its prompt again; the first idle moment
-        after a keystroke (or a cursor that rests) builds it."""
-        prompt = self._build(dataclasses.replace(ctx, repo=active))
-        return Encode(key, prompt.segments[: prompt.head_segments], extend_only=True)
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],

@@ -86,12 +86,6 @@ def prepare(
                     block_after=block_after)
 
 
-def prepare_head(doc: Document, limits: ContextLimits = DEFAULT_LIMITS) -> CodeContext:
-    """The context of a newly opened file seen from its start: idle work encodes its stable
-    head (`Completer.warm_head`) before the first keystroke."""
-    return build_context(doc, 0, 0, limits)
-
-
 def fresh_anchor(doc: Document, cursor: int, limits: ContextLimits = DEFAULT_LIMITS) -> int:
     """Where `prepare` anchors a prompt for `cursor` when the file has no anchor yet."""
     return choose_anchor(doc, cursor, None, limits)

@@ -59,7 +59,6 @@ from lsp_complete.pipeline import (
     after_repository_change,
     fresh_anchor,
     prepare,
-    prepare_head,
     with_repo,
 )
 from lsp_complete.scheduler import Job
@@ -188,7 +187,8 @@ class OpenFiles:
                 types.MessageType.Warning,
             )
             return
-        self._sync_syntax(file, warm=True)
+        self._sync_syntax(file)
+        self.follow(file, after_open())
         self.in_use(item.uri)
 
     def _refusal(self, doc: Document, scan: bool = True) -> str:
@@ -202,21 +202,15 @@ class OpenFiles:
             return "file looks binary"
         return ""
 
-    def _sync_syntax(self, file: OpenFile, warm: bool = False) -> None:
-        """Keep a tree only for a file that gets suggestions; parse a large one in slices.
-        With `warm`, encode its head once it is parsed (a newly opened file)."""
+    def _sync_syntax(self, file: OpenFile) -> None:
+        """Keep a tree only for a file that gets suggestions; parse a large one in slices."""
         doc, state = file.doc, file.state
         doc.set_syntax(not state.disabled_reason, SYNC_PARSE_BYTES,
                        max_tree_nodes(self._settings().max_file_bytes))
-        if doc.needs_parse:
-            if state.parsing is None or state.parsing.done():
-                state.parsing = asyncio.get_running_loop().create_task(
-                    self._parse_in_slices(file, warm)
-                )
-        elif warm:
-            self.follow(file, after_open())
+        if doc.needs_parse and (state.parsing is None or state.parsing.done()):
+            state.parsing = asyncio.get_running_loop().create_task(self._parse_in_slices(file))
 
-    async def _parse_in_slices(self, file: OpenFile, warm: bool) -> None:
+    async def _parse_in_slices(self, file: OpenFile) -> None:
         # Until the file is closed (edits meanwhile: the parse takes them in).
         doc = file.doc
         while self._files.holds(file) and not doc.parse_step(PARSE_SLICE_S):
@@ -224,8 +218,6 @@ class OpenFiles:
             # handled and answered, and each bare yield would cost it another slice.
             await asyncio.sleep(PARSE_PAUSE_S)
         self._tell_text_only(file)
-        if warm and self._files.holds(file):
-            self.follow(file, after_open())
 
     def _tell_text_only(self, file: OpenFile) -> None:
         """Once per open file: its tree was too big to keep (documents.max_tree_nodes)."""
@@ -409,7 +401,7 @@ class OpenFiles:
                 self._on_idle_error(message)
 
     def warm_all(self) -> None:
-        """A model was loaded: warm every open file for it."""
+        """A model was loaded: every open file's cache saved for it, back in memory."""
         for file in self._files.files():
             self.follow(file, after_open())
 
@@ -420,21 +412,17 @@ class OpenFiles:
             if file.uri != skip and not state.disabled_reason:
                 self.follow(file, after_repository_change())
 
-    def schedule_warmup(self, uri: str, first: bool = False) -> None:
-        """Encode the head of a newly opened file while the worker is idle."""
+    def schedule_restore(self, uri: str, first: bool = False) -> None:
+        """Bring a newly opened file's KV cache saved on disk into memory while the worker is
+        idle."""
         file, completer = self._files.get(uri), self._model.completer
         if file is None or completer is None or file.state.disabled_reason:
             return
-        doc = file.doc
-        if doc.needs_parse:
-            return  # warmed once its parse is done
-        ctx = prepare_head(doc)
-        repo = self._repo
 
-        def warm(cancel: CancelToken) -> None:
-            completer.warm_head(uri, ctx, repo.active_for(uri), cancel)
+        def restore(cancel: CancelToken) -> None:
+            completer.restore(uri)
 
-        self._idle(JobKey.file_idle(uri), warm, first=first)
+        self._idle(JobKey.file_idle(uri), restore, first=first)
 
     def answered(self, uri: str, state: DocState, answer: Answered) -> None:
         """The model answered a keystroke in `uri`: the idle work the planner asks for, and
@@ -464,8 +452,8 @@ class OpenFiles:
 
     def _start(self, ticket: Ticket, step: IdleStep, answer: Answered | None) -> None:
         uri, state = ticket.file.uri, ticket.file.state
-        if step.work == "head":
-            self.schedule_warmup(uri, first=step.first)
+        if step.work == "restore":
+            self.schedule_restore(uri, first=step.first)
         elif step.work == "climb":
             # Not while the block its suggestion begins is written: the block goes on from
             # the prompt that answered, and is the better suggestion there.
