@@ -138,7 +138,8 @@ def test_restore_brings_back_a_saved_file_and_takes_no_room_for_others(
     tiny_model_path: Path, fresh, tmp_path: Path
 ) -> None:
     """What an open does: a file saved on disk is back in memory before its first keystroke;
-    a file with nothing saved takes no sequence (it would evict another file's)."""
+    a file with nothing saved takes no sequence, nor does one when every sequence is taken
+    (either would evict another file's)."""
     store_dir = tmp_path / "kv"
     request = fim_request(fresh, "file:///saved.py", BEFORE * 3, TYPED[:20], SUFFIX_TEXT,
                           max_tokens=8)
@@ -158,6 +159,15 @@ def test_restore_brings_back_a_saved_file_and_takes_no_room_for_others(
         assert second.counters.restored_from_disk == 1 and second.counters.tokens_encoded == 0
     finally:
         second.close()
+
+    third = make_engine(tiny_model_path, kv_store=KVStore(store_dir), model_id="tiny", slots=2)
+    try:
+        for key in ("file:///a.py", "file:///b.py"):
+            third.warm(key, [third.tokenize(f"# {key}\n" + BEFORE)], CancelToken())
+        assert not third.restore("file:///saved.py")
+        assert third.counters.evictions == 0 and third.counters.restored_from_disk == 0
+    finally:
+        third.close()
 
 
 def test_corrupt_or_foreign_cache_entries_are_discarded(tiny_model_path: Path, fresh,

@@ -223,8 +223,9 @@ class Engine(Protocol):
 
     def restore(self, key: str) -> bool:
         """Bring a file's KV sequence saved on disk into memory ahead of its first keystroke
-        (a reopened file, a restarted server); False, taking no room, when none is saved or
-        it is in memory already."""
+        (a reopened file, a restarted server); False, taking no room, when none is saved, it
+        is in memory already, or no sequence is free (a file opened to be read must not evict
+        one in use: its first keystroke restores it then)."""
         ...
 
     def forget(self, key: str) -> None: ...

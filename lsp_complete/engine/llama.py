@@ -417,9 +417,11 @@ class LlamaEngine:
 
     def restore(self, key: str) -> bool:
         with self._lock:
-            if key in self._table.files or not self.persistence.holds(key):
+            table = self._table
+            if (key in table.files or len(table.files) >= table.slots
+                    or not self.persistence.holds(key)):
                 return False
-            return bool(self._table.acquire(key).tokens)
+            return bool(table.acquire(key).tokens)
 
     def cached_tokens(self, key: str) -> list[int]:
         seq = self._table.files.get(key)
