@@ -237,8 +237,13 @@ def test_a_cursor_move_prepares_the_new_spot(anchored_here, expected) -> None:
     assert after_cursor_move(anchored_here) == expected
 
 
-def test_a_change_of_the_workspace_brings_the_repository_block_up_to_date() -> None:
-    assert after_repository_change() == [IdleStep("spot")]
+@pytest.mark.parametrize(("has_block", "expected"), [
+    (True, [IdleStep("spot")]),  # at the file's last spot
+    (False, []),  # nothing to bring up to date: opened only to be read, or never answered
+])
+def test_a_change_of_the_workspace_brings_a_repository_block_up_to_date(has_block,
+                                                                         expected) -> None:
+    assert after_repository_change(has_block) == expected
 
 
 # ---------------------------------------------------------------- what idle work encodes

@@ -711,6 +711,29 @@ async def test_a_line_naming_nothing_imported_gets_no_block_at_open(
     assert described is None or described["sources"] == ["definitions"]  # (idle work's)
 
 
+async def test_a_save_refreshes_the_files_with_a_block_and_leaves_the_others_alone(
+    harness: Harness, project: Path
+) -> None:
+    """A saved file may be named by the other open files' blocks: a file with a block brings
+    it up to date. A file opened only to be read has none, and gets no idle work: its whole
+    prompt would be encoded, at offset 0, at every save."""
+    await harness.start(project)
+    uri = harness.open(project / "pkg/a.py", A_TEXT)
+    await harness.suggest(uri, 5, 4)
+    assert await until(lambda: "def helper(x, y=2)" in block_text(harness.block(uri)), 30)
+    reader = harness.open(project / "pkg/c.py", C_TEXT)
+    scheduler = harness.server.scheduler
+    assert await until(lambda: scheduler.idle, 30)
+    (project / "pkg/b.py").write_text(B_TEXT.replace("def helper(x, y=2):",
+                                                     "def helper(x, y=2, *, z=0):"))
+    harness.notify("textDocument/didSave", {"textDocument": {
+        "uri": (project / "pkg/b.py").as_uri()}})
+    assert await until(lambda: "z=0" in block_text(harness.block(uri)), 30)
+    assert await until(lambda: scheduler.idle, 30)
+    sequences = harness.server.model.completer.engine.describe()["sequences"]
+    assert reader not in [s["uri"] for s in sequences], sequences
+
+
 async def test_deleted_and_renamed_files_drop_out(harness: Harness, project: Path) -> None:
     text = "from .b import helper\nfrom .c import other\n\n\ndef main():\n    \n"
     (project / "pkg/a.py").write_text(text)

@@ -78,7 +78,7 @@ def test_interactive_work_preempts_background_work(scheduler) -> None:
 
 
 def test_newer_idle_work_for_a_document_replaces_the_running_one(scheduler) -> None:
-    """Warming the top of a just-opened file must not hold up warming where its cursor is."""
+    """Older idle work for a file (its climb) must not hold up the newer (its new spot)."""
     started, log = threading.Event(), []
     other_started = threading.Event()
     old = scheduler.submit_background(bg("a"), blocking_job(started, log, "old"))

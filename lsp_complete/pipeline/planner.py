@@ -112,10 +112,11 @@ def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
     return [] if anchored_here else [IdleStep("spot")]
 
 
-def after_repository_change() -> list[IdleStep]:
+def after_repository_change(has_block: bool) -> list[IdleStep]:
     """Files of the workspace changed: a file's repository block may name them, so bring it up
-    to date at the file's last spot."""
-    return [IdleStep("spot")]
+    to date at the file's last spot. A file with no block has nothing to bring up to date:
+    files opened only to be read would each encode a whole prompt, at every save."""
+    return [IdleStep("spot")] if has_block else []
 
 
 # What idle work encodes

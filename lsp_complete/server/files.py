@@ -410,7 +410,8 @@ class OpenFiles:
         for file in self._files.files():
             state = file.state
             if file.uri != skip and not state.disabled_reason:
-                self.follow(file, after_repository_change())
+                has_block = self._repo.active_for(file.uri) is not None
+                self.follow(file, after_repository_change(has_block))
 
     def schedule_restore(self, uri: str, first: bool = False) -> None:
         """Bring a newly opened file's KV cache saved on disk into memory while the worker is
