@@ -54,12 +54,6 @@ class Prompt:
     ctx: CodeContext | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
-    def head_segments(self) -> int:
-        """The leading segments that depend only on the file's structure (and its repository
-        block): what a newly opened file encodes ahead of time."""
-        return 1 + self.repo_segments
-
-    @property
     def tokens(self) -> list[int]:
         return [t for segment in self.segments for t in segment]
 

@@ -518,7 +518,7 @@ def test_the_repository_block_is_the_first_segment_in_the_models_format() -> Non
     # A file's text that spells a marker is text, never the marker token.
     assert prompt.segments[0].count(4) == 2
     assert prompt.segments[1][0] == 1  # then <fim_prefix>
-    assert prompt.repo_tokens == len(prompt.segments[0]) and prompt.head_segments == 2
+    assert prompt.repo_tokens == len(prompt.segments[0]) and prompt.repo_segments == 1
     plain = build_prompt(ctx(None), FIM, SegmentTokenizer(tokenize), detokenize, 10_000)
     assert prompt.segments[1:] == plain.segments and plain.repo_tokens == 0
 
