@@ -116,7 +116,7 @@ class CompletionServer(LanguageServer):
                     return  # e.g. a new TCP session asking for the engine it has
                 if await self.model.load(settings):
                     self._engine_loaded = wanted
-                    self.files.warm_all()
+                    self.files.restore_all()
                 elif self.settings.engine_settings == wanted:
                     return  # failed and told; the next change of settings tries again
         finally:

@@ -400,7 +400,7 @@ class OpenFiles:
             case IdleFailed("engine", message):
                 self._on_idle_error(message)
 
-    def warm_all(self) -> None:
+    def restore_all(self) -> None:
         """A model was loaded: every open file's cache saved for it, back in memory."""
         for file in self._files.files():
             self.follow(file, after_open())
