@@ -35,6 +35,10 @@ def default_threads() -> int:
     return max(1, min(8, (os.cpu_count() or 2)))
 
 
+MIN_CONTEXT_SIZE = 256
+MAX_SLOTS = 32
+
+
 def _int(default: int | Callable[[], int], low: int, high: int) -> Any:
     """An integer setting (`default` may be a function) and the range it accepts: a value
     outside is refused, as one that breaks the engine (`slots: 100000`) or means nothing."""
@@ -55,9 +59,11 @@ class EngineSettings:
     model: str | None = None  # models.toml name or a path to a .gguf file
     threads: int = _int(default_threads, 0, 1024)  # 0: as many as suit the machine
     thread_policy: str = _choice("auto", THREAD_POLICIES)  # auto | fixed
-    context_size: int = _int(8192, 0, 1 << 20)  # KV cells shared by all open files
-    # Files whose KV sequences stay in memory at once; each uses two of llama.cpp's 256.
-    slots: int = _int(4, 0, 128)
+    # KV cells shared by all open files; fewer than a prompt's worth serve nothing.
+    context_size: int = _int(8192, MIN_CONTEXT_SIZE, 1 << 20)
+    # Files whose KV sequences stay in memory at once; each uses two sequences, and llama.cpp
+    # holds no more sequences than the tokens of one batch (engine/llama.py: 64).
+    slots: int = _int(4, 0, MAX_SLOTS)
     gpu_layers: int = _int(0, -1, 100_000)  # -1: every layer (llama.cpp's own convention)
     engine: str = _choice("local", ENGINES)
     # Remote engines (engine "llama-server" or "openai"); `model` still names the model, for

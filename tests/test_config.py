@@ -87,7 +87,7 @@ def test_out_of_range_numbers_are_refused_and_the_previous_value_kept() -> None:
     assert (new.slots, new.max_tokens, new.context_size) == (8, 32, Settings().context_size)
     assert new.threads == 2  # the valid one still applies
     assert len(problems) == 3
-    assert any("'slots'" in p and "0 to 128" in p and "100000" in p for p in problems)
+    assert any("'slots'" in p and "0 to 32" in p and "100000" in p for p in problems)
     assert any("'maxTokens'" in p for p in problems)
 
 

@@ -85,6 +85,12 @@ class LlamaEngine:
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         init_backend()
+        # llama.cpp asserts (aborting the process) on a context smaller than one batch or
+        # more sequences than a batch has tokens; say so instead.
+        if 0 < n_ctx < n_batch or 2 * max(1, slots) > min(n_batch, n_ubatch):
+            raise EngineError(
+                f"a context of {n_ctx} tokens with {slots} slots cannot be made: at least "
+                f"{n_batch} tokens and at most {min(n_batch, n_ubatch) // 2} slots")
         self.model_path = Path(model_path)
         self.model_file = ModelFile(self.model_path)
         # Weights memory-mapped from a file that is then truncated or rewritten in place (`cp
