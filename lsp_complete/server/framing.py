@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from typing import Protocol as TypingProtocol
 
 from pygls.io_ import StdoutWriter
@@ -414,11 +414,22 @@ class PipeSource:
                 return
 
 
+def claim_stdout() -> BinaryIO:
+    """Standard output for LSP messages alone: what else writes to file descriptor 1 (a
+    native library's diagnostics, the backtrace llama.cpp prints when it aborts, a stray
+    print) goes to standard error instead, where it cannot break the client's framing."""
+    sys.stdout.flush()
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return channel
+
+
 def serve_stdio(server: LanguageServer, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
     """Serve one client over stdin/stdout; the exit code (the spec's: 1 on `exit` without
     `shutdown`, 0 otherwise, also when the client closes stdin)."""
     protocol: Protocol = server.protocol  # type: ignore[assignment]
-    protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    protocol.set_writer(StdoutWriter(claim_stdout()))
     try:
         asyncio.run(serve(protocol, PipeSource(sys.stdin.buffer.fileno()), max_message_bytes))
     except BrokenPipeError:
