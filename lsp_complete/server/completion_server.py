@@ -76,6 +76,7 @@ class CompletionServer(LanguageServer):
         # What the parts serving files all use.
         shared = Shared(current, self.client, self.scheduler, self.model, self.telemetry)
         self.files = OpenFiles(shared, registry, self.repo, self._idle_error)
+        self.protocol.lost_change = self.files.lost_change
         self.suggester = Suggester(shared, self.files, self.repo, self.typeahead)
         self.next_edits = NextEdits(shared, self.files)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for

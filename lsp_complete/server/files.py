@@ -70,6 +70,8 @@ from lsp_complete.server.state import DocState, InFlight, Shown
 
 IDLE_PERSIST_S = 5.0
 SYNC_PARSE_BYTES = 1 << 20  # parsed in one go (about 0.1 s per MiB); larger files in slices
+OUT_OF_SYNC = ("a change to it could not be read, so its text here may differ from the "
+               "editor's: close and reopen it")
 PARSE_SLICE_S = 0.02  # the longest a large file's parse holds the event loop at a time
 PARSE_PAUSE_S = 0.002
 TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose trees are kept
@@ -191,9 +193,11 @@ class OpenFiles:
         self.follow(file, after_open())
         self.in_use(item.uri)
 
-    def _refusal(self, doc: Document, scan: bool = True) -> str:
+    def _refusal(self, doc: Document, scan: bool = True, out_of_sync: bool = False) -> str:
         """Why the file gets no suggestions ("" when it does). The size is known without a
         scan; `scan` also looks for binary content."""
+        if out_of_sync:
+            return OUT_OF_SYNC
         size = doc.byte_size
         max_bytes = self._settings().max_file_bytes
         if size > max_bytes:
@@ -300,16 +304,33 @@ class OpenFiles:
                 start = doc.apply_change(change.text, None, encoding)
                 state.history.clear()  # (no client of ours sends whole texts as edits)
                 state.edit_cursor = None
+                state.out_of_sync = False
                 recheck = True
             state.edited_at(start)
         doc.version = params.text_document.version
         # The size is checked on every change (it costs nothing): a file that grows over the
         # limit drops its tree, one cut back under it is parsed again.
-        state.disabled_reason = self._refusal(doc, scan=recheck)
+        state.disabled_reason = self._refusal(doc, scan=recheck, out_of_sync=state.out_of_sync)
         if state.disabled_reason != was_disabled:
             self._sync_syntax(file)
         self.in_use(doc.uri)  # (and a tree it lacks is built: now, or in slices if large)
         self._repo.edited(params)
+
+    def lost_change(self, uri: object) -> None:
+        """A didChange for `uri` could not be read (a number out of range): from now on the
+        text here may differ from the editor's, so the file gets no suggestions until the
+        editor sends it whole again (a reopen, or a change of the whole text)."""
+        file = self._files.get(uri) if isinstance(uri, str) else None
+        if file is None:
+            return
+        state = file.state
+        state.edit_begins()
+        state.out_of_sync = True
+        was_disabled, state.disabled_reason = state.disabled_reason, OUT_OF_SYNC
+        if was_disabled != OUT_OF_SYNC:
+            self._sync_syntax(file)
+            self._client.tell(f"lsp-complete: no completions for {_short(file.uri)}: {OUT_OF_SYNC}",
+                              types.MessageType.Warning)
 
     def when_closed(self, forget: Callable[[str], None]) -> None:
         """`forget(uri)` runs (on the loop) when a file closes: for what another part keeps

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import logging
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any
 
@@ -72,6 +72,8 @@ class Protocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.exit_code: int | None = None  # set by `exit`: the connection loop stops
+        # Told the document's URI when a didChange cannot be read: the text is out of sync.
+        self.lost_change: Callable[[object], None] | None = None
         self._initialize_seen = False
 
     # ------------------------------------------------------------------ from the wire
@@ -114,6 +116,8 @@ class Protocol(LanguageServerProtocol):
                 self.send_error(msg_id, INVALID_PARAMS, f"invalid params for {method}: {cause}")
             else:
                 log.warning("ignoring %s with invalid params", method)
+                if method == types.TEXT_DOCUMENT_DID_CHANGE and self.lost_change is not None:
+                    self.lost_change(_document_uri(payload.get("params")))
             return
         if method == types.INITIALIZE:
             self._initialize_seen = True
@@ -282,3 +286,9 @@ def advertise_for_client(server: types.ServerCapabilities,
 def _is_plain_function(handler: Any) -> bool:
     return not (asyncio.iscoroutinefunction(handler) or is_thread_function(handler)
                 or inspect.isgeneratorfunction(handler))
+
+
+def _document_uri(params: Any) -> object:
+    """`params.textDocument.uri` of a message as it came (None where it is not there)."""
+    document = params.get("textDocument") if isinstance(params, dict) else None
+    return document.get("uri") if isinstance(document, dict) else None

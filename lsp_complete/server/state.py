@@ -136,6 +136,8 @@ class DocState(LoopOwned):
     last_cursor: int | None = None
     generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
     disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
+    # A change could not be read: the text may differ from the editor's until it is sent whole.
+    out_of_sync: bool = False
     inflight: InFlight | None = None
     block: InFlight | None = None  # the block being written for the suggestion shown
     parsing: asyncio.Task[None] | None = None  # a large file's parse, in slices
