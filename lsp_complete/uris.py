@@ -34,7 +34,10 @@ def file_path(uri: object, flavour: ModuleType = os.path) -> str | None:
         return None
     if parts.scheme.lower() != "file":
         return None
-    raw = unquote_to_bytes(parts.path)
+    try:
+        raw = unquote_to_bytes(parts.path)
+    except UnicodeEncodeError:  # a lone UTF-16 surrogate, which no file name holds
+        return None
     if b"\x00" in raw:
         return None
     windows = flavour.sep == "\\"

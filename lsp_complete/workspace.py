@@ -93,6 +93,10 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _reals(paths: list[Path]) -> list[Path]:
+    return [_real(path) for path in paths]
+
+
 def _on_io_thread(default: T, fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` on an I/O thread (safe_read), or `default` when the disk does not answer
     in time: neither the inference worker nor the event loop waits on a stuck filesystem."""
@@ -432,15 +436,20 @@ class Workspace:
                 self._cache.popitem(last=False)
         return value
 
-    def invalidate(self, path: Path) -> None:
-        """A file was saved, created, changed or deleted outside the editor: forget what was
-        read or parsed from it (and a .gitignore's rules)."""
-        real = _on_io_thread(Path(os.path.abspath(path)), _real, path)
+    def invalidate(self, *paths: Path) -> None:
+        """Files were saved, created, changed or deleted outside the editor: forget what was
+        read or parsed from them (and a .gitignore's rules). All of them in one trip to the
+        I/O thread and one pass over the cache: a checkout reports thousands at once."""
+        if not paths:
+            return
+        unresolved = [Path(os.path.abspath(path)) for path in paths]
+        reals = set(_on_io_thread(unresolved, _reals, list(paths)))
         with self._lock:
-            for key in [k for k in self._cache if len(k) > 1 and k[1] == real]:
+            for key in [k for k in self._cache if len(k) > 1 and k[1] in reals]:
                 del self._cache[key]
-        if real.name == ".gitignore":
-            self._ignores.forget(real.parent)
+        for real in reals:
+            if real.name == ".gitignore":
+                self._ignores.forget(real.parent)
         self.generation += 1
 
     @property
@@ -453,8 +462,12 @@ def _folders(paths: list[Path]) -> list[Path]:
     """The folders among `paths`, resolved, without repeats."""
     roots: list[Path] = []
     for path in paths:
-        real = _real(path)
-        if real.is_dir() and real not in roots:
+        try:
+            real = _real(path)
+            is_dir = real.is_dir()
+        except (OSError, ValueError):  # too long a path, a NUL byte: no folder
+            continue
+        if is_dir and real not in roots:
             roots.append(real)
     return roots
 

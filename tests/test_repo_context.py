@@ -363,7 +363,7 @@ def test_the_block_stays_the_same_object_until_imports_or_files_change(tmp_path:
         or [f.path for f in other.files] == ["pkg/c.py", "pkg/b.py"]
     # A deleted file drops out once the workspace hears of it.
     (tmp_path / "pkg/c.py").unlink()
-    ws.invalidate(tmp_path / "pkg/c.py")
+    ws.invalidate(tmp_path / "pkg/gone.py", tmp_path / "pkg/c.py")  # as a checkout reports them
     gone = build_repo_context(repo_request(changed, len(changed.text), 512), ws, other)
     assert [f.path for f in gone.files] == ["pkg/b.py"]
 

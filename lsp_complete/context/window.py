@@ -90,7 +90,10 @@ def window_start_line(anchor_line: int, limits: ContextLimits) -> int:
 
 def display_path(uri: str) -> str:
     """The file name of a URI (templates that carry a path get a short, stable one)."""
-    path = unquote(urlparse(uri).path) if "://" in uri else uri
+    try:
+        path = unquote(urlparse(uri).path) if "://" in uri else uri
+    except ValueError:  # a malformed URI (an unclosed `[` in the host) still has a name
+        path = uri
     return PurePosixPath(path).name or path
 
 

@@ -112,7 +112,7 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
         return types.CompletionList(is_incomplete=True, items=[menu_item(found)] if found else [])
 
     @server.command(ACCEPT_COMMAND)
-    def accepted(ls: CompletionServer, args: Any) -> None:
+    def accepted(ls: CompletionServer, *args: Any) -> None:  # arguments may be left out
         suggestion_id = str(_arg(args, "id") or "")
         ls.telemetry.accepted(suggestion_id)
         uri = _arg(args, "uri")

@@ -118,10 +118,12 @@ class RepoHost:
 
     def files_changed(self, params: types.DidChangeWatchedFilesParams) -> None:
         """Files changed on disk: the open files' blocks may have changed."""
+        paths = []
         for change in params.changes:
             self._real.pop(change.uri, None)
             if (path := path_of_uri(change.uri)) is not None:
-                self.workspace.invalidate(path)
+                paths.append(path)
+        self.workspace.invalidate(*paths)
 
     def edited(self, params: types.DidChangeTextDocumentParams) -> None:
         """Remember where the user edits (windows there are similar-code candidates)."""
