@@ -440,10 +440,14 @@ class Workspace:
         """Files were saved, created, changed or deleted outside the editor: forget what was
         read or parsed from them (and a .gitignore's rules). All of them in one trip to the
         I/O thread and one pass over the cache: a checkout reports thousands at once."""
-        if not paths:
-            return
-        unresolved = [Path(os.path.abspath(path)) for path in paths]
-        reals = set(_on_io_thread(unresolved, _reals, list(paths)))
+        with self._lock:
+            cached = {key[1].name for key in self._cache if len(key) > 1}
+        # Only a path named as a cached file (or a .gitignore) can matter: resolving each of a
+        # checkout's files held the event loop for seconds. (A watcher reports a changed file
+        # under its own name, the name it is cached under.)
+        wanted = [path for path in paths if path.name in cached or path.name == ".gitignore"]
+        unresolved = [Path(os.path.abspath(path)) for path in wanted]
+        reals = set(_on_io_thread(unresolved, _reals, wanted)) if wanted else set()
         with self._lock:
             for key in [k for k in self._cache if len(k) > 1 and k[1] in reals]:
                 del self._cache[key]
