@@ -1,82 +1,130 @@
-"""Prototype: what a cached file prefix would buy at a new spot (first answer).
+"""What a cached file prefix would buy at a new spot (the first answer), offline.
 
-S: a cold prompt like the server's (~110 tokens of lines above, ~40 below), nothing cached.
+S: a cold prompt the size of the server's (~110 tokens of lines above, ~40 below), nothing
+   cached.
 W: a wave-1 sized window (~260 above, ~65 below), nothing cached.
-F: the file's lines from a chunk boundary 64-96 lines above the cursor, held in the KV cache
-   from idle time; at the key only the cursor line's prefix, the suffix (~40 tokens) and the
-   FIM tokens are encoded.
-First line exact against the line's true rest; tokens encoded at the key; time to answer."""
-import glob, json, os, random, sys, time
-import llama_cpp
-import llama_cpp.llama as _ll
-_orig = llama_cpp.llama_model_default_params
-def _params():
-    p = _orig(); p.use_extra_bufts = False; return p
-llama_cpp.llama_model_default_params = _params
-_ll.llama_cpp.llama_model_default_params = _params
+F: the file's lines from a 32-line grid point 64-96 lines above the cursor, held in the KV
+   cache beforehand; at the key only the cursor line's typed text, the suffix (~40 tokens) and
+   the FIM tokens are encoded.
 
-MODEL = os.path.expanduser("~/.cache/lsp-complete/models/" + sys.argv[1])
-SPOTS = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+Each spot: a line whose first character is typed; greedy; first line exact against the line's
+true rest. Prints a JSON line a spot and a summary; writes every row to OUT.
+
+    python file_prefix_probe.py MODEL.gguf SPOTS_PER_FILE OUT.json CORPUS_FILE...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from typing import Any
+
+import llama_cpp
+import llama_cpp.llama as llama_module
+
+_default_params = llama_cpp.llama_model_default_params
+
+
+def _plain_kernels() -> Any:
+    # As the server loads models: the extra CPU buffer types crash with K-quants here.
+    params = _default_params()
+    params.use_extra_bufts = False
+    return params
+
+
+llama_module.llama_cpp.llama_model_default_params = _plain_kernels  # type: ignore[assignment]
+
+MODEL, SPOTS, OUT, FILES = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 llm = llama_cpp.Llama(MODEL, n_ctx=4096, n_batch=512, n_threads=2, verbose=False)
 P, S, M = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"
-def tok(t, special=False): return llm.tokenize(t.encode(), add_bos=False, special=special)
-SPECIAL = {llm.token_eos()} | {tok(x, True)[0] for x in (P, S, M, "<|endoftext|>", "<|file_sep|>")}
+MAX_TOKENS = 32
 
-def lines_fit(lines, budget, from_end):
-    out, used = [], 0
-    seq = reversed(lines) if from_end else lines
-    for l in seq:
-        n = len(tok(l + "\n"))
-        if used + n > budget: break
-        out.append(l); used += n
-    return list(reversed(out)) if from_end else out
 
-def build(above_lines, line_prefix, below_lines):
-    head = tok(P, True) + (tok("\n".join(above_lines) + "\n") if above_lines else [])
-    key = tok(line_prefix) + tok(S, True) + tok("\n".join(below_lines) + "\n") + tok(M, True)
+def tok(text: str, special: bool = False) -> list[int]:
+    return llm.tokenize(text.encode(), add_bos=False, special=special)
+
+
+STOP = {llm.token_eos()} | {tok(t, True)[0] for t in (P, S, M, "<|endoftext|>", "<|file_sep|>")}
+
+
+def lines_within(lines: list[str], budget: int, from_end: bool) -> list[str]:
+    """Whole lines, nearest the cursor first, within `budget` tokens."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines) if from_end else lines:
+        cost = len(tok(line + "\n"))
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    return kept[::-1] if from_end else kept
+
+
+def prompt(above: list[str], typed: str, below: list[str]) -> tuple[list[int], list[int]]:
+    """(what may be cached: the prefix's lines, what the key encodes)."""
+    head = tok(P, True) + (tok("\n".join(above) + "\n") if above else [])
+    key = tok(typed) + tok(S, True) + tok("\n".join(below) + "\n") + tok(M, True)
     return head, key
 
-def answer(tokens):
-    t0 = time.perf_counter(); out = b""; n = 0
-    before = llm.n_tokens
-    common = 0
-    for a, b in zip(llm._input_ids[: llm.n_tokens], tokens):
-        if a != b: break
-        common += 1
-    for t in llm.generate(tokens, top_k=1, temp=0.0, reset=True):
-        if t in SPECIAL: break
-        piece = llm.detokenize([t]); n += 1
-        out += piece
-        if b"\n" in out or n >= 32: break
-    return out.decode(errors="replace").split("\n")[0], len(tokens) - min(common, len(tokens) - 1), n, (time.perf_counter() - t0) * 1000
 
-rng = random.Random(11)
-rows = []
-for path in sorted(glob.glob("/work/corpus/*/*")):
-    lines = open(path, errors="replace").read().split("\n")
-    cands = [i for i, l in enumerate(lines) if len(l.strip()) > 8 and i > 40]
-    for cur in sorted(rng.sample(cands, min(SPOTS, len(cands)))):
-        line = lines[cur]; ind = len(line) - len(line.lstrip())
-        typed = line[: ind + 1]; truth = line[ind + 1 :].rstrip()
-        above, below = lines[:cur], lines[cur + 1 :]
-        row = dict(file=os.path.basename(path), line=cur, truth=truth)
-        for name, ab, bl in (("S", 110, 40), ("W", 260, 65)):
-            h, k = build(lines_fit(above, ab, True), typed, lines_fit(below, bl, False))
-            llm.reset()  # nothing cached
-            text, enc, gen, ms = answer(h + k)
-            row[name] = dict(ok=text.rstrip() == truth, enc=enc, ctx=len(h + k), gen=gen, ms=ms, text=text)
-        l0 = max(0, (cur - 64) // 32 * 32)
-        h, k = build(lines[l0:cur], typed, lines_fit(below, 40, False))
-        llm.reset(); llm.eval(h)  # idle time: the chunk-aligned file prefix
-        text, enc, gen, ms = answer(h + k)
-        row["F"] = dict(ok=text.rstrip() == truth, enc=enc, ctx=len(h + k), gen=gen, ms=ms, text=text, idle=len(h))
-        rows.append(row)
-        print(json.dumps({k: (v if not isinstance(v, dict) else {a: b for a, b in v.items() if a != "text"}) for k, v in row.items() if k != "truth"}), flush=True)
-json.dump(rows, open(f"/work/runs/s56/fileprefix-{sys.argv[1][:18]}.json", "w"), indent=1)
-lang = lambda f: f.rsplit(".", 1)[-1]
-for v in "SWF":
-    ok = sum(r[v]["ok"] for r in rows); enc = sorted(r[v]["enc"] for r in rows); ms = sorted(r[v]["ms"] for r in rows)
-    print(v, f"exact {ok}/{len(rows)}", "enc p50", enc[len(enc)//2], "ms p50 %.0f" % ms[len(ms)//2], "ctx p50", sorted(r[v]["ctx"] for r in rows)[len(rows)//2])
-    per = {}
-    for r in rows: per.setdefault(lang(r["file"]), []).append(r[v]["ok"])
-    print("   ", {k: f"{sum(x)}/{len(x)}" for k, x in sorted(per.items())})
+def answer(tokens: list[int]) -> dict[str, Any]:
+    started = time.perf_counter()
+    cached = 0
+    for have, want in zip(llm._input_ids[: llm.n_tokens], tokens, strict=False):
+        if have != want:
+            break
+        cached += 1
+    out, generated = b"", 0
+    for token in llm.generate(tokens, top_k=1, temp=0.0, reset=True):
+        if token in STOP:
+            break
+        out += llm.detokenize([token])
+        generated += 1
+        if b"\n" in out or generated >= MAX_TOKENS:
+            break
+    return {"text": out.decode(errors="replace").split("\n")[0],
+            "enc": len(tokens) - min(cached, len(tokens) - 1), "ctx": len(tokens),
+            "gen": generated, "ms": (time.perf_counter() - started) * 1000}
+
+
+def main() -> None:
+    rng = random.Random(11)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(FILES):
+        with open(path, errors="replace") as f:
+            lines = f.read().split("\n")
+        spots = [i for i, text in enumerate(lines) if len(text.strip()) > 8 and i > 40]
+        for cur in sorted(rng.sample(spots, min(SPOTS, len(spots)))):
+            line = lines[cur]
+            indent = len(line) - len(line.lstrip())
+            typed, truth = line[: indent + 1], line[indent + 1 :].rstrip()
+            above, below = lines[:cur], lines[cur + 1 :]
+            row: dict[str, Any] = {"file": os.path.basename(path), "line": cur, "truth": truth}
+            for name, up, down in (("S", 110, 40), ("W", 260, 65)):
+                head, key = prompt(lines_within(above, up, True), typed,
+                                   lines_within(below, down, False))
+                llm.reset()  # nothing cached
+                row[name] = answer(head + key)
+            grid = max(0, (cur - 64) // 32 * 32)
+            head, key = prompt(lines[grid:cur], typed, lines_within(below, 40, False))
+            llm.reset()
+            llm.eval(head)  # held beforehand (idle time)
+            row["F"] = {**answer(head + key), "idle": len(head)}
+            for name in "SWF":
+                row[name]["ok"] = row[name]["text"].rstrip() == truth
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "truth"}), flush=True)
+    with open(OUT, "w") as f:
+        json.dump(rows, f, indent=1)
+    for name in "SWF":
+        exact = sum(r[name]["ok"] for r in rows)
+        encoded = sorted(r[name]["enc"] for r in rows)
+        ms = sorted(r[name]["ms"] for r in rows)
+        print(f"{name} exact {exact}/{len(rows)} encoded p50 {encoded[len(rows) // 2]}"
+              f" answer p50 {ms[len(rows) // 2]:.0f} ms")
+
+
+main()

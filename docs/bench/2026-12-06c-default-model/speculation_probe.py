@@ -1,49 +1,79 @@
-"""First answers at new spots over stdio, 1.5B: how much of the latency is generation, and
-what prompt lookup speculation does there (status records)."""
-import asyncio, json, random, sys, tempfile, time, glob, os
-from pygls.lsp.client import LanguageClient
+"""First answers at new spots over stdio, with the server's `speculation` setting given: how
+much of each answer is generation, and what prompt-lookup drafts do there (the status
+records). A generic client: in every other corpus file, three lines each have their text
+deleted and their first character typed, then one inlineCompletion; the line is put back.
+
+    python speculation_probe.py MODEL.gguf auto|off OUT.json CORPUS_FILE...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Any
+
 from lsprotocol import types
-from lsp_complete.testing import lsp_client as L
+from pygls.lsp.client import LanguageClient
 
-MODEL = os.path.expanduser("~/.cache/lsp-complete/models/" + sys.argv[1])
-SPEC = sys.argv[2]
-LANG = {".c":"c",".cpp":"cpp",".go":"go",".java":"java",".js":"javascript",".py":"python",".rs":"rust",".ts":"typescript"}
+from lsp_complete.languages import language_of_path
+from lsp_complete.testing import lsp_client as lsp
 
-async def main():
-    files = sorted(glob.glob("/work/corpus/*/*"))
+MODEL, SPECULATION, OUT, FILES = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+
+def span(line: int, start: int, end: int) -> types.Range:
+    return types.Range(start=types.Position(line=line, character=start),
+                       end=types.Position(line=line, character=end))
+
+
+async def main() -> None:
     rng = random.Random(5)
     client = LanguageClient("probe", "0")
-    env = dict(os.environ, LSP_COMPLETE_NO_DAEMON="1", LSP_COMPLETE_CACHE_DIR=tempfile.mkdtemp())
-    await L.launch(client, MODEL, env=env)
-    await L.initialize(client, L.initialize_params({"speculation": SPEC, "multiline": "never"}, L.client_capabilities(inline_completion=True)))
-    await L.wait_for_state(client, ("ready",), 120)
-    out = []
-    for fi, path in enumerate(files[::2]):
-        text = open(path, errors="replace").read()
+    env = dict(os.environ, LSP_COMPLETE_NO_DAEMON="1",
+               LSP_COMPLETE_CACHE_DIR=tempfile.mkdtemp())
+    await lsp.launch(client, MODEL, env=env)
+    options = {"speculation": SPECULATION, "multiline": "never"}
+    await lsp.initialize(client, lsp.initialize_params(
+        options, lsp.client_capabilities(inline_completion=True)))
+    await lsp.wait_for_state(client, ("ready",), 120)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(FILES)[::2]:
+        with open(path, errors="replace") as f:
+            text = f.read()
         lines = text.split("\n")
         uri = "file://" + path
-        L.open_doc(client, uri, text, LANG[os.path.splitext(path)[1]], 1)
-        v = 1
-        cands = [i for i, l in enumerate(lines) if len(l.strip()) > 12]
-        for li in rng.sample(cands, 3):
-            line = lines[li]; ind = len(line) - len(line.lstrip())
-            # delete the line's text after its indentation, then type its first character
-            v += 1; L.replace(client, uri, v, types.Range(start=types.Position(line=li, character=ind), end=types.Position(line=li, character=len(line))), "")
-            v += 1; L.insert(client, uri, v, li, ind, line[ind])
-            t = time.perf_counter(); ans = await L.inline(client, uri, li, ind + 1); lat = (time.perf_counter() - t) * 1000
-            await L.wait_idle(client, 60)
-            st = await L.status(client, recent=20)
-            rec = [r for r in st.get("recent", []) if r["uri"] == uri and r["version"] == v]
-            sug, _ = L.suggestion_of(ans)
-            out.append(dict(file=os.path.basename(path), line=li, lat=lat, rec=rec[-1] if rec else None, sug=sug[:60], want=line[ind+1:][:60]))
-            print(json.dumps(out[-1]), flush=True)
-            # put the line back
-            v += 1; L.replace(client, uri, v, types.Range(start=types.Position(line=li, character=ind), end=types.Position(line=li, character=ind+1)), line[ind:])
-            await L.wait_idle(client, 60)
-        L.close_doc(client, uri)
-    st = await L.status(client, recent=0)
-    json.dump(st, open(f"/work/runs/s56/status-{sys.argv[1][:20]}-{SPEC}.json", "w"), indent=1)
-    await L.shutdown(client, 30)
-    json.dump(out, open(f"/work/runs/s56/spec-{sys.argv[1][:20]}-{SPEC}.json", "w"), indent=1)
+        lsp.open_doc(client, uri, text, language_of_path(path), 1)
+        version = 1
+        spots = [i for i, line in enumerate(lines) if len(line.strip()) > 12]
+        for at in rng.sample(spots, 3):
+            line = lines[at]
+            indent = len(line) - len(line.lstrip())
+            version += 1
+            lsp.replace(client, uri, version, span(at, indent, len(line)), "")
+            version += 1
+            lsp.insert(client, uri, version, at, indent, line[indent])
+            started = time.perf_counter()
+            answer = await lsp.inline(client, uri, at, indent + 1)
+            latency = (time.perf_counter() - started) * 1000
+            await lsp.wait_idle(client, 60)
+            recent = (await lsp.status(client, recent=20)).get("recent", [])
+            record = [r for r in recent if r["uri"] == uri and r["version"] == version]
+            rows.append({"file": os.path.basename(path), "line": at, "lat": latency,
+                         "rec": record[-1] if record else None,
+                         "sug": lsp.suggestion_of(answer)[0][:60], "want": line[indent + 1:]})
+            print(json.dumps(rows[-1]), flush=True)
+            version += 1
+            lsp.replace(client, uri, version, span(at, indent, indent + 1), line[indent:])
+            await lsp.wait_idle(client, 60)
+        lsp.close_doc(client, uri)
+    await lsp.shutdown(client, 30)
+    with open(OUT, "w") as f:
+        json.dump(rows, f, indent=1)
+
 
 asyncio.run(main())
