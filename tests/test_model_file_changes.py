@@ -45,6 +45,7 @@ async def test_a_model_file_rewritten_in_place_is_loaded_again(tmp_path: Path) -
         suggestion_of(await inline(client, URI, LINE, COL - 3))
         st = await poll_status(client, lambda s: s["model"]["state"] == "ready", 30)
         assert st["model"]["state"] == "ready", (st["model"], [m.message for m in client.messages])
+        assert st["model"]["error"] == ""  # the failed load's error went with it
         assert st["engine"]["path"] == str(model)
         suggestion_of(await inline(client, URI, LINE, COL - 4))
         assert (await status(client))["recent"][-1]["source"] in ("model", "empty")

@@ -104,6 +104,7 @@ class ModelHost:
             free_on_worker(scheduler, old)
         self.info = info
         self.state = "ready"
+        self.error = ""  # the last failed load's, which this one replaces
         self._failed_file = None
         for warning in warnings:
             client.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
