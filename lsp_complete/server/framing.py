@@ -419,8 +419,11 @@ def claim_stdout() -> BinaryIO:
     native library's diagnostics, the backtrace llama.cpp prints when it aborts, a stray
     print) goes to standard error instead, where it cannot break the client's framing."""
     sys.stdout.flush()
-    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no standard error to point it at
+        return sys.stdout.buffer
     sys.stdout = sys.stderr
     return channel
 
