@@ -152,8 +152,9 @@ class Protocol(LanguageServerProtocol):
         if handler is None:
             log.warning("ignoring an executeCommand notification: %.200r", params)
             return
+        arguments = params.get("arguments")
         try:
-            handler(params.get("arguments") or [])
+            handler(*(arguments if isinstance(arguments, list) else []))  # as pygls calls it
         except Exception:
             log.exception("command %s failed", command)
 
