@@ -173,7 +173,9 @@ def test_invalid_params_get_an_invalid_params_error(server: RawServer) -> None:
     assert server.response(1, timeout=10)["error"]["code"] == INVALID_PARAMS
     server.send(request(2, "textDocument/inlineCompletion", {
         "position": {"line": 0, "character": 0}, "context": {"triggerKind": 2}}))
-    assert server.response(2, timeout=10)["error"]["code"] == INVALID_PARAMS
+    error = server.response(2, timeout=10)["error"]
+    assert error["code"] == INVALID_PARAMS
+    assert "required field missing @ $.params.textDocument" in error["message"]  # named
     server.send(request(3, "textDocument/completion", "not an object"))
     assert server.response(3, timeout=10)["error"]["code"] == INVALID_PARAMS
     assert "result" in server.call(STATUS, {}, timeout=10)

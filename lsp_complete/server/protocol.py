@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any
 
+import cattrs
 from lsprotocol import types
 from pygls.feature_manager import is_thread_function
 from pygls.protocol import LanguageServerProtocol, lsp_method
@@ -112,7 +114,7 @@ class Protocol(LanguageServerProtocol):
             message = self.structure_message(payload)
         except Exception as exc:  # pygls logged the details
             if has_id:
-                cause = str(exc.__cause__ or exc)[:300]  # pygls wraps cattrs' error
+                cause = _what_is_wrong(exc.__cause__ or exc)  # pygls wraps cattrs' error
                 self.send_error(msg_id, INVALID_PARAMS, f"invalid params for {method}: {cause}")
             else:
                 log.warning("ignoring %s with invalid params", method)
@@ -293,3 +295,14 @@ def _document_uri(params: Any) -> object:
     """`params.textDocument.uri` of a message as it came (None where it is not there)."""
     document = params.get("textDocument") if isinstance(params, dict) else None
     return document.get("uri") if isinstance(document, dict) else None
+
+
+def _what_is_wrong(error: BaseException) -> str:
+    """cattrs' error as the fields it names (`required field missing @ $.params.context`),
+    not its summary ("While structuring ... (1 sub-exception)")."""
+    try:
+        found = cattrs.transform_error(error)
+    except Exception:
+        found = [str(error)]
+    # Its paths use lsprotocol's attribute names; the client knows the wire's (camelCase).
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), "; ".join(found))[:300]
