@@ -184,10 +184,7 @@ class OpenFiles:
         state = file.state
         state.disabled_reason = self._refusal(doc)
         if state.disabled_reason:
-            self._client.tell(
-                f"lsp-complete: no completions for {_short(item.uri)}: {state.disabled_reason}",
-                types.MessageType.Warning,
-            )
+            self._tell_refused(file)
             return
         self._sync_syntax(file)
         self.follow(file, after_open())
@@ -329,8 +326,13 @@ class OpenFiles:
         was_disabled, state.disabled_reason = state.disabled_reason, OUT_OF_SYNC
         if was_disabled != OUT_OF_SYNC:
             self._sync_syntax(file)
-            self._client.tell(f"lsp-complete: no completions for {_short(file.uri)}: {OUT_OF_SYNC}",
-                              types.MessageType.Warning)
+            self._tell_refused(file)
+
+    def _tell_refused(self, file: OpenFile) -> None:
+        self._client.tell(
+            f"lsp-complete: no completions for {_short(file.uri)}: {file.state.disabled_reason}",
+            types.MessageType.Warning,
+        )
 
     def when_closed(self, forget: Callable[[str], None]) -> None:
         """`forget(uri)` runs (on the loop) when a file closes: for what another part keeps
