@@ -300,24 +300,27 @@ _LANGUAGES = (
                   (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++", ".ipp", ".inl",
                    ".cu")),
     # Languages without a grammar: brackets and strings are still lexed right in their text.
-    LanguageInfo("csharp", _C_LIKE),
-    LanguageInfo("kotlin", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',))),
-    LanguageInfo("swift", Syntax(("//",), ("/*", "*/"), '"', ('"""',))),
-    LanguageInfo("scala", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',))),
-    LanguageInfo("php", Syntax(("//", "#"), ("/*", "*/"), "\"'")),
-    LanguageInfo("ruby", _HASH),
-    LanguageInfo("shellscript", _HASH),
-    LanguageInfo("perl", _HASH),
-    LanguageInfo("r", _HASH),
-    LanguageInfo("yaml", _HASH),
-    LanguageInfo("toml", _HASH),
-    LanguageInfo("elixir", _HASH),
-    LanguageInfo("julia", _HASH),
-    LanguageInfo("lua", Syntax(("--",), None, "\"'")),
-    LanguageInfo("sql", Syntax(("--",), ("/*", "*/"), "\"'")),
-    LanguageInfo("haskell", Syntax(("--",), ("{-", "-}"), '"')),
+    LanguageInfo("csharp", _C_LIKE, aliases=("c#", "cs"), extensions=(".cs",)),
+    LanguageInfo("kotlin", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',)),
+                 extensions=(".kt", ".kts")),
+    LanguageInfo("swift", Syntax(("//",), ("/*", "*/"), '"', ('"""',)), extensions=(".swift",)),
+    LanguageInfo("scala", Syntax(("//",), ("/*", "*/"), "\"'", ('"""',)),
+                 extensions=(".scala", ".sc")),
+    LanguageInfo("php", Syntax(("//", "#"), ("/*", "*/"), "\"'"), extensions=(".php",)),
+    LanguageInfo("ruby", _HASH, aliases=("rb",), extensions=(".rb", ".rake", ".gemspec")),
+    LanguageInfo("shellscript", _HASH, aliases=("sh", "bash", "zsh", "shell"),
+                 extensions=(".sh", ".bash", ".zsh")),
+    LanguageInfo("perl", _HASH, extensions=(".pl", ".pm")),
+    LanguageInfo("r", _HASH, extensions=(".r",)),
+    LanguageInfo("yaml", _HASH, aliases=("yml",), extensions=(".yaml", ".yml")),
+    LanguageInfo("toml", _HASH, extensions=(".toml",)),
+    LanguageInfo("elixir", _HASH, extensions=(".ex", ".exs")),
+    LanguageInfo("julia", _HASH, extensions=(".jl",)),
+    LanguageInfo("lua", Syntax(("--",), None, "\"'"), extensions=(".lua",)),
+    LanguageInfo("sql", Syntax(("--",), ("/*", "*/"), "\"'"), extensions=(".sql",)),
+    LanguageInfo("haskell", Syntax(("--",), ("{-", "-}"), '"'), extensions=(".hs",)),
     LanguageInfo("plaintext", _PROSE),
-    LanguageInfo("markdown", _PROSE),
+    LanguageInfo("markdown", _PROSE, aliases=("md",), extensions=(".md", ".markdown")),
 )
 
 _BY_ID = {name: lang for lang in _LANGUAGES for name in (lang.name, *lang.aliases)}
@@ -340,6 +343,16 @@ def language_of_path(path: str) -> str:
     """The languageId of a file by its extension ("plaintext" when unknown)."""
     info = _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
     return info.name if info is not None else "plaintext"
+
+
+def language_name(language_id: str | None, uri: str | None = None) -> str:
+    """The language a document is in: the one its languageId names, else (an unknown id, or
+    "plaintext" from a client that does not know the language) its file extension's, else the
+    id as sent."""
+    info = language_info(language_id)
+    if (info is None or info.syntax is _PROSE) and uri:
+        info = _BY_EXTENSION.get(PurePosixPath(_uri_path(uri)).suffix.lower()) or info
+    return info.name if info is not None else (language_id or "plaintext")
 
 
 def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:

@@ -289,3 +289,40 @@ def test_context_and_postprocess_share_one_syntax_per_language(language_id: str)
     spec = spec_for(language_id)
     assert spec is not None
     assert spec.syntax is syntax_for(language_id)
+
+
+# A client that does not know a language sends "plaintext" (or an id of its own): the file's
+# extension names it then, for the grammar-less languages too (Ruby's `#` comments and quotes,
+# not prose's). A known id wins over the extension.
+@pytest.mark.parametrize(
+    ("language_id", "uri", "expected"),
+    [
+        ("plaintext", "file:///p/app.rb", "ruby"),
+        ("", "file:///p/Main.kt", "kotlin"),
+        ("something-new", "file:///p/x.CS", "csharp"),
+        ("plaintext", "file:///p/deploy.sh", "shellscript"),
+        ("ruby", "file:///p/notes.txt", "ruby"),
+        ("lua", "file:///p/app.rb", "lua"),
+        ("bash", None, "shellscript"),
+        ("plaintext", "file:///p/notes.txt", "plaintext"),
+        ("something-new", "file:///p/x.unknown", "something-new"),
+    ],
+)
+def test_a_documents_language_falls_back_to_its_extension(
+    language_id: str, uri: str | None, expected: str
+) -> None:
+    from lsp_complete.languages import language_name
+
+    assert language_name(language_id, uri) == expected
+
+
+def test_a_plaintext_ruby_file_gets_rubys_lexer_when_prepared() -> None:
+    from lsp_complete.config import Settings
+    from lsp_complete.documents import Document
+    from lsp_complete.pipeline.prepare import prepare
+
+    text = "def greet(name)\n  puts(\"hi #{name}\"\nend\n"
+    doc = Document("file:///p/greet.rb", "plaintext", 1, text)
+    site = prepare(doc, text.index("\"\n"), None, Settings()).site
+    assert site.language_id == "ruby"
+    assert syntax_for(site.language_id) is syntax_for("ruby")

@@ -22,6 +22,7 @@ from lsp_complete.context import (
     wants_multiline,
 )
 from lsp_complete.documents import Document
+from lsp_complete.languages import language_name
 from lsp_complete.postprocess import CompletionSite
 
 DEFAULT_LIMITS = ContextLimits()
@@ -74,9 +75,10 @@ def prepare(
         block_indent=(statements_indent(doc, cursor) if statements
                       else enclosing_block_indent(doc, cursor)),
         multiline=multiline,
-        # The language the document was resolved to (an alias, or "plaintext" for a .py file,
-        # gets that language's bracket lexer too).
-        language_id=doc.spec.name if doc.spec is not None else doc.language_id,
+        # The language the document was resolved to (an alias, or "plaintext" for a .py or
+        # .rb file, gets that language's bracket lexer too).
+        language_id=(doc.spec.name if doc.spec is not None
+                     else language_name(doc.language_id, doc.uri)),
         statements=statements,
         open_above=open_above(doc, cursor),
         brace_own_line=definition_brace_own_line(doc),
