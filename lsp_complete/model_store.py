@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import importlib
 import importlib.util
@@ -21,6 +22,7 @@ import logging
 import os
 import shutil
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -95,7 +97,7 @@ def resolve_model(
     registry = load_registry() if registry is None else registry
     value = name_or_path or os.environ.get(MODEL_ENV) or default_model_name(registry)
     if value not in registry and _looks_like_path(value):
-        return _resolve_path(Path(value).expanduser(), registry)
+        return _resolve_path(_expand_user(value), registry)
     spec = _lookup(value, registry)
     dest = model_path(spec)
     if dest.exists():
@@ -113,8 +115,18 @@ def resolve_model(
 
 
 def _looks_like_path(value: str) -> bool:
+    """A value that is no registry name is a path when it looks like one, or a bare word that
+    names something here other than a folder (a FIFO, a link loop: `_resolve_path` says what
+    is wrong with it); a bare word naming a folder, or nothing, was meant as a model name."""
     seps = {"/", os.sep, os.altsep or "/"}
-    return value.endswith(".gguf") or any(s in value for s in seps) or Path(value).is_file()
+    if value.endswith(".gguf") or any(s in value for s in seps):
+        return True
+    try:
+        return not stat.S_ISDIR(os.lstat(value).st_mode)
+    except (FileNotFoundError, ValueError):
+        return False
+    except OSError:  # a name too long for the filesystem, no permission: said as a path
+        return True
 
 
 def _lookup(name: str, registry: Mapping[str, ModelSpec]) -> ModelSpec:
@@ -127,10 +139,16 @@ def _lookup(name: str, registry: Mapping[str, ModelSpec]) -> ModelSpec:
     return spec
 
 
+def _expand_user(value: str) -> Path:
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # `~nosuchuser/x.gguf`: no home folder to put there
+        return Path(value)
+
+
 def _resolve_path(path: Path, registry: Mapping[str, ModelSpec]) -> ResolvedModel:
     fix = "pass a path to a complete .gguf model file"
-    if not path.is_file():
-        raise ModelError(f"model file {path} does not exist; {fix}")
+    _check_regular_file(path, fix)
     _check_magic(path, fix)
     entry = _matching_entry(path, registry)
     if entry is not None:
@@ -177,8 +195,7 @@ def verify_model_file(
     start after a change pays for hashing; `full` hashes the file regardless (`models pull`).
     """
     fix = fix or f"run `lsp-complete models pull {spec.name}` to fetch it again"
-    if not path.is_file():
-        raise ModelError(f"model file {path} does not exist; {fix}")
+    _check_regular_file(path, fix)
     _check_magic(path, fix)
     size = path.stat().st_size
     if spec.size is not None and size != spec.size:
@@ -195,6 +212,48 @@ def verify_model_file(
             f"model file {path} has sha256 {actual}, expected {spec.sha256} "
             f"(corrupt or another file); {fix}"
         )
+
+
+def _shown(path: Path) -> str:
+    """The path for a message: a name too long for the filesystem is shortened."""
+    text = str(path)
+    return text if len(text) <= 200 else f"{text[:100]}…{text[-40:]} ({len(text)} characters)"
+
+
+def _check_regular_file(path: Path, fix: str) -> None:
+    """Raise ModelError saying what `path` is unless it is (a link to) a regular file: only
+    an absent path is said not to exist; a folder, FIFO, socket or device is never opened (a
+    FIFO would block, /dev/zero never end)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            missing = f"model file {path} is a symbolic link to a missing file"
+            raise ModelError(f"{missing}; {fix}") from None
+        raise ModelError(f"model file {path} does not exist; {fix}") from None
+    except ValueError:  # a NUL character in the name
+        raise ModelError(
+            f"model file {str(path)!r}: a file name cannot hold a NUL; {fix}"
+        ) from None
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise ModelError(f"model file {_shown(path)}: the name is too long; {fix}") from None
+        if err.errno == errno.ELOOP:
+            raise ModelError(
+                f"model file {path}: a symbolic link loop (too many levels of links); {fix}"
+            ) from None
+        if err.errno == errno.ENOTDIR:
+            raise ModelError(
+                f"model file {path}: a part of the path is a file, not a folder; {fix}"
+            ) from None
+        raise ModelError(f"cannot read model file {path}: {err.strerror or err}; {fix}") from None
+    if stat.S_ISDIR(mode):
+        raise ModelError(f"{path} is a directory, not a model file; {fix}")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a special file")
+        raise ModelError(f"{path} is not a regular file ({kind}), not a model file; {fix}")
 
 
 def _check_magic(path: Path, fix: str) -> None:

@@ -6,9 +6,11 @@ the tests marked slow touch real models.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import time
@@ -819,6 +821,71 @@ def test_resolve_non_gguf_path(tmp_path: Path, world: FakeWorld) -> None:
         model_store.resolve_model(str(path), world.registry)
     with pytest.raises(ModelError, match="does not exist"):
         model_store.resolve_model(str(tmp_path / "missing.gguf"), world.registry)
+
+
+def _special_paths(folder: Path) -> dict[str, tuple[str, str]]:
+    """Paths that are present but no model file, each with what the message must say."""
+    fifo = folder / "model.fifo"
+    os.mkfifo(fifo)
+    loop = folder / "loop.gguf"
+    loop.symlink_to(loop)
+    dangling = folder / "dangling.gguf"
+    dangling.symlink_to(folder / "gone.gguf")
+    cases = {
+        "directory": (str(folder), "is a directory, not a model file"),
+        "fifo": (str(fifo), r"is not a regular file \(a FIFO\)"),
+        "dev_null": ("/dev/null", r"is not a regular file \(a device\)"),
+        "dev_zero": ("/dev/zero", r"is not a regular file \(a device\)"),
+        "symlink_loop": (str(loop), "a symbolic link loop"),
+        "dangling_link": (str(dangling), "a symbolic link to a missing file"),
+        "name_too_long": (f"{folder}/{'a' * 4000}.gguf", "the name is too long"),
+        "bare_name_too_long": ("a" * 4000, "the name is too long"),
+        "file_as_folder": (f"{folder}/../{folder.name}/model.fifo/x.gguf", "not a folder"),
+        "nul": (f"{folder}/x\0y.gguf", "cannot hold a NUL"),
+    }
+    if sys.platform != "darwin":  # macOS caps a socket path at 104 bytes: tmp_path is longer
+        import socket
+
+        sock_path = folder / "m.sock"
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(sock_path))
+        sock.close()  # the socket file stays
+        cases["socket"] = (str(sock_path), r"is not a regular file \(a socket\)")
+    return cases
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev are POSIX")
+def test_resolve_path_says_what_a_present_non_model_path_is(
+    tmp_path: Path, world: FakeWorld
+) -> None:
+    """A folder, FIFO, socket, device or link loop is never said not to exist (the message
+    once claimed that), a 4 KB name never escapes as a raw OSError, and nothing blocks: a FIFO
+    or /dev/zero is never opened. Each is a ModelError, the error the server reports."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for case, (value, expected) in _special_paths(folder).items():
+        with pytest.raises(ModelError) as info:
+            model_store.resolve_model(value, world.registry)
+        message = str(info.value)
+        assert "does not exist" not in message, case
+        assert re.search(expected, message), (case, message)
+        assert len(message) < 400, case  # a 4 KB name is shortened
+    # A bare word is a path when it names a file here, a model name when it names a folder.
+    with contextlib.chdir(folder):
+        with pytest.raises(ModelError, match=r"model\.fifo is not a regular file \(a FIFO\)"):
+            model_store.resolve_model("model.fifo", world.registry)
+        with pytest.raises(ModelError, match="a symbolic link loop"):
+            model_store.resolve_model("loop.gguf", world.registry)
+    with contextlib.chdir(tmp_path), pytest.raises(ModelError, match="unknown model 'models'"):
+        model_store.resolve_model("models", world.registry)
+
+
+def test_verify_model_file_says_a_folder_is_a_folder(world: FakeWorld) -> None:
+    """A folder where a pulled model belongs in the cache: said so, not 'does not exist'."""
+    dest = model_store.model_path(world.registry["fake-hub"])
+    dest.mkdir(parents=True)
+    with pytest.raises(ModelError, match="is a directory, not a model file"):
+        model_store.resolve_model("fake-hub", world.registry)
 
 
 def test_resolve_path_of_known_file_gets_its_entry(tmp_path: Path, world: FakeWorld) -> None:
