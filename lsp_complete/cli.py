@@ -4,10 +4,54 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from lsp_complete import __version__
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The smallest --max-message-bytes: an editor's initialize request, with its client
+# capabilities and workspace folders, runs to several KiB and must fit (the default is 32 MiB).
+MIN_MESSAGE_BYTES = 64 * 1024
+# The `maxTokens` and `threads` settings' own upper bounds (config.py).
+MAX_TOKENS = 4096
+MAX_THREADS = 1024
+
+
+def _int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from `low` to `high` (no upper bound when None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range: {bound}")
+        return value
+
+    return parse
+
+
+def _minutes(text: str) -> float:
+    """An argparse type: a finite number of minutes, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: minutes must be a finite number, 0 or more")
+    return value
+
+
+def _log_level(text: str) -> str:
+    # Any case, as before (`--log-level debug`), and logging's aliases; `choices` then lists
+    # the valid ones (logging itself raised a bare ValueError for an unknown one).
+    level = text.upper()
+    return {"WARN": "WARNING", "FATAL": "CRITICAL"}.get(level, level)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -15,12 +59,14 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="lsp-complete",
         description="Fast local inline code completion over the Language Server Protocol.",
     )
-    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    parser.add_argument("--log-level", default="WARNING", type=_log_level, choices=LOG_LEVELS,
+                        metavar="LEVEL", help="Python logging level: "
+                        f"{', '.join(LOG_LEVELS)} (any case; default WARNING)")
     parser.add_argument("--version", action="version", version=f"lsp-complete {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
-    serve.add_argument("--tcp", type=int, metavar="PORT",
+    serve.add_argument("--tcp", type=_int_in(0, 65535), metavar="PORT",
                        help="listen on 127.0.0.1:PORT (0: any free port) for one client at a "
                        "time, which must send the launch's token as initializationOptions.token")
     serve.add_argument("--token-file", type=Path, metavar="PATH",
@@ -32,8 +78,11 @@ def _build_parser() -> argparse.ArgumentParser:
     # Many LSP clients add --stdio on their own (vscode-languageclient, LSP4IJ): accept it.
     serve.add_argument("--stdio", action="store_true", help="talk LSP over stdio (the default)")
     serve.add_argument("--model", help="models.toml name or path to a .gguf file")
-    serve.add_argument("--max-message-bytes", type=int, default=32 * 1024 * 1024, metavar="N",
-                       help="refuse LSP messages larger than this (default 32 MiB)")
+    serve.add_argument("--max-message-bytes", type=_int_in(MIN_MESSAGE_BYTES),
+                       default=32 * 1024 * 1024, metavar="N",
+                       help="refuse LSP messages larger than this (default 32 MiB; at least "
+                       f"{MIN_MESSAGE_BYTES // 1024} KiB, so that an editor's initialize "
+                       "request always fits)")
     serve.add_argument("--no-daemon", action="store_true",
                        help="run the engine in this process, not in the shared per-user daemon "
                        "(LSP_COMPLETE_NO_DAEMON=1 does the same; --tcp always does)")
@@ -44,7 +93,7 @@ def _build_parser() -> argparse.ArgumentParser:
     daemon_status.add_argument("--json", action="store_true", help="machine-readable output")
     daemon_sub.add_parser("stop", help="save the KV caches and stop the daemon")
     daemon_run = daemon_sub.add_parser("run", help="run the daemon in the foreground")
-    daemon_run.add_argument("--idle-minutes", type=float, default=None, metavar="M",
+    daemon_run.add_argument("--idle-minutes", type=_minutes, default=None, metavar="M",
                             help="exit after M minutes without a session (default 10, or "
                             "LSP_COMPLETE_DAEMON_IDLE_MINUTES)")
     daemon_run.add_argument("--model", help="the model its editors ask for (`serve --model`): "
@@ -55,13 +104,17 @@ def _build_parser() -> argparse.ArgumentParser:
     complete = sub.add_parser("complete", help="one-shot completion at FILE:LINE:COL (1-based)")
     complete.add_argument("location", help="FILE:LINE:COL, line and column counted from 1")
     complete.add_argument("--model", help="models.toml name or path to a .gguf file")
-    complete.add_argument("--max-tokens", type=int, default=64)
-    complete.add_argument("--threads", type=int, default=None)
+    complete.add_argument("--max-tokens", type=_int_in(1, MAX_TOKENS), default=64, metavar="N",
+                          help=f"longest suggestion, in tokens (1 to {MAX_TOKENS}; default 64)")
+    complete.add_argument("--threads", type=_int_in(0, MAX_THREADS), default=None, metavar="N",
+                          help=f"CPU threads (1 to {MAX_THREADS}; 0 or unset: as many as suit "
+                          "the machine)")
 
     demo = sub.add_parser("demo", help="watch the server suggest code while a file is typed")
     demo.add_argument("--model", help="models.toml name or path to a .gguf file")
     demo.add_argument("--file", help="source file to type (default: a bundled sample)")
-    demo.add_argument("--lines", type=int, default=4, help="how many lines to type")
+    demo.add_argument("--lines", type=_int_in(1), default=4,
+                      help="how many lines to type (at least 1; default 4)")
 
     sub.add_parser("bench", help="benchmark speed and quality against baselines (see --help)")
 
@@ -108,9 +161,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "serve":
         if args.token_file is not None and args.tcp is None:
             print("lsp-complete serve: --token-file needs --tcp", file=sys.stderr)
-            return 2
-        if args.tcp is not None and not 0 <= args.tcp <= 65535:
-            print(f"lsp-complete serve: --tcp {args.tcp}: not a port", file=sys.stderr)
             return 2
         from lsp_complete.daemon.control import wanted
 

@@ -18,7 +18,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_complete.oneshot import language_id_for_path
+from lsp_complete.config import Settings
+from lsp_complete.oneshot import UsageError, language_id_for_path, read_source
 from lsp_complete.testing import lsp_client
 from lsp_complete.testing.lsp_client import server_command, suggestion_from_answer, utf16_len
 
@@ -34,14 +35,16 @@ def sample_span(text: str, lines: int, marker: str = "    def cheapest") -> tupl
     return start, min(len(all_lines), start + lines)
 
 
-async def _demo(model: str | None, file: Path | None, lines: int, out: Any) -> int:
+async def _demo(
+    model: str | None, file: tuple[Path, str] | None, lines: int, out: Any
+) -> int:
     if file is None:
         source = resources.files("lsp_complete.data").joinpath("sample.py").read_text("utf-8")
         name = "sample.py"
         span = sample_span(source, lines)
     else:
-        source = file.read_text("utf-8")
-        name = file.name
+        path, source = file
+        name = path.name
         span = sample_span(source, lines, marker="\0")
     all_lines = source.split("\n")
     typed_lines = all_lines[span[0] : span[1]]
@@ -141,4 +144,13 @@ def _ghost(answer: Any, typed: str) -> str:
 
 
 def run_demo(model: str | None = None, file: str | None = None, lines: int = 4) -> int:
-    return asyncio.run(_demo(model, Path(file) if file else None, lines, sys.stdout))
+    """`lsp-complete demo`; a --file that is missing, a folder, a FIFO, not UTF-8 text or
+    over the server's size cap is said in one line (exit 1) before the server starts."""
+    typed: tuple[Path, str] | None = None
+    if file:
+        try:
+            typed = (Path(file), read_source(Path(file), Settings().max_file_bytes))
+        except UsageError as exc:
+            print(f"lsp-complete demo: {exc}", file=sys.stderr)
+            return 1
+    return asyncio.run(_demo(model, typed, lines, sys.stdout))
