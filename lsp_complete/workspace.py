@@ -30,9 +30,10 @@ import os
 import re
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +41,15 @@ import pathspec
 
 from lsp_complete.documents import Document
 from lsp_complete.languages import language_of_path
-from lsp_complete.safe_read import IGNORE_RULES, SOURCE, IoTimeout, ReadLimit, io_call, read_file
+from lsp_complete.safe_read import (
+    IGNORE_RULES,
+    IO_TIMEOUT_S,
+    SOURCE,
+    IoTimeout,
+    ReadLimit,
+    io_call,
+    read_file,
+)
 from lsp_complete.uris import file_path
 
 log = logging.getLogger(__name__)
@@ -59,6 +68,15 @@ MAX_PATTERN_CHARS = 256
 LINEAR_MATCHING = importlib.util.find_spec("re2") is not None
 _BACKEND = "re2" if LINEAR_MATCHING else "simple"
 MAX_WILDCARDS_BACKTRACKING = 3  # `*` in a rule (a run of `**` segments counts once)
+# Roots kept, at most. Editors open a handful (a large multi-root workspace: tens), but a client
+# may send hundreds of thousands in one message: each is resolved on the I/O thread and listed
+# in the status, and the context searches every root for an import. Past the cap the client's
+# list is cut, with a warning, instead of spending the disk's deadline on them.
+MAX_ROOTS = 10_000
+# Resolving a change of roots stops here, within the I/O thread's deadline (IO_TIMEOUT_S):
+# what is resolved by then is kept, and the rest dropped with a warning. (Past IO_TIMEOUT_S
+# the caller stops waiting and keeps what was done, or the roots it had.)
+RESOLVE_ROOTS_S = 0.75 * IO_TIMEOUT_S
 
 T = TypeVar("T")
 # The open buffer for a path, if the editor has it open: (version, text).
@@ -282,6 +300,7 @@ class Workspace:
                  cache_entries: int = OUTLINE_CACHE_ENTRIES) -> None:
         self.max_file_bytes = max_file_bytes
         self._roots: tuple[Path, ...] = ()
+        self._root_set: frozenset[Path] = frozenset()  # the same, to look paths up in
         self._ignores = _GitIgnores()
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._cache_entries = cache_entries
@@ -297,28 +316,62 @@ class Workspace:
         return self._roots
 
     def set_roots(self, paths: Iterable[Path]) -> None:
-        self._roots = tuple(_on_io_thread([], _folders, list(paths)))
-        self.generation += 1
+        """The roots are the folders among `paths`, resolved, without repeats. When the disk
+        does not answer in time: those resolved so far, or else the roots as they were."""
+        wanted = _capped(list(paths))
+        adding = _Resolving(wanted, time.monotonic() + RESOLVE_ROOTS_S)
+        _on_io_thread(None, adding.run)
+        found, dropped = adding.result()
+        if dropped:
+            kept = found or list(self._roots)
+            log.warning("workspace: the disk did not answer in time: %d of %d folders were not "
+                        "resolved and are not roots (%d roots kept)", dropped, len(wanted),
+                        len(kept))
+            found = kept
+        self._set_roots(found)
+
+    def change_roots(self, added: Iterable[Path] = (), removed: Iterable[Path] = ()) -> None:
+        """`removed` leave the roots, then the folders among `added` join them: all of them in
+        one trip to the I/O thread, and the roots kept are not resolved again (a client may
+        add thousands in one message). When the disk does not answer in time, the folders
+        not resolved by then are not added; the roots kept stay."""
+        gone = [Path(os.path.abspath(path)) for path in removed]
+        wanted = _capped(list(added))
+        deadline = time.monotonic() + RESOLVE_ROOTS_S
+        removing = _Resolving(gone, deadline, folders_only=False)
+        adding = _Resolving(wanted, deadline)
+        _on_io_thread(None, _change_roots, self._roots, removing, adding)
+        resolved, _ = removing.result()
+        leaving = {*gone, *resolved}  # as given too: a removal never waits on the disk
+        kept = [root for root in self._roots if root not in leaving]
+        found, dropped = adding.result()
+        if dropped:
+            log.warning("workspace: the disk did not answer in time: %d of %d folders added "
+                        "were not resolved and are not roots", dropped, len(wanted))
+        self._set_roots(_capped(kept + found))
 
     def add_root(self, path: Path) -> None:
-        self.set_roots([*self._roots, path])
+        self.change_roots(added=[path])
 
     def remove_root(self, path: Path) -> None:
-        real = _on_io_thread(path, _real, path)
-        self.set_roots(r for r in self._roots if r != real)
+        self.change_roots(removed=[path])
+
+    def _set_roots(self, roots: list[Path]) -> None:
+        # Two references, each replaced whole: `_root_of` (on the worker) reads only the set.
+        self._roots = tuple(roots)
+        self._root_set = frozenset(roots)
+        self.generation += 1
 
     def root_of(self, path: Path) -> Path | None:
         """The (innermost) root holding `path` once resolved, or None."""
         return _on_io_thread(None, self._root_of, path)
 
     def _root_of(self, path: Path) -> Path | None:
+        # Up from the path, the first root met is the innermost: as many look-ups as the path
+        # has folders, however many roots there are.
         real = _real(path)
-        found = None
-        for root in self._roots:
-            inside = real == root or root in real.parents
-            if inside and (found is None or len(root.parts) > len(found.parts)):
-                found = root
-        return found
+        roots = self._root_set
+        return next((folder for folder in (real, *real.parents) if folder in roots), None)
 
     # ------------------------------------------------------------------ access rules
 
@@ -462,18 +515,63 @@ class Workspace:
             return len(self._cache)
 
 
-def _folders(paths: list[Path]) -> list[Path]:
-    """The folders among `paths`, resolved, without repeats."""
-    roots: list[Path] = []
-    for path in paths:
-        try:
-            real = _real(path)
-            is_dir = real.is_dir()
-        except (OSError, ValueError):  # too long a path, a NUL byte: no folder
-            continue
-        if is_dir and real not in roots:
-            roots.append(real)
-    return roots
+def _capped(roots: list[Path]) -> list[Path]:
+    if len(roots) > MAX_ROOTS:
+        log.warning("workspace: %d folders; only the first %d are roots", len(roots), MAX_ROOTS)
+    return roots[:MAX_ROOTS]
+
+
+@dataclass
+class _Resolving:
+    """Paths resolved on the I/O thread, one by one until `deadline`. What is done stays
+    here for the caller, who keeps it when the disk stops answering midway."""
+
+    paths: list[Path]
+    deadline: float  # time.monotonic()
+    folders_only: bool = True  # else any path, even one gone (a root deleted, then removed)
+    skip: set[Path] = field(default_factory=set)  # resolved paths not wanted: repeats, roots
+    found: list[Path] = field(default_factory=list)  # resolved, in order, without repeats
+    done: int = 0  # paths looked at
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def run(self) -> None:
+        for path in self.paths:
+            if time.monotonic() > self.deadline:
+                return
+            real = _folder(path) if self.folders_only else _resolved(path)
+            with self._lock:  # `result` may read while this thread is still at it
+                if real is not None and real not in self.skip:
+                    self.skip.add(real)
+                    self.found.append(real)
+                self.done += 1
+
+    def result(self) -> tuple[list[Path], int]:
+        """(the paths resolved, how many were not looked at in time)."""
+        with self._lock:
+            return list(self.found), len(self.paths) - self.done
+
+
+def _change_roots(roots: tuple[Path, ...], removing: _Resolving, adding: _Resolving) -> None:
+    removing.run()
+    leaving = set(removing.found)
+    adding.skip.update(root for root in roots if root not in leaving)
+    adding.run()
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return _real(path)
+    except (OSError, ValueError):  # too long a path, a NUL byte
+        return None
+
+
+def _folder(path: Path) -> Path | None:
+    """`path` resolved, if it is a folder."""
+    try:
+        real = _real(path)
+        return real if real.is_dir() else None
+    except (OSError, ValueError):  # too long a path, a NUL byte: no folder
+        return None
 
 
 def _is_regular(path: Path) -> bool:

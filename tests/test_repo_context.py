@@ -8,6 +8,7 @@ import builtins
 import io
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -765,6 +766,44 @@ async def test_the_watcher_is_registered_when_the_client_can(harness: Harness,
     assert registration["method"] == "workspace/didChangeWatchedFiles"
     harness.deliver({"id": message["id"], "result": None})
     await asyncio.wait_for(task, 60)
+
+
+async def test_a_thousand_folders_added_at_once_are_resolved_once_in_one_trip(
+        harness: Harness, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: each folder added resolved every root again, one trip to the I/O thread per
+    folder (1,000 folders held the event loop for over a minute)."""
+    from lsp_complete import workspace as ws_module
+
+    await harness.start(project)
+    added = [project / "more" / f"d{i}" for i in range(1000)]
+    for folder in added:
+        folder.mkdir(parents=True)
+    loop = threading.get_ident()
+    trips = resolved = 0
+    io_call, real = ws_module.io_call, ws_module._real
+
+    def counted_trip(*args: Any, **kw: Any) -> Any:
+        nonlocal trips
+        trips += threading.get_ident() == loop
+        return io_call(*args, **kw)
+
+    def counted_real(path: Path) -> Path:
+        nonlocal resolved
+        resolved += 1
+        if resolved > 10 * len(added):  # the quadratic path: stop it rather than wait
+            raise RuntimeError("every root resolved again")
+        return real(path)
+
+    monkeypatch.setattr(ws_module, "io_call", counted_trip)
+    monkeypatch.setattr(ws_module, "_real", counted_real)
+    harness.notify("workspace/didChangeWorkspaceFolders", {"event": {
+        "added": [{"uri": f.as_uri(), "name": f.name} for f in added],
+        "removed": [{"uri": project.as_uri(), "name": "project"}]}})
+    assert (trips, resolved) == (1, 1001)  # the root removed, and each folder added, once
+    harness.deliver({"id": "status", "method": "lsp-complete/status", "params": {}})
+    assert await until(lambda: any(m.get("id") == "status" for m in harness.sent), 30)
+    answer = next(m for m in harness.sent if m.get("id") == "status")
+    assert answer["result"]["repository"]["roots"] == [str(f) for f in added]
 
 
 def test_commonjs_exports_are_definitions(tmp_path: Path) -> None:

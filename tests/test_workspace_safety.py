@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +288,100 @@ async def test_the_server_answers_and_builds_repository_context_beside_a_fifo_gi
         unblock_fifo(fifo)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.shutdown_session(), 10)
+
+
+# --------------------------------------------------------------------------- roots
+
+
+def folders(base: Path, count: int) -> list[Path]:
+    made = [base / f"d{i}" for i in range(count)]
+    for folder in made:
+        folder.mkdir()
+    return made
+
+
+def test_thousands_of_roots_are_all_kept_and_not_resolved_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: resolving the roots was quadratic (`in` on a list); 4,001 folders ran past the
+    I/O thread's deadline and the workspace was left with no root at all. And adding one root
+    resolved every root again."""
+    from lsp_complete import workspace as ws_module
+
+    given = folders(tmp_path, 5000)
+    ws = Workspace()
+    ws.set_roots([*given, given[0], tmp_path / "missing"])  # a repeat, and no folder
+    assert ws.roots == tuple(given)
+    resolved: list[Path] = []
+    real = ws_module._real
+    monkeypatch.setattr(ws_module, "_real", lambda path: resolved.append(path) or real(path))
+    (tmp_path / "extra").mkdir()
+    ws.add_root(tmp_path / "extra")
+    assert ws.roots == (*given, tmp_path / "extra")
+    assert resolved == [tmp_path / "extra"]  # the roots kept are not resolved again
+    ws.change_roots(added=[tmp_path / "d7"], removed=[tmp_path / "d3"])
+    assert len(ws.roots) == 5000 and given[3] not in ws.roots and given[7] in ws.roots
+    assert ws.root_of(given[4999] / "a.py") == given[4999]
+
+
+def test_roots_past_the_deadline_are_dropped_with_a_warning_and_the_rest_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A slow disk: what is resolved in time is kept, the rest dropped and said (before: every
+    root was dropped, silently)."""
+    from lsp_complete import workspace as ws_module
+
+    given = folders(tmp_path, 200)
+    folder = ws_module._folder
+
+    def slow(path: Path) -> Path | None:
+        time.sleep(0.005)
+        return folder(path)
+
+    monkeypatch.setattr(ws_module, "_folder", slow)
+    monkeypatch.setattr(ws_module, "RESOLVE_ROOTS_S", 0.1)
+    ws = Workspace()
+    with caplog.at_level(logging.WARNING, logger="lsp_complete.workspace"):
+        ws.set_roots(given)
+    kept = len(ws.roots)
+    assert 0 < kept < 200 and ws.roots == tuple(given[:kept])
+    assert f"{200 - kept} of 200 folders" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lsp_complete.workspace"):
+        ws.change_roots(added=[tmp_path], removed=[given[0]])
+    assert ws.roots == (*given[1:kept], tmp_path) and not caplog.text
+
+
+def test_a_disk_that_does_not_answer_leaves_the_roots_as_they_were(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from lsp_complete import workspace as ws_module
+
+    first, second, third = folders(tmp_path, 3)
+    ws = Workspace()
+    ws.set_roots([first])
+    released = threading.Event()
+    folder = ws_module._folder
+    monkeypatch.setattr(ws_module, "_folder", lambda path: released.wait(10) and folder(path))
+    monkeypatch.setattr(ws_module, "io_call", functools.partial(ws_module.io_call, timeout_s=0.2))
+    try:
+        with caplog.at_level(logging.WARNING, logger="lsp_complete.workspace"):
+            ws.set_roots([second])
+            assert ws.roots == (first,)
+            assert "1 of 1 folders were not resolved" in caplog.text
+            ws.change_roots(added=[third])
+            assert ws.roots == (first,)
+            assert "1 of 1 folders added were not resolved" in caplog.text
+    finally:
+        released.set()
+
+
+def test_roots_past_the_cap_are_cut_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from lsp_complete import workspace as ws_module
+
+    monkeypatch.setattr(ws_module, "MAX_ROOTS", 3)
+    given = folders(tmp_path, 5)
+    ws = Workspace()
+    with caplog.at_level(logging.WARNING, logger="lsp_complete.workspace"):
+        ws.set_roots(given)
+        assert ws.roots == tuple(given[:3]) and "5 folders; only the first 3" in caplog.text
+        ws.change_roots(added=given[3:], removed=[given[0]])
+    assert ws.roots == (*given[1:3], given[3])

@@ -82,13 +82,12 @@ class RepoHost:
         self._files.clear_blocks()
 
     def folders_changed(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
-        """The roots changed: the open files' blocks may too (prepare them again)."""
-        for folder in params.event.removed or []:
-            if (path := path_of_uri(folder.uri)) is not None:
-                self.workspace.remove_root(path)
-        for folder in params.event.added or []:
-            if (path := path_of_uri(folder.uri)) is not None:
-                self.workspace.add_root(path)
+        """The roots changed: the open files' blocks may too (prepare them again). One
+        change of the workspace for the whole event: a client may add thousands at once."""
+        removed = [path_of_uri(f.uri) for f in params.event.removed or []]
+        added = [path_of_uri(f.uri) for f in params.event.added or []]
+        self.workspace.change_roots(added=[p for p in added if p is not None],
+                                    removed=[p for p in removed if p is not None])
 
     async def register_watcher(self) -> None:
         """Ask the client to report file changes (when it can register that dynamically):
