@@ -34,9 +34,11 @@ class RawServer:
     """One `lsp-complete serve` process talking over pipes."""
 
     def __init__(self, model: str | Path | None, *args: str, env: dict[str, str] | None = None,
-                 new_session: bool = False) -> None:
+                 new_session: bool = False, answers: bool = True) -> None:
         """`env`: the server's whole environment (None: this one); `new_session`: in a
-        process group (and session) of its own, as some editors start servers."""
+        process group (and session) of its own, as some editors start servers; `answers`:
+        whether the server's requests get an empty answer at once (else none)."""
+        self.answers = answers
         command = [*SERVE, *(["--model", str(model)] if model else []), *args]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
@@ -148,7 +150,7 @@ class RawServer:
                 if len(body) < length:
                     return
                 message = json.loads(body)
-                if "method" in message and "id" in message:  # the server asks: say nothing
+                if "method" in message and "id" in message and self.answers:  # say nothing
                     self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
                 self._inbox.put(message)
         except (OSError, ValueError):

@@ -484,3 +484,106 @@ def test_bad_uris_and_roots_lose_nothing_else(tmp_path: Path, tiny_model_path: P
         assert "Traceback" not in json.dumps(server.messages())
     finally:
         server.close()
+
+
+# --- what a stranger's client may send (round 5) ---------------------------------------------
+
+
+def initialize_with(server: RawServer, capabilities: dict[str, Any],
+                    options: dict[str, Any] | None = None,
+                    root: Path | None = None) -> dict[str, Any]:
+    answer = server.call("initialize", {
+        "processId": None, "capabilities": capabilities,
+        "rootUri": root.as_uri() if root else None,
+        "initializationOptions": {"threads": 1, "contextSize": 4096, **(options or {})}})
+    assert "result" in answer, answer
+    server.notify("initialized", {})
+    return dict(answer["result"])
+
+
+def server_request(server: RawServer, method: str, timeout: float = 30) -> dict[str, Any]:
+    return server.wait_for(lambda m: m.get("method") == method and "id" in m, timeout, method)
+
+
+def test_a_client_that_never_agrees_to_progress_still_gets_its_model(
+        tiny_model_path: Path) -> None:
+    """A client that advertises workDoneProgress but never answers (or answers malformed)
+    window/workDoneProgress/create: the model stayed "loading" for ever, every suggestion
+    empty, nothing told."""
+    server = RawServer(None, answers=False)
+    try:
+        initialize_with(server, {"window": {"workDoneProgress": True}},
+                        {"model": str(tiny_model_path)})
+        asked = server_request(server, "window/workDoneProgress/create")
+        assert server.wait_ready(timeout=30)["model"]["state"] == "ready"
+        server.send({"id": asked["id"], "result": None})  # late, and without "jsonrpc"
+        server.send(did_open(URI, "def add(a, b):\n    return \n"))
+        server.send(inline_request(1, 1, 11))
+        assert "result" in server.response(1, timeout=30)
+    finally:
+        server.close()
+
+
+def test_a_second_initialize_is_refused_and_changes_nothing(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    """LSP sends initialize once. A second one switched the position encoding under the open
+    documents (utf-8 to utf-16), dropped the roots and loaded the model again."""
+    server = RawServer(tiny_model_path)
+    try:
+        result = initialize_with(server, {"general": {"positionEncodings": ["utf-8"]}})
+        assert result["capabilities"]["positionEncoding"] == "utf-8"
+        server.notify("workspace/didChangeWorkspaceFolders", {"event": {
+            "added": [{"uri": tmp_path.as_uri(), "name": "p"}], "removed": []}})
+        assert server.wait_ready()["model"]["state"] == "ready"
+        server.send(did_open(URI, "s = '😀'\nx = \n"))
+        before = server.call(STATUS, {})["result"]
+        again = server.call("initialize", {"processId": None, "capabilities": {},
+                                           "rootUri": None, "initializationOptions": {}})
+        assert again["error"]["code"] == INVALID_REQUEST, again
+        after = server.call(STATUS, {})["result"]
+        for key in ("positionEncoding", "roots", "model"):
+            assert after.get(key) == before.get(key), key
+        assert open_uris(server) == [URI]
+    finally:
+        server.close()
+
+
+async def test_an_answer_that_does_not_parse_ends_its_wait_at_once() -> None:
+    """`result: null` to workspace/configuration (clients send it) did not parse and was
+    dropped: the server waited out its 5 s timeout before loading the model. Such an answer
+    (or one without "jsonrpc") now fails its request at once."""
+    from lsp_complete.server import create_server
+
+    server = create_server()
+    protocol = server.protocol
+    sent: list[bytes] = []
+    protocol.set_writer(type("W", (), {"write": lambda _s, d: sent.append(d),
+                                       "close": lambda _s: None})())
+    protocol.handle_payload(request(1, "initialize", {"processId": None, "capabilities": {}}))
+    await asyncio.sleep(0.05)
+    for answer in ({"jsonrpc": "2.0", "result": None}, {"result": []}):
+        sent.clear()
+        waiting = protocol.send_request_async(types.WORKSPACE_CONFIGURATION,
+                                              types.ConfigurationParams(items=[]))
+        asked = json.loads(b"".join(sent).split(b"\r\n\r\n", 1)[1])
+        protocol.handle_payload({**answer, "id": asked["id"]})
+        with pytest.raises(ValueError, match="does not parse"):  # not TimeoutError
+            await asyncio.wait_for(waiting, 2)
+    server.scheduler.stop()
+
+
+def test_a_model_that_fails_again_after_a_good_one_is_told_again(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    missing = tmp_path / "missing.gguf"
+    server = RawServer(None)
+    try:
+        initialize_with(server, {}, {"model": str(missing)})
+        shown(server, "missing.gguf")
+        for model in (tiny_model_path, missing):
+            server.notify("workspace/didChangeConfiguration",
+                          {"settings": {"lspComplete": {"model": str(model)}}})
+            assert server.wait_ready()["model"]["state"] == ("ready" if model != missing
+                                                             else "error")
+        shown(server, "missing.gguf")
+    finally:
+        server.close()

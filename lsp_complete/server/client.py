@@ -55,9 +55,10 @@ class EditorClient:
         with contextlib.suppress(Exception):  # not connected (tests, CLI), or gone
             self._lsp.protocol.notify(method, params)
 
-    def forget_told(self) -> None:
-        """A new session: every message may be told again."""
-        self._told.clear()
+    def forget_told(self, prefix: str = "") -> None:
+        """Every message (a new session), or those whose cause starts with `prefix`, may be
+        told again."""
+        self._told = {key for key in self._told if prefix and not key.startswith(prefix)}
 
     # ------------------------------------------------------------------ what it can do
 
@@ -97,13 +98,14 @@ class EditorClient:
         )
         return result[0] if result else None
 
-    async def progress_begin(self, token: str, title: str) -> bool:
-        """Show progress where the client can; whether it is shown."""
+    async def progress_begin(self, token: str, title: str, timeout: float) -> bool:
+        """Show progress where the client can and agrees within `timeout`; whether it is
+        shown."""
         caps = self.capabilities
         if not (caps and caps.window and caps.window.work_done_progress):
             return False
         try:
-            await self._lsp.work_done_progress.create_async(token)
+            await asyncio.wait_for(self._lsp.work_done_progress.create_async(token), timeout)
             self._lsp.work_done_progress.begin(
                 token, types.WorkDoneProgressBegin(title=title, cancellable=False)
             )

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 _releases = itertools.count(1)
 SHUTDOWN_PERSIST_S = 10.0  # saving KV caches at shutdown: past this the client is not kept
+# A client that asks for progress reports but never agrees to one must not hold up the load.
+PROGRESS_TIMEOUT_S = 2.0
 
 
 def free_on_worker(scheduler: Scheduler, completer: Completer) -> None:
@@ -76,7 +78,8 @@ class ModelHost:
         # still being written) is tried again, even one made while this load fails.
         watched = Path(self.info["path"]) if self.info.get("path") else None
         stamp = path_stamp(watched) if watched is not None else None
-        progress = await client.progress_begin(token, "lsp-complete: loading model")
+        progress = await client.progress_begin(token, "lsp-complete: loading model",
+                                               PROGRESS_TIMEOUT_S)
         loop = asyncio.get_running_loop()
 
         def load() -> tuple[Completer, dict[str, Any], list[str]]:
@@ -106,6 +109,7 @@ class ModelHost:
         self.state = "ready"
         self.error = ""  # the last failed load's, which this one replaces
         self._failed_file = None
+        client.forget_told("model:")  # a model that fails again later is told again
         for warning in warnings:
             client.tell(f"lsp-complete: {warning}", types.MessageType.Warning)
         client.log(f"lsp-complete: model {info.get('name')} ready ({info.get('path')})")

@@ -134,6 +134,12 @@ class Protocol(LanguageServerProtocol):
         nothing but `exit` after `shutdown`. Refused requests get an error."""
         if method == types.EXIT:
             return True
+        if method == types.INITIALIZE and self._initialize_seen:
+            # Sent once (LSP 3.17): a second one would switch the position encoding under the
+            # open documents and drop the roots and the model.
+            if is_request:
+                self.send_error(msg_id, INVALID_REQUEST, "initialize was already sent")
+            return False
         if not self._initialize_seen and method != types.INITIALIZE:
             if is_request:
                 self.send_error(msg_id, NOT_INITIALIZED, "the server is not initialized")
@@ -161,13 +167,27 @@ class Protocol(LanguageServerProtocol):
             log.exception("command %s failed", command)
 
     def _handle_client_response(self, payload: dict[str, Any]) -> None:
-        if not valid_id(payload.get("id")) or payload.get("jsonrpc") != self.VERSION:
-            log.warning("ignoring a malformed response: %.200r", payload)
+        if not valid_id(payload.get("id")):
+            log.warning("ignoring a response without a valid id: %.200r", payload)
+            return
+        msg_id: MsgId = payload["id"]
+        try:
+            if payload.get("jsonrpc") != self.VERSION:
+                raise ValueError("not JSON-RPC 2.0")
+            message = self.structure_message(payload)
+        except Exception:
+            log.warning("a response that does not parse: %.200r", payload)
+            # Its waiter gives up now, not at its timeout: a `null` answer to
+            # workspace/configuration held up the model's load 5 s.
+            future = self._request_futures.pop(msg_id, None)
+            if future is not None and not future.done():
+                future.set_exception(ValueError(f"the client's answer does not parse: "
+                                                f"{str(payload)[:200]}"))
             return
         try:
-            self.handle_message(self.structure_message(payload))
+            self.handle_message(message)
         except Exception:
-            log.warning("ignoring a response that does not parse: %.200r", payload)
+            log.exception("failed to handle the response to %r", msg_id)
 
     def send_error(self, msg_id: MsgId | None, code: int, message: str) -> None:
         """An error response; `msg_id` None when the request's id is not known."""
