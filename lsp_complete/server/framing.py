@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -52,6 +53,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 SOFT_UNSENT_BYTES = 4 * 1024 * 1024
 HARD_UNSENT_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
+# Signals that end a stdio server as `exit` would, its caches saved first (editors send
+# SIGTERM; a terminal SIGHUP or SIGINT).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+EDITOR_CHECK_S = 3.0  # how often the editor's process is looked for (vscode-languageclient: 3 s)
 MAX_HEADER_LINE = 8 * 1024  # longer without a line break: not a header
 STALL_S = 1.0  # no byte for this long inside a body: see whether it is complete already
 ID_PEEK_BYTES = 4096  # where the id of a refused oversize request is looked for
@@ -428,17 +433,78 @@ def claim_stdout() -> BinaryIO:
     return channel
 
 
-def serve_stdio(server: LanguageServer, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+def serve_stdio(server: LanguageServer, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                on_close: Callable[[], Awaitable[None]] | None = None) -> int:
     """Serve one client over stdin/stdout; the exit code (the spec's: 1 on `exit` without
-    `shutdown`, 0 otherwise, also when the client closes stdin)."""
+    `shutdown`, 0 otherwise, also when the client closes stdin). `on_close` (the KV caches
+    saved) runs when serving ends without `shutdown`: stdin closed, `exit` alone, a signal
+    (SIGTERM, SIGHUP, SIGINT) or the editor's process gone."""
     protocol: Protocol = server.protocol  # type: ignore[assignment]
     protocol.set_writer(StdoutWriter(claim_stdout()))
     try:
-        asyncio.run(serve(protocol, PipeSource(sys.stdin.buffer.fileno()), max_message_bytes))
+        asyncio.run(_serve_until_ended(server, protocol, max_message_bytes, on_close))
     except BrokenPipeError:
         log.error("the connection to the client is lost: shutting down")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the signal handlers are in place
         pass
     finally:
         server.shutdown()
     return protocol.exit_code or 0
+
+
+async def _serve_until_ended(server: LanguageServer, protocol: Protocol, max_message_bytes: int,
+                             on_close: Callable[[], Awaitable[None]] | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop_on, sig, stop)
+    ends = [asyncio.ensure_future(serve(protocol, PipeSource(sys.stdin.buffer.fileno()),
+                                        max_message_bytes)),
+            asyncio.ensure_future(stop.wait())]
+    watcher = asyncio.ensure_future(_watch_editor(server, stop))
+    try:
+        done, _ = await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # a failure of the reader (BrokenPipeError) goes on up
+    finally:
+        for task in [*ends, watcher]:
+            task.cancel()
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+    if on_close is not None and not protocol._shutdown:
+        await on_close()
+
+
+def _stop_on(sig: signal.Signals, stop: asyncio.Event) -> None:
+    log.info("%s: saving the caches and exiting", sig.name)
+    stop.set()
+
+
+async def _watch_editor(server: LanguageServer, stop: asyncio.Event) -> None:
+    """The editor's process (initialize's processId), looked at every few seconds: once it is
+    gone the server exits, as the spec asks, even when something else holds its stdin open.
+    A pid not found at initialize is another machine's or container's (a server started over
+    ssh or `docker exec`): not watched, or the server would exit at once."""
+    protocol: Protocol = server.protocol  # type: ignore[assignment]
+    while not protocol.initialize_seen():
+        await asyncio.sleep(0.25)
+    pid = getattr(server, "process_id", None)
+    if pid is None:
+        return
+    if not isinstance(pid, int) or pid <= 0 or not process_alive(pid):
+        log.info("the editor's process %r is not on this machine: not watched", pid)
+        return
+    while process_alive(pid):
+        await asyncio.sleep(EDITOR_CHECK_S)
+    log.warning("the editor's process %d is gone: exiting", pid)
+    stop.set()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's (alive), or no pid at all
+        return True
+    return True

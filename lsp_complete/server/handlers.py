@@ -165,7 +165,7 @@ def run_server(tcp_port: int | None = None, model: str | None = None,
             # Not pygls' start_tcp: one client at a time, with the launch's token (tcp.py).
             return serve_tcp(server, tcp_port, token_file, max_message_bytes)
         # Our reader, not pygls' start_io: see framing.py.
-        return serve_stdio(server, max_message_bytes)
+        return serve_stdio(server, max_message_bytes, on_close=server.model.shutdown)
     finally:
         server.scheduler.stop()
 

@@ -129,6 +129,10 @@ class Protocol(LanguageServerProtocol):
             # pygls answers requests whose handler fails; this is for what escapes it.
             log.exception("failed to handle %s", method)
 
+    def initialize_seen(self) -> bool:
+        """Whether `initialize` came (so its params, processId among them, are known)."""
+        return self._initialize_seen
+
     def _admit(self, method: str, msg_id: MsgId | None, is_request: bool) -> bool:
         """The lifecycle rules: nothing but `initialize` (and `exit`) before `initialize`,
         nothing but `exit` after `shutdown`. Refused requests get an error."""

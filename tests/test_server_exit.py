@@ -1,0 +1,107 @@
+"""How a stdio server ends when no `shutdown` comes: a signal, stdin closed, `exit` alone, or the
+editor's process gone (initialize's processId). Each way saves the KV caches first, as
+`shutdown` does, and none writes a traceback (round 5: SIGTERM and SIGHUP killed the process
+with nothing saved, and a server whose editor was gone ran on for as long as something held
+its stdin open)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lsp_complete.server.framing import EDITOR_CHECK_S
+from tests.raw_lsp import RawServer
+
+URI = "file:///work/ending.py"
+TEXT = "def add(a, b):\n    return \n"
+
+
+def started(model: Path, cache: Path, process_id: int | None = None) -> RawServer:
+    """A ready server that has answered one suggestion (so it holds a KV cache to save)."""
+    server = RawServer(model, env={**os.environ, "LSP_COMPLETE_CACHE_DIR": str(cache)})
+    answer = server.call("initialize", {"processId": process_id, "capabilities": {},
+                                        "initializationOptions": {"threads": 1}})
+    assert "result" in answer, answer
+    server.notify("initialized", {})
+    assert server.wait_ready()["model"]["state"] == "ready"
+    server.notify("textDocument/didOpen", {"textDocument": {
+        "uri": URI, "languageId": "python", "version": 1, "text": TEXT}})
+    asked = server.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": URI}, "position": {"line": 1, "character": 11},
+        "context": {"triggerKind": 2}})
+    assert "result" in server.response(asked, timeout=60)
+    return server
+
+
+def _signal(sig: signal.Signals) -> Callable[[RawServer], None]:
+    return lambda server: server.proc.send_signal(sig)
+
+
+def _close_stdin(server: RawServer) -> None:
+    assert server.proc.stdin is not None
+    server.proc.stdin.close()
+
+
+ENDINGS: dict[str, tuple[Callable[[RawServer], Any], int]] = {
+    "SIGTERM": (_signal(signal.SIGTERM), 0),
+    "SIGHUP": (_signal(signal.SIGHUP), 0),
+    "SIGINT": (_signal(signal.SIGINT), 0),
+    "stdin closed": (_close_stdin, 0),
+    "exit without shutdown": (lambda server: server.notify("exit"), 1),  # the spec's code
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_a_server_ended_without_shutdown_saves_its_caches(
+        ending: str, tmp_path: Path, tiny_model_path: Path) -> None:
+    end, code = ENDINGS[ending]
+    server = started(tiny_model_path, tmp_path / "cache")
+    try:
+        end(server)
+        assert server.wait_exit(30) == code
+        kv = tmp_path / "cache" / "kv"
+        assert kv.is_dir() and list(kv.iterdir()), f"{ending}: no KV cache saved"
+        assert "Traceback" not in server.stderr()
+    finally:
+        server.close()
+
+
+def test_the_server_exits_once_the_editors_process_is_gone(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    server = started(tiny_model_path, tmp_path / "cache", process_id=editor.pid)
+    try:
+        time.sleep(EDITOR_CHECK_S / 2)
+        assert server.alive()  # the editor is there: so is the server
+        editor.kill()
+        editor.wait()
+        # Its stdin is still open (this test holds it), as a wrapper or a crashed editor's
+        # orphaned pipe would keep it.
+        assert server.wait_exit(EDITOR_CHECK_S * 5) == 0
+        assert list((tmp_path / "cache" / "kv").iterdir()), "no KV cache saved"
+    finally:
+        editor.kill()
+        server.close()
+
+
+def test_an_editor_process_not_on_this_machine_is_not_watched(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    """A server started over ssh or `docker exec` is sent a pid of another machine or
+    container: exiting because it is not found here would end every such session at once."""
+    elsewhere = subprocess.Popen([sys.executable, "-c", "pass"])
+    elsewhere.wait()  # a pid that names no process here
+    server = started(tiny_model_path, tmp_path / "cache", process_id=elsewhere.pid)
+    try:
+        time.sleep(EDITOR_CHECK_S * 1.5)
+        assert server.alive()
+        assert "result" in server.call("lsp-complete/status", {})
+    finally:
+        server.close()
