@@ -185,6 +185,34 @@ def api_key_env_refusal(name: str, allowed: str | None = None) -> str | None:
             f"`lsp-complete serve --api-key-env NAME`); the previous one stays")
 
 
+_UNKNOWN = "unknown setting "  # how parse_settings words an unknown key: "unknown setting 'x'"
+UNKNOWN_NAMED = 10  # a message on unknown keys names this many, then says how many more
+NAME_CHARS = 40  # of each unknown key named (a key may be any string)
+
+
+def combined_problems(problems: list[str]) -> list[str]:
+    """One change of settings' problems as the user is shown them: at most two messages, not
+    one per problem (a client that sends its whole settings tree, not our section alone, has
+    hundreds of keys we do not know). The unknown keys in one, the first UNKNOWN_NAMED named
+    and then how many more; the other problems (a value refused, and why) in the other."""
+    unknown = [_cut(p.removeprefix(_UNKNOWN)) for p in problems if p.startswith(_UNKNOWN)]
+    others = [p for p in problems if not p.startswith(_UNKNOWN)]
+    combined = []
+    if len(unknown) == 1:
+        combined.append(f"{_UNKNOWN}{unknown[0]}")
+    elif unknown:
+        named = ", ".join(unknown[:UNKNOWN_NAMED])
+        more = f" and {len(unknown) - UNKNOWN_NAMED} more" if len(unknown) > UNKNOWN_NAMED else ""
+        combined.append(f"unknown settings {named}{more}")
+    if others:
+        combined.append("; ".join(others))
+    return combined
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
 def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
     """Merge camelCase (or snake_case) options into settings; returns (settings, problems).
 
@@ -208,7 +236,7 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
         name = _snake(key)
         spec = _FIELDS.get(name)
         if spec is None:
-            problems.append(f"unknown setting {key!r}")
+            problems.append(f"{_UNKNOWN}{key!r}")
             continue
         error = _check(spec, value)
         if error:

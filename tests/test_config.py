@@ -14,6 +14,7 @@ from lsp_complete.config import (
     NextEditSettings,
     Settings,
     _check,
+    combined_problems,
     parse_settings,
 )
 
@@ -124,3 +125,22 @@ def test_gpu_layers_minus_one_means_every_layer() -> None:
     assert problems == [] and settings.gpu_layers == -1
     _, problems = parse_settings({"gpuLayers": -2})
     assert len(problems) == 1 and "gpuLayers" in problems[0]
+
+
+def test_one_change_of_settings_is_told_in_one_message_per_kind_of_problem() -> None:
+    """A client that sends its whole settings tree (no `lspComplete` section) got one popup per
+    key it holds: 300 keys, 300 popups. Now the unknown keys are named in one message (the
+    first ten, then how many more), the refused values in another, each in its own words."""
+    options = {**{f"k{i}": i for i in range(300)}, "maxTokens": -1, "slots": "many",
+               "x" * 500: 1}
+    _, problems = parse_settings(options)
+    assert len(problems) == 303  # parse_settings still says each problem
+    unknown, refused = combined_problems(problems)
+    assert unknown.startswith("unknown settings 'k0', 'k1', ")
+    assert "'k9' and 291 more" in unknown and "'k10'" not in unknown
+    assert len(unknown) < 300
+    assert refused == ("setting 'maxTokens': expected an integer from 0 to 4096, got -1; "
+                       "setting 'slots': expected an integer from 0 to 32")
+    assert combined_problems(parse_settings({"foo": 1})[1]) == ["unknown setting 'foo'"]
+    assert combined_problems(parse_settings({"x" * 500: 1})[1]) == [f"unknown setting '{'x' * 38}…"]
+    assert combined_problems([]) == []

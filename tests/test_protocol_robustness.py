@@ -587,3 +587,30 @@ def test_a_model_that_fails_again_after_a_good_one_is_told_again(
         shown(server, "missing.gguf")
     finally:
         server.close()
+
+
+# --- round 5, continued ----------------------------------------------------------------------
+
+
+def popups(server: RawServer) -> list[str]:
+    return [m["params"]["message"] for m in server.messages()
+            if m.get("method") == "window/showMessage"]
+
+
+def test_a_whole_settings_tree_is_told_in_one_message(server: RawServer) -> None:
+    """A client that sends its whole settings tree without the `lspComplete` section (Helix,
+    Neovim setups do) got one window/showMessage per key: 300 keys, 300 popups. Now one for
+    the unknown keys, naming the first ten, and one for the values refused."""
+    assert server.wait_ready()["model"]["state"] == "ready"
+    before = len(popups(server))
+    tree = {**{f"k{i}": {"nested": i} for i in range(300)}, "maxTokens": -1, "slots": "many"}
+    server.notify("workspace/didChangeConfiguration", {"settings": tree})
+    time.sleep(0.5)
+    assert server.call(STATUS, {})["result"]["model"]["state"] == "ready"
+    told = popups(server)[before:]
+    assert len(told) == 2, told
+    unknown = next(m for m in told if "unknown settings" in m)
+    assert "'k0'" in unknown and "'k9'" in unknown and "and 290 more" in unknown
+    assert "'k10'" not in unknown
+    refused = next(m for m in told if "maxTokens" in m)
+    assert "setting 'slots': expected an integer" in refused

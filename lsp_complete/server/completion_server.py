@@ -21,7 +21,13 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from lsp_complete import __version__
-from lsp_complete.config import EngineSettings, Settings, api_key_env_refusal, parse_settings
+from lsp_complete.config import (
+    EngineSettings,
+    Settings,
+    api_key_env_refusal,
+    combined_problems,
+    parse_settings,
+)
 from lsp_complete.scheduler import Scheduler
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.completion import Suggester
@@ -139,7 +145,7 @@ class CompletionServer(LanguageServer):
         if refusal := api_key_env_refusal(new.api_key_env, self.cli_api_key_env):
             problems.append(refusal)
             new = dataclasses.replace(new, api_key_env=self.settings.api_key_env)
-        for problem in problems:
+        for problem in combined_problems(problems):  # one popup per change, not per key
             self.client.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
         reload = new.engine_settings != self.settings.engine_settings
         self.settings = new
