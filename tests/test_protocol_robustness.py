@@ -326,6 +326,18 @@ async def test_reader_skips_garbage_and_reports_bad_json() -> None:
     assert await frames_of(Chunks(frame(b'{"t": "\xff"}'))) == [{"t": "\ufffd"}]
 
 
+async def test_reader_says_what_is_wrong_in_the_clients_words() -> None:
+    """A 5,000-digit id was refused with Python's advice ("use sys.set_int_max_str_digits()")."""
+    from lsp_complete.server.framing import Unparsable
+
+    out = await frames_of(Chunks(frame(b'{"id": ' + b"9" * 5000 + b"}")
+                                 + frame(b"[" * 100_000)))
+    assert all(isinstance(f, Unparsable) for f in out), out
+    reasons = [f.reason for f in out if isinstance(f, Unparsable)]
+    assert "digits" in reasons[0] and "sys." not in reasons[0], reasons
+    assert len(reasons) == 2
+
+
 async def test_bounded_stream_holds_back_past_the_soft_bound_and_drops_past_the_hard() -> None:
     """Issue 32: what a client has not read is bounded. Past the soft bound `room()` waits
     (the server reads no more of its requests) until the client reads; past the hard bound

@@ -282,7 +282,11 @@ class FrameReader:
             text = body.decode("utf-8", errors="replace")
         try:
             return Message(json.loads(text))
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            return Unparsable("nested too deeply")
+        except ValueError as exc:
+            if "integer string conversion" in str(exc):  # Python's words, not the client's
+                return Unparsable(f"a number of over {sys.get_int_max_str_digits()} digits")
             return Unparsable(str(exc)[:200])
 
 
