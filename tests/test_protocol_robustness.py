@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -625,3 +626,37 @@ def test_a_whole_settings_tree_is_told_in_one_message(server: RawServer) -> None
     assert "'k10'" not in unknown
     refused = next(m for m in told if "maxTokens" in m)
     assert "setting 'slots': expected an integer" in refused
+
+
+def test_exit_right_after_shutdown_saves_the_caches_first(tmp_path: Path,
+                                                          tiny_model_path: Path) -> None:
+    """`exit` written right behind `shutdown`, without waiting for its answer: the event loop
+    ended under the shutdown handler, whose cancelled wait reached asyncio's log as a
+    CancelledError traceback, and a save queued behind a busy worker was cancelled with it
+    (nothing saved). Now the save is done (or given up after SHUTDOWN_PERSIST_S) first."""
+    from lsp_complete.engine.kvstore import KVStore
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(cache),
+           "LSP_COMPLETE_SIMULATE_DECODE_MS": "700"}  # the worker busy when shutdown comes
+    server = RawServer(tiny_model_path, env=env)
+    try:
+        server.initialize({"maxTokens": 2})
+        assert server.wait_ready()["model"]["state"] == "ready"
+        server.send(did_open(URI, "def add(a, b):\n    return \n"))
+        server.send(inline_request(1, 1, 11))
+        assert "result" in server.response(1, timeout=60)
+        server.send(inline_request(2, 1, 4))  # in flight: its decode holds the worker
+        time.sleep(0.1)
+        server.write(frame(encode(request(3, "shutdown"))) + frame(encode(
+            {"jsonrpc": "2.0", "method": "exit"})))
+        assert server.wait_exit(30) == 0
+        errors = server.stderr()
+        assert "Traceback" not in errors and "CancelledError" not in errors, errors
+    finally:
+        server.close()
+    store = KVStore(cache / "kv")
+    try:
+        assert list(store._cache), "the KV cache was saved before the process exited"
+    finally:
+        store.close()

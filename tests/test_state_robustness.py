@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -486,3 +487,39 @@ async def test_a_burst_of_model_switches_ends_on_the_last_one(tiny_model_path: P
             assert st["model"]["path"] == last
     finally:
         await c.shutdown_session()
+
+
+async def test_a_cancelled_shutdown_still_saves_the_caches_within_its_bound() -> None:
+    """`exit` right behind `shutdown` ends the event loop, which cancels the shutdown handler
+    while it waits for the save: the save was cancelled with it where it was still queued.
+    Now the wait goes on until the save ends, or until its bound (SHUTDOWN_PERSIST_S)."""
+    import concurrent.futures
+    from types import SimpleNamespace
+
+    from lsp_complete.server.model import ModelHost
+
+    jobs: list[Any] = []
+
+    def submit(_key: object, _fn: object) -> Any:
+        jobs.append(SimpleNamespace(future=concurrent.futures.Future()))
+        return jobs[-1]
+
+    scheduler = SimpleNamespace(submit=submit, cancel=lambda job: job.future.cancel())
+    host = ModelHost(scheduler, Settings, client=None)  # type: ignore[arg-type]
+    host.completer = SimpleNamespace(persist=lambda: None)  # type: ignore[assignment]
+
+    # Saved while cancelled: the wait returns once the save is done.
+    saving = asyncio.ensure_future(host.persist_caches(timeout_s=5))
+    await asyncio.sleep(0.05)
+    saving.cancel()
+    await asyncio.sleep(0.1)
+    assert not saving.done() and not jobs[0].future.cancelled()
+    jobs[0].future.set_result(None)
+    await asyncio.wait_for(saving, 1)
+
+    # A worker that stays busy: given up at the bound, the queued save cancelled.
+    saving = asyncio.ensure_future(host.persist_caches(timeout_s=0.3))
+    await asyncio.sleep(0.05)
+    saving.cancel()
+    await asyncio.wait_for(saving, 1)
+    assert jobs[1].future.cancelled()

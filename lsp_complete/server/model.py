@@ -160,10 +160,25 @@ class ModelHost:
         if completer is None or not self._settings().persist_cache:
             return
         job = self._scheduler.submit(JobKey.server("persist"), lambda _c: completer.persist())
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(job.future), timeout_s)
-        except TimeoutError:
-            log.warning("shutdown: KV caches not saved, the worker stayed busy %.0f s", timeout_s)
-            self._scheduler.cancel(job)
-        except Exception as exc:
+        # `exit` sent right after `shutdown` ends the event loop, which cancels this task: the
+        # wait ended in a CancelledError that pygls let out into asyncio's log (a traceback on
+        # stderr), and it cancelled the save itself where it was queued behind a busy worker
+        # (nothing saved). Now the save is waited for to the end, or to `timeout_s`, whatever
+        # cancels the wait (asyncio.run waits for a cancelled task to return); then this
+        # returns as usual, the caches saved, and `shutdown` is answered.
+        saving = asyncio.wrap_future(job.future)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not saving.done():
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning("shutdown: KV caches not saved, the worker stayed busy %.0f s",
+                            timeout_s)
+                self._scheduler.cancel(job)
+                return
+            try:
+                await asyncio.wait([saving], timeout=left)  # never cancels `saving`
+            except asyncio.CancelledError:
+                log.info("shutdown: cancelled while saving the KV caches; saving them first")
+        if not saving.cancelled() and (exc := saving.exception()) is not None:
             log.warning("could not persist KV caches: %s", exc)
