@@ -660,3 +660,28 @@ def test_exit_right_after_shutdown_saves_the_caches_first(tmp_path: Path,
         assert list(store._cache), "the KV cache was saved before the process exited"
     finally:
         store.close()
+
+
+def test_a_second_request_with_the_id_of_one_in_flight_is_refused(
+        tiny_model_path: Path) -> None:
+    """Two requests in flight with one id: pygls filed the second's future over the first's,
+    and one of the two answers was lost. Ids are unique, so the second gets -32600 and the
+    first goes on to its answer; once answered, its id may be used again."""
+    env = {**os.environ, "LSP_COMPLETE_SIMULATE_DECODE_MS": "300"}  # the first still running
+    server = RawServer(tiny_model_path, env=env)
+    try:
+        server.initialize({"maxTokens": 2})
+        assert server.wait_ready()["model"]["state"] == "ready"
+        server.send(did_open(URI, "def add(a, b):\n    return \n"))
+        server.write(frame(encode(inline_request(7, 1, 11))) +
+                     frame(encode(inline_request(7, 1, 4))))
+        refused = server.wait_for(lambda m: m.get("id") == 7 and "error" in m, 30, "refusal")
+        assert refused["error"]["code"] == INVALID_REQUEST, refused
+        assert "still in flight" in refused["error"]["message"]
+        assert "result" in server.response(7, timeout=60)
+        time.sleep(0.5)
+        assert [m for m in server.messages() if m.get("id") == 7] == []  # two answers in all
+        server.send(inline_request(7, 1, 11))
+        assert "result" in server.response(7, timeout=60)
+    finally:
+        server.close()

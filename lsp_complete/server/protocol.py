@@ -64,7 +64,8 @@ class Protocol(LanguageServerProtocol):
     - keep documents only in our own store (pygls would keep a second copy and re-split every
       line on each keystroke);
     - every request gets an answer: invalid messages and params get JSON-RPC errors, requests
-      before `initialize` get -32002 and after `shutdown` -32600 (pygls drops them silently);
+      before `initialize` get -32002 and after `shutdown` -32600 (pygls drops them silently),
+      and so does one whose id is a request's still in flight (pygls loses one of the two);
     - `exit` records the exit code the spec asks for (1 without `shutdown`) instead of raising
       SystemExit from inside a handler; the connection loop ends and returns it;
     - no request-future is kept once its handler is done (pygls 2.1.1 leaks one per
@@ -135,7 +136,8 @@ class Protocol(LanguageServerProtocol):
 
     def _admit(self, method: str, msg_id: MsgId | None, is_request: bool) -> bool:
         """The lifecycle rules: nothing but `initialize` (and `exit`) before `initialize`,
-        nothing but `exit` after `shutdown`. Refused requests get an error."""
+        nothing but `exit` after `shutdown`; no request with the id of one in flight.
+        Refused requests get an error."""
         if method == types.EXIT:
             return True
         if method == types.INITIALIZE and self._initialize_seen:
@@ -154,7 +156,16 @@ class Protocol(LanguageServerProtocol):
             if is_request:
                 self.send_error(msg_id, INVALID_REQUEST, "the server is shutting down")
             return False
+        if is_request and msg_id is not None and self._in_flight(msg_id):
+            # Ids are unique among the requests in flight: pygls would file the second one's
+            # future over the first's, and one of the two answers was lost. The first goes on.
+            self.send_error(msg_id, INVALID_REQUEST, "a request with this id is still in flight")
+            return False
         return True
+
+    def _in_flight(self, msg_id: MsgId) -> bool:
+        future = self._request_futures.get(msg_id)
+        return future is not None and not future.done()
 
     def _command_notification(self, params: Any) -> None:
         """`workspace/executeCommand` sent without an id (copilot.el accepts a next edit so):
