@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lsp_complete.server.framing import EDITOR_CHECK_S
+from lsp_complete.processes import EDITOR_CHECK_S
 from tests.raw_lsp import RawServer
 
 URI = "file:///work/ending.py"
@@ -105,3 +105,37 @@ def test_an_editor_process_not_on_this_machine_is_not_watched(
         assert "result" in server.call("lsp-complete/status", {})
     finally:
         server.close()
+
+
+def test_a_frontend_of_the_daemon_exits_once_its_editors_process_is_gone(
+        tmp_path: Path, tiny_model_path: Path) -> None:
+    """The default: `serve` forwards to the shared engine daemon. The frontend watches the
+    editor's process too; the daemon ends the session and serves on."""
+    from lsp_complete.daemon import paths
+    from tests.test_daemon import daemon_pids
+
+    env = {k: v for k, v in os.environ.items() if k != paths.NO_DAEMON_ENV}
+    env[paths.RUNTIME_ENV] = str(tmp_path / "run")
+    env["LSP_COMPLETE_CACHE_DIR"] = str(tmp_path / "cache")
+    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    server = RawServer(tiny_model_path, env=env)
+    try:
+        answer = server.call("initialize", {"processId": editor.pid, "capabilities": {},
+                                            "initializationOptions": {"threads": 1}})
+        assert "result" in answer, answer
+        server.notify("initialized", {})
+        status = server.wait_ready()
+        assert status["model"]["state"] == "ready" and status.get("daemon"), status
+        time.sleep(EDITOR_CHECK_S / 2)
+        assert server.alive()  # the editor is there: so is the frontend
+        editor.kill()
+        editor.wait()
+        assert server.wait_exit(EDITOR_CHECK_S * 5) == 0
+        assert daemon_pids(tmp_path / "run"), "the daemon serves on"
+    finally:
+        editor.kill()
+        server.close()
+        subprocess.run([sys.executable, "-m", "lsp_complete", "daemon", "stop"], env=env,
+                       capture_output=True, timeout=60)
+        for pid in daemon_pids(tmp_path / "run"):
+            os.kill(pid, signal.SIGKILL)

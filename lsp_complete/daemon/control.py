@@ -15,6 +15,7 @@ from lsp_complete.daemon.paths import (
     socket_path,
 )
 from lsp_complete.daemon.start import exchange
+from lsp_complete.processes import process_alive
 
 STOP_WAIT_S = 45.0  # the daemon saves its KV caches before it exits (at most 30 s)
 
@@ -82,9 +83,9 @@ def cli_stop() -> int:
     code = 0
     deadline = time.monotonic() + STOP_WAIT_S
     for pid in (reply.get("pid") for reply in replies):
-        while isinstance(pid, int) and _alive(pid) and time.monotonic() < deadline:
+        while isinstance(pid, int) and process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if isinstance(pid, int) and _alive(pid):
+        if isinstance(pid, int) and process_alive(pid):
             print(f"daemon pid {pid} is still saving its caches")
             code = 1
         else:
@@ -98,13 +99,3 @@ def cli_run(idle_minutes: float | None, model: str | None = None,
     from lsp_complete.daemon.server import run_daemon
 
     return run_daemon(idle_minutes, model, model_socket)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

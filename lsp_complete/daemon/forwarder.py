@@ -38,6 +38,7 @@ from typing import Any
 from lsp_complete.daemon import hello as wire
 from lsp_complete.daemon.paths import RuntimeDirError, log_path
 from lsp_complete.daemon.start import Connected, DaemonUnavailable, open_session
+from lsp_complete.processes import EDITOR_CHECK_S, process_alive, watchable
 
 log = logging.getLogger(__name__)
 
@@ -362,15 +363,36 @@ class Forwarder:
         reader = threading.Thread(target=self._daemon_loop, name="lsp-complete-from-daemon",
                                   daemon=True)
         reader.start()
+        threading.Thread(target=self._watch_editor, args=(reader,), daemon=True,
+                         name="lsp-complete-editor-watch").start()
         self._editor_loop()
+        self._end_session(reader)
+        if self.editor.exited:
+            return 0 if self.editor.shutdown else 1
+        return 0
+
+    def _end_session(self, reader: threading.Thread) -> None:
         with self.lock:
             self._closing = True
             with contextlib.suppress(OSError):
                 self.sock.shutdown(socket.SHUT_WR)  # the daemon ends the session
         reader.join(EXIT_WAIT_S)
-        if self.editor.exited:
-            return 0 if self.editor.shutdown else 1
-        return 0
+
+    def _watch_editor(self, reader: threading.Thread) -> None:
+        """Once the editor's process (initialize's processId) is gone, end as if it had
+        closed stdin, even while something else holds stdin open (the main thread stays
+        blocked reading it)."""
+        while self.editor.initialize is None:
+            time.sleep(0.5)
+        params = self.editor.initialize.get("params")
+        pid = watchable(params.get("processId") if isinstance(params, dict) else None)
+        if pid is None:
+            return
+        while process_alive(pid):
+            time.sleep(EDITOR_CHECK_S)
+        log.warning("lsp-complete: the editor's process %d is gone: exiting", pid)
+        self._end_session(reader)
+        os._exit(0)
 
     # ------------------------------------------------------------------ editor -> daemon
 

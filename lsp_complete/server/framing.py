@@ -37,6 +37,7 @@ from typing import Protocol as TypingProtocol
 
 from pygls.io_ import StdoutWriter
 
+from lsp_complete.processes import EDITOR_CHECK_S, process_alive, watchable
 from lsp_complete.server.protocol import INVALID_REQUEST, PARSE_ERROR, MsgId, valid_id
 
 if TYPE_CHECKING:
@@ -56,7 +57,6 @@ CHUNK = 64 * 1024
 # Signals that end a stdio server as `exit` would, its caches saved first (editors send
 # SIGTERM; a terminal SIGHUP or SIGINT).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-EDITOR_CHECK_S = 3.0  # how often the editor's process is looked for (vscode-languageclient: 3 s)
 MAX_HEADER_LINE = 8 * 1024  # longer without a line break: not a header
 STALL_S = 1.0  # no byte for this long inside a body: see whether it is complete already
 ID_PEEK_BYTES = 4096  # where the id of a refused oversize request is looked for
@@ -485,30 +485,15 @@ def _stop_on(sig: signal.Signals, stop: asyncio.Event) -> None:
 
 
 async def _watch_editor(server: LanguageServer, stop: asyncio.Event) -> None:
-    """The editor's process (initialize's processId), looked at every few seconds: once it is
-    gone the server exits, as the spec asks, even when something else holds its stdin open.
-    A pid not found at initialize is another machine's or container's (a server started over
-    ssh or `docker exec`): not watched, or the server would exit at once."""
+    """The editor's process, looked at every few seconds once initialize named it: when it is
+    gone the server exits, as the spec asks, even while something else holds stdin open."""
     protocol: Protocol = server.protocol  # type: ignore[assignment]
     while not protocol.initialize_seen():
         await asyncio.sleep(0.25)
-    pid = getattr(server, "process_id", None)
+    pid = watchable(getattr(server, "process_id", None))
     if pid is None:
-        return
-    if not isinstance(pid, int) or pid <= 0 or not process_alive(pid):
-        log.info("the editor's process %r is not on this machine: not watched", pid)
         return
     while process_alive(pid):
         await asyncio.sleep(EDITOR_CHECK_S)
     log.warning("the editor's process %d is gone: exiting", pid)
     stop.set()
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):  # another user's (alive), or no pid at all
-        return True
-    return True
