@@ -22,8 +22,11 @@ from lsp_complete.server.shared import Shared
 
 
 class Client:
-    async def progress_begin(self, _token: str, _title: str) -> bool:
+    async def progress_begin(self, _token: str, _title: str, _timeout: float) -> bool:
         return False
+
+    def forget_told(self, _prefix: str = "") -> None:
+        pass
 
     def log(self, *_args: Any) -> None:
         pass

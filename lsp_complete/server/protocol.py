@@ -134,6 +134,11 @@ class Protocol(LanguageServerProtocol):
         """Whether `initialize` came (so its params, processId among them, are known)."""
         return self._initialize_seen
 
+    def end_session(self) -> None:
+        """The client hung up without `shutdown` (TCP mode serves on): the next client's
+        `initialize` is its first."""
+        self._initialize_seen = False
+
     def _admit(self, method: str, msg_id: MsgId | None, is_request: bool) -> bool:
         """The lifecycle rules: nothing but `initialize` (and `exit`) before `initialize`,
         nothing but `exit` after `shutdown`; no request with the id of one in flight.

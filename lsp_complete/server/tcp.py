@@ -341,6 +341,7 @@ class TcpSessions:
                 protocol._request_futures.pop(msg_id, None)
                 protocol._result_types.pop(msg_id, None)
         self._server.end_session()
+        protocol.end_session()
         log.info("session ended: waiting for the next client")
 
 
