@@ -191,6 +191,7 @@ class Protocol(LanguageServerProtocol):
             log.warning("ignoring a response without a valid id: %.200r", payload)
             return
         msg_id: MsgId = payload["id"]
+        ours = msg_id in self._result_types  # a request of the server's, not the client's
         try:
             if payload.get("jsonrpc") != self.VERSION:
                 raise ValueError("not JSON-RPC 2.0")
@@ -199,7 +200,7 @@ class Protocol(LanguageServerProtocol):
             log.warning("a response that does not parse: %.200r", payload)
             # Its waiter gives up now, not at its timeout: a `null` answer to
             # workspace/configuration held up the model's load 5 s.
-            future = self._request_futures.pop(msg_id, None)
+            future = self._request_futures.pop(msg_id, None) if ours else None
             if future is not None and not future.done():
                 future.set_exception(ValueError(f"the client's answer does not parse: "
                                                 f"{str(payload)[:200]}"))
