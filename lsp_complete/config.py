@@ -190,11 +190,12 @@ UNKNOWN_NAMED = 10  # a message on unknown keys names this many, then says how m
 NAME_CHARS = 40  # of each unknown key named (a key may be any string)
 
 
-def combined_problems(problems: list[str]) -> list[str]:
+def combined_problems(problems: list[str], section: str | None = None) -> list[str]:
     """One change of settings' problems as the user is shown them: at most two messages, not
     one per problem (a client that sends its whole settings tree, not our section alone, has
     hundreds of keys we do not know). The unknown keys in one, the first UNKNOWN_NAMED named
-    and then how many more; the other problems (a value refused, and why) in the other."""
+    and then how many more (and, given the `section` ours go under, where that is); the other
+    problems (a value refused, and why) in the other."""
     unknown = [_cut(p.removeprefix(_UNKNOWN)) for p in problems if p.startswith(_UNKNOWN)]
     others = [p for p in problems if not p.startswith(_UNKNOWN)]
     combined = []
@@ -203,7 +204,8 @@ def combined_problems(problems: list[str]) -> list[str]:
     elif unknown:
         named = ", ".join(unknown[:UNKNOWN_NAMED])
         more = f" and {len(unknown) - UNKNOWN_NAMED} more" if len(unknown) > UNKNOWN_NAMED else ""
-        combined.append(f"unknown settings {named}{more}")
+        where = f" (lsp-complete's settings go under \"{section}\")" if section else ""
+        combined.append(f"unknown settings {named}{more}{where}")
     if others:
         combined.append("; ".join(others))
     return combined

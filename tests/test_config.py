@@ -142,5 +142,8 @@ def test_one_change_of_settings_is_told_in_one_message_per_kind_of_problem() -> 
     assert refused == ("setting 'maxTokens': expected an integer from 0 to 4096, got -1; "
                        "setting 'slots': expected an integer from 0 to 32")
     assert combined_problems(parse_settings({"foo": 1})[1]) == ["unknown setting 'foo'"]
+    # The server says where ours go (a client that sent its whole tree missed the section).
+    hinted, _ = combined_problems(problems, "lspComplete")
+    assert hinted.endswith("291 more (lsp-complete's settings go under \"lspComplete\")")
     assert combined_problems(parse_settings({"x" * 500: 1})[1]) == [f"unknown setting '{'x' * 38}…"]
     assert combined_problems([]) == []

@@ -620,6 +620,7 @@ def test_a_whole_settings_tree_is_told_in_one_message(server: RawServer) -> None
     assert len(told) == 2, told
     unknown = next(m for m in told if "unknown settings" in m)
     assert "'k0'" in unknown and "'k9'" in unknown and "and 290 more" in unknown
+    assert '"lspComplete"' in unknown
     assert "'k10'" not in unknown
     refused = next(m for m in told if "maxTokens" in m)
     assert "setting 'slots': expected an integer" in refused

@@ -145,7 +145,7 @@ class CompletionServer(LanguageServer):
         if refusal := api_key_env_refusal(new.api_key_env, self.cli_api_key_env):
             problems.append(refusal)
             new = dataclasses.replace(new, api_key_env=self.settings.api_key_env)
-        for problem in combined_problems(problems):  # one popup per change, not per key
+        for problem in combined_problems(problems, SECTION):  # a popup per change, not key
             self.client.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
         reload = new.engine_settings != self.settings.engine_settings
         self.settings = new
