@@ -139,3 +139,17 @@ def test_a_frontend_of_the_daemon_exits_once_its_editors_process_is_gone(
                        capture_output=True, timeout=60)
         for pid in daemon_pids(tmp_path / "run"):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_no_process_is_ever_signalled_off_posix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Windows os.kill(pid, 0) ends the process (TerminateProcess): the editor's process
+    must never be asked about there, only not watched."""
+    from lsp_complete import processes
+
+    def kill(_pid: int, _sig: int) -> None:
+        raise AssertionError("os.kill called")
+
+    monkeypatch.setattr(processes.os, "name", "nt")
+    monkeypatch.setattr(processes.os, "kill", kill)
+    assert processes.watchable(os.getpid()) is None
+    assert processes.process_alive(os.getpid())

@@ -56,7 +56,8 @@ HARD_UNSENT_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
 # Signals that end a stdio server as `exit` would, its caches saved first (editors send
 # SIGTERM; a terminal SIGHUP or SIGINT).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT")
+                     if hasattr(signal, name))  # Windows has no SIGHUP
 MAX_HEADER_LINE = 8 * 1024  # longer without a line break: not a header
 STALL_S = 1.0  # no byte for this long inside a body: see whether it is complete already
 ID_PEEK_BYTES = 4096  # where the id of a refused oversize request is looked for
@@ -460,8 +461,13 @@ async def _serve_until_ended(server: LanguageServer, protocol: Protocol, max_mes
                              on_close: Callable[[], Awaitable[None]] | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    handled = []
     for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, _stop_on, sig, stop)
+        try:
+            loop.add_signal_handler(sig, _stop_on, sig, stop)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError):  # Windows' event loop has none
+            pass
     ends = [asyncio.ensure_future(serve(protocol, PipeSource(sys.stdin.buffer.fileno()),
                                         max_message_bytes)),
             asyncio.ensure_future(stop.wait())]
@@ -473,7 +479,7 @@ async def _serve_until_ended(server: LanguageServer, protocol: Protocol, max_mes
     finally:
         for task in [*ends, watcher]:
             task.cancel()
-        for sig in STOP_SIGNALS:
+        for sig in handled:
             loop.remove_signal_handler(sig)
     if on_close is not None and not protocol._shutdown:
         await on_close()
