@@ -341,8 +341,12 @@ def syntax_for(language_id: str | None) -> Syntax:
 
 def language_of_path(path: str) -> str:
     """The languageId of a file by its extension ("plaintext" when unknown)."""
-    info = _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
+    info = _by_extension(path)
     return info.name if info is not None else "plaintext"
+
+
+def _by_extension(path: str) -> LanguageInfo | None:
+    return _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
 
 
 def language_name(language_id: str | None, uri: str | None = None) -> str:
@@ -351,7 +355,7 @@ def language_name(language_id: str | None, uri: str | None = None) -> str:
     id as sent."""
     info = language_info(language_id)
     if (info is None or info.syntax is _PROSE) and uri:
-        info = _BY_EXTENSION.get(PurePosixPath(_uri_path(uri)).suffix.lower()) or info
+        info = _by_extension(_uri_path(uri)) or info
     return info.name if info is not None else (language_id or "plaintext")
 
 
@@ -363,7 +367,7 @@ def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | 
     """
     info = language_info(language_id)
     if (info is None or info.grammar is None) and uri:
-        info = _BY_EXTENSION.get(PurePosixPath(_uri_path(uri)).suffix.lower())
+        info = _by_extension(_uri_path(uri))
     if info is None or info.grammar is None:
         return None
     return info.grammar if _available(info.name) else None
