@@ -108,6 +108,20 @@ def test_garbage_before_a_header_is_skipped(server: RawServer) -> None:
     assert "result" in server.response(3, timeout=10)
 
 
+@pytest.mark.parametrize("length", [b"-5", b"abc", b"+40", b" 1 2"])
+def test_a_request_whose_length_is_no_number_is_refused_not_lost(server: RawServer,
+                                                                  length: bytes) -> None:
+    """Round 5's 13th defect: a request after `Content-Length: -5` (or `abc`, `+40`) was
+    skipped with its bytes, silently; its client waited for an answer for ever."""
+    server.write(b"Content-Length: " + length + b"\r\n\r\n" + encode(request(1, STATUS, {})))
+    refused = server.response(1, timeout=10)
+    assert refused["error"]["code"] == INVALID_REQUEST
+    assert "Content-Length" in refused["error"]["message"], refused
+    server.send(request(2, STATUS, {}))  # the next message is read as before
+    assert "result" in server.response(2, timeout=10)
+    assert server.alive()
+
+
 def test_malformed_json_gets_a_parse_error_and_the_next_message_works(server: RawServer) -> None:
     server.write(frame(b'{"jsonrpc": "2.0", "id": 1, "method": '))
     error = server.wait_for(lambda m: "error" in m, 10)
@@ -336,6 +350,21 @@ async def test_reader_says_what_is_wrong_in_the_clients_words() -> None:
     assert "digits" in out[0].reason and "sys." not in out[0].reason, out[0].reason
 
 
+async def test_reader_refuses_a_length_that_is_no_number_with_the_id() -> None:
+    from lsp_complete.server.framing import BadLength
+
+    a, b = encode(MSG_A), encode(MSG_B)
+    out = await frames_of(Chunks(b"Content-Length: -5\r\n\r\n" + a + frame(b)))
+    assert out == [BadLength("-5", 1), MSG_B]
+    # The id is taken only when whole: "12" cut after "1" is not 1.
+    cut = b'Content-Length: x\r\n\r\n{"jsonrpc": "2.0", "id": 1'
+    out = await frames_of(Chunks(cut, b'2, "method": "a"}' + frame(b)))
+    assert out == [BadLength("x", 12), MSG_B]
+    # A notification: refused without an id; nothing of it is taken for a message.
+    assert await frames_of(Chunks(b"Content-Length: abc\r\n\r\n" + b + frame(a))) == [
+        BadLength("abc", None), MSG_A]
+
+
 async def test_bounded_stream_holds_back_past_the_soft_bound_and_drops_past_the_hard() -> None:
     """Issue 32: what a client has not read is bounded. Past the soft bound `room()` waits
     (the server reads no more of its requests) until the client reads; past the hard bound
@@ -381,6 +410,7 @@ def test_guess_id_reads_only_the_top_level() -> None:
     assert guess_id(b'{"params": {"id": 3}, "more": "cut o') is None
     assert guess_id(b'{"id": true}') is None
     assert guess_id(b"[1]") is None
+    assert guess_id(b'{"id": 12') is None  # perhaps 123 in the bytes still to come
 
 
 # --- what a stranger's client may send (round 4) ---------------------------------------------

@@ -92,7 +92,16 @@ class TooLarge:
     msg_id: MsgId | None
 
 
-Frame = Message | Unparsable | TooLarge
+@dataclass(frozen=True)
+class BadLength:
+    """A message whose Content-Length is no number ("-5", "abc", "+5"): refused, as the base
+    protocol allows no other; what follows it up to the next header is thrown away."""
+
+    value: str
+    msg_id: MsgId | None
+
+
+Frame = Message | Unparsable | TooLarge | BadLength
 
 
 class FrameReader:
@@ -107,6 +116,7 @@ class FrameReader:
         self._eof = False
         self._resyncing = False  # one log line per stretch of skipped bytes
         self._discarding = 0  # bytes of a refused message still to throw away
+        self._bad_length: bytes | None = None  # the last headers' Content-Length, not a number
 
     async def next_frame(self) -> Frame | None:
         while True:
@@ -115,6 +125,8 @@ class FrameReader:
             length = await self._read_headers()
             if length is None:
                 return None
+            if self._bad_length is not None:
+                return await self._refuse_bad_length(self._bad_length)
             if length > self.max_message_bytes:
                 return await self._refuse(length)
             frame = await self._read_body(length)
@@ -141,8 +153,10 @@ class FrameReader:
         return True
 
     async def _read_headers(self) -> int | None:
-        """The Content-Length of the next message, its headers consumed; None at the end."""
+        """The Content-Length of the next message, its headers consumed; None at the end.
+        A Content-Length that is no number gives 0 and sets `_bad_length`."""
         length: int | None = None
+        self._bad_length = None
         while True:
             end = self._buf.find(b"\n")
             if end < 0:
@@ -165,6 +179,11 @@ class FrameReader:
             value = header.group(2) if header else b""
             if name == b"content-length" and value.isdigit():
                 length = int(value) if len(value) <= _MAX_LENGTH_DIGITS else sys.maxsize
+                self._bad_length = None
+            elif name == b"content-length":
+                # Skipping to the next header would lose a request silently (its client
+                # waits for ever): refuse it instead, with its id.
+                length, self._bad_length = 0, value
             elif name != b"content-type":
                 self._resync(f"not a header: {line[:80]!r}")
                 length = None
@@ -242,15 +261,31 @@ class FrameReader:
     async def _refuse(self, length: int) -> TooLarge:
         """A message over the cap: its id from its first bytes; the rest is thrown away
         before the next message is read."""
-        peek = min(ID_PEEK_BYTES, length)
-        while (len(self._buf) < peek and not _HEADER_IN_BODY.search(self._buf)
-               and await self._fill(self._stall_s)):
-            pass
-        msg_id = guess_id(bytes(self._buf[:peek]))
+        msg_id = await self._peek_id(min(ID_PEEK_BYTES, length))
         log.warning("skipping a message of %d bytes: over the limit of %d bytes%s", length,
-                    self.max_message_bytes, f" (request {msg_id!r})" if msg_id is not None else "")
+                    self.max_message_bytes, _request(msg_id))
         self._discarding = length
         return TooLarge(length, msg_id)
+
+    async def _refuse_bad_length(self, value: bytes) -> BadLength:
+        """A message whose length is unknown: its id from its first bytes; it is thrown away
+        up to the next header (once its refusal is sent: the client may wait for that)."""
+        msg_id = await self._peek_id(ID_PEEK_BYTES)
+        shown = value[:40].decode("utf-8", errors="replace")
+        log.warning("skipping a message whose Content-Length is not a number: %r%s", shown,
+                    _request(msg_id))
+        self._discarding = sys.maxsize
+        return BadLength(shown, msg_id)
+
+    async def _peek_id(self, peek: int) -> MsgId | None:
+        """The id in the next message's first `peek` bytes: read until it shows, or up to
+        `peek` bytes, the next header or a stall of the client."""
+        while True:
+            found = _HEADER_IN_BODY.search(self._buf, 0, peek)
+            msg_id = guess_id(bytes(self._buf[: found.start() if found else peek]))
+            if (msg_id is not None or found or len(self._buf) >= peek
+                    or not await self._fill(self._stall_s)):
+                return msg_id
 
     async def _discard(self) -> None:
         """Throw away the refused message chunk by chunk; stop early where the next
@@ -291,6 +326,10 @@ class FrameReader:
             return Unparsable(str(exc)[:200])
 
 
+def _request(msg_id: MsgId | None) -> str:
+    return f" (request {msg_id!r})" if msg_id is not None else ""
+
+
 def guess_id(prefix: bytes) -> MsgId | None:
     """The top-level "id" of a message from its first bytes, or None (absent or cut off)."""
     text = prefix.decode("utf-8", errors="replace")
@@ -306,8 +345,8 @@ def guess_id(prefix: bytes) -> MsgId | None:
             if not isinstance(key, str) or text[index] != ":":
                 return None
             value, index = decoder.raw_decode(text, _skip_space(text, index + 1))
-            if key == "id":
-                return value if valid_id(value) else None
+            if key == "id":  # a number cut off at the prefix's end may be another
+                return value if valid_id(value) and index < len(text) else None
             index = _skip_space(text, index)
             if text[index] != ",":
                 return None
@@ -344,6 +383,11 @@ async def serve(protocol: Protocol, source: ByteSource,
         elif isinstance(frame, Unparsable):
             log.warning("a message is not valid JSON: %s", frame.reason)
             protocol.send_error(None, PARSE_ERROR, f"invalid JSON: {frame.reason}")
+        elif isinstance(frame, BadLength):
+            if frame.msg_id is not None:  # a notification gets no answer
+                protocol.send_error(frame.msg_id, INVALID_REQUEST,
+                                    f"message refused: its Content-Length {frame.value!r} is "
+                                    "not a number of bytes")
         else:
             protocol.send_error(frame.msg_id, INVALID_REQUEST,
                                 f"message of {frame.size} bytes refused: over the limit of "
