@@ -267,6 +267,37 @@ async def test_notifications_leave_no_request_futures() -> None:
     server.scheduler.stop()
 
 
+async def test_a_cancelled_step_of_a_generator_handler_cancels_its_request() -> None:
+    """pygls called `result()` on a cancelled step of a generator handler (`initialize`,
+    `shutdown`): a CancelledError in asyncio's log, the request never answered."""
+    from concurrent.futures import Future
+
+    from lsp_complete.server import create_server
+
+    server = create_server()
+    protocol = server.protocol
+    logged: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: logged.append(ctx))
+
+    async def step() -> None:
+        await asyncio.Event().wait()
+
+    def handler() -> Any:
+        yield step, (), None
+        return "never"
+
+    ended: list[Future[Any]] = []
+    protocol._execute_handler("req", handler, ended.append)
+    inner = [f for key, f in protocol._request_futures.items() if key != "req"]
+    assert len(inner) == 1
+    inner[0].cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert logged == []
+    assert len(ended) == 1 and ended[0].cancelled()  # answered: RequestCancelled
+    server.scheduler.stop()
+
+
 # --- the frame reader in process ------------------------------------------------------------
 
 

@@ -235,6 +235,19 @@ class Protocol(LanguageServerProtocol):
 
         super()._execute_handler(msg_id, handler, forget_then_callback, args, kwargs)
 
+    def _run_generator(self, future: Future[Any] | None, *, gen: Generator[Any, Any, Any],
+                       result_future: Future[Any]) -> None:
+        # pygls 2.1.1 calls `result()` on the step before: a step cancelled (the event loop
+        # ending under `initialize`'s or `shutdown`'s handler, a $/cancelRequest) raised
+        # CancelledError out of this callback into asyncio's log, a traceback on stderr, and
+        # left the request unanswered. The request ends cancelled instead.
+        if future is not None and future.cancelled():
+            gen.close()
+            if not result_future.done():
+                result_future.cancel()
+            return
+        super()._run_generator(future, gen=gen, result_future=result_future)
+
     def _notify_feature(self, method: str, *args: Any) -> None:
         """Run the server's handler of a notification that one of the methods below takes
         over: a plain function is called here, anything else through pygls."""
