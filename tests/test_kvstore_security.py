@@ -13,6 +13,7 @@ import os
 import pickle
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 import diskcache
@@ -546,3 +547,32 @@ def test_the_engine_tells_a_full_disk_once(tmp_path: Path, monkeypatch: pytest.M
         assert _value_files(tmp_path / "kv") == []
     finally:
         engine.close()
+
+
+def test_a_database_another_process_holds_locked_costs_one_short_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 6: with cache.db held locked by another process (one stopped mid-transaction, a
+    sqlite shell), every read and write on the engine's worker waited out the 5 s timeout:
+    each new file's suggestion took 5-20 s. Now one short wait, then the store is left alone
+    for a while (misses, told once), and used again after."""
+    monkeypatch.setattr(kvstore, "_BUSY_PAUSE_S", 3.0, raising=False)
+    folder = tmp_path / "kv"
+    store = KVStore(folder)
+    store.save("m", URI, TOKENS, STATE)
+    holder = sqlite3.connect(folder / "cache.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        for i in range(4):
+            assert store.load("m", f"file:///{i}.py") is None
+            store.save("m", f"file:///{i}.py", TOKENS, STATE)
+        assert store.load("m", URI) is None
+        assert time.monotonic() - started < 2.5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    notice = store.take_notice()
+    assert notice is not None and "locked by another process" in notice
+    time.sleep(3.1)
+    assert store.load("m", URI) == (TOKENS, STATE)  # the pause over, the entry is there
+    store.close()

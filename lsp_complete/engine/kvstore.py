@@ -21,7 +21,8 @@ database file that is not a sound diskcache database of ours is moved aside, nev
 A write that fails (a full disk) leaves nothing behind: the half-written value file is removed,
 and so is a whole one whose row the database could not take. Value files no row names (a
 process killed mid-write) are swept when the store opens. The first failure is logged and
-kept as the store's `notice`, for the engine to tell the user once.
+kept as the store's `notice`, for the engine to tell the user once. A database that another
+process holds locked costs one short wait, then is left alone for a while (every call a miss).
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ _FIXED = struct.Struct("<8sHI")  # magic, format version, header length
 _DIGEST_SIZE = 32
 _PREFIX_SIZE = _FIXED.size + _DIGEST_SIZE
 _MAX_HEADER = 64 * 1024
-_TIMEOUT_S = 5.0  # another server holding the database: skip this save rather than stall
+# Another server's commit holds the database for milliseconds; one held longer (a process
+# stopped mid-transaction, a sqlite shell) is waited for this long, on the engine's worker.
+_TIMEOUT_S = 1.0
+# After such a wait ran out, the store is left alone this long (every read and write a miss):
+# else each file acquired paid the whole timeout again, several times a suggestion.
+_BUSY_PAUSE_S = 60.0
 # A value file no row names is swept at open once this old: younger, another process may be
 # between writing it and inserting its row.
 _ORPHAN_AGE_S = 600.0
@@ -107,6 +113,7 @@ class KVStore:
         self.size_limit = size_limit
         self._warned = False
         self._notice: str | None = None
+        self._busy_until = 0.0  # time.monotonic() until which the database is left alone
         self._cache: diskcache.Cache | None = None
         self.unavailable = _prepare_folder(self.directory)
         if self.unavailable is None:
@@ -115,7 +122,7 @@ class KVStore:
             self._sweep_orphans()
 
     def save(self, model_id: str, file_key: str, tokens: list[int], state: bytes) -> None:
-        if self._cache is None or not tokens or not state:
+        if self._cache is None or not tokens or not state or self._paused():
             return
         blob = encode_entry(model_id, file_key, tokens, state)
         if len(blob) > self.size_limit:
@@ -134,17 +141,17 @@ class KVStore:
             if not isinstance(exc, (OSError, sqlite3.Error, diskcache.Timeout)):
                 raise
             # Disk full, folder gone read-only, database busy: persistence is an optimisation.
-            self._warn_once(f"could not save a KV cache entry in {self.directory}: {exc!r}")
+            self._failed("save a KV cache entry", exc)
             return
         finally:
             disk.written.name = None
         try:
             self._trim(keep=key)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._warn_once(f"could not evict KV cache entries in {self.directory}: {exc!r}")
+            self._failed("evict KV cache entries", exc)
 
     def load(self, model_id: str, file_key: str) -> tuple[list[int], bytes] | None:
-        if self._cache is None:
+        if self._cache is None or self._paused():
             return None
         key = entry_key(model_id, file_key)
         try:
@@ -154,7 +161,7 @@ class KVStore:
             self._delete(key)
             return None
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._warn_once(f"could not read a KV cache entry in {self.directory}: {exc!r}")
+            self._failed("read a KV cache entry", exc)
             return None
         if blob is None:
             return None
@@ -166,12 +173,12 @@ class KVStore:
 
     def holds(self, model_id: str, file_key: str) -> bool:
         """Whether an entry is saved for the file (not read, nor checked: `load` does that)."""
-        if self._cache is None:
+        if self._cache is None or self._paused():
             return False
         try:
             return entry_key(model_id, file_key) in self._cache
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._warn_once(f"could not read a KV cache entry in {self.directory}: {exc!r}")
+            self._failed("read a KV cache entry", exc)
             return False
 
     def discard(self, model_id: str, file_key: str) -> None:
@@ -188,12 +195,12 @@ class KVStore:
                 self._cache.close()
 
     def _delete(self, key: str) -> None:
-        if self._cache is None:
+        if self._cache is None or self._paused():
             return
         try:
             self._cache.delete(key)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._warn_once(f"could not delete a KV cache entry in {self.directory}: {exc!r}")
+            self._failed("delete a KV cache entry", exc)
 
     def _trim(self, keep: str) -> None:
         """Evict least-recently-used rows until the store fits, never the entry just saved.
@@ -221,6 +228,19 @@ class KVStore:
         the user, who should learn that the disk is full rather than why files start cold."""
         notice, self._notice = self._notice, None
         return notice
+
+    def _paused(self) -> bool:
+        return time.monotonic() < self._busy_until
+
+    def _failed(self, doing: str, exc: BaseException) -> None:
+        """A read or write that failed: told once; a database another process holds locked
+        is then left alone for `_BUSY_PAUSE_S`."""
+        if _is_busy(exc):
+            self._busy_until = time.monotonic() + _BUSY_PAUSE_S
+            self._warn_once(f"could not {doing} in {self.directory}: its database is held "
+                            f"locked by another process (tried again in {_BUSY_PAUSE_S:g} s)")
+        else:
+            self._warn_once(f"could not {doing} in {self.directory}: {exc!r}")
 
     def _warn_once(self, message: str) -> None:
         # Every keystroke could hit the same broken disk: one line in the log is enough.
@@ -366,6 +386,15 @@ def decode_entry(blob: bytes, model_id: str, file_key: str) -> tuple[list[int], 
         return None
     tokens = np.frombuffer(payload[: count * 4], dtype="<i4").tolist()
     return tokens, bytes(payload[count * 4 :])
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """Whether `exc` says another connection holds the database (diskcache's own retries ran
+    out, or SQLite's busy timeout did)."""
+    if isinstance(exc, diskcache.Timeout):
+        return True
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 def _count(value: object) -> int | None:
