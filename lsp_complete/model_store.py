@@ -5,8 +5,9 @@ Offline first: resolving a model for the server only ever uses what is installed
 pip into this interpreter's environment).
 
 A model file only ever appears in the cache under its final name after it was written in full
-to `<file>.partial` in the same folder, fsynced and verified, then renamed; an interrupted pull
-leaves at most a `.partial`, which the next pull throws away and redoes.
+to `<file>.partial` in the same folder, fsynced and verified, then renamed; a pull that fails
+(a full disk) or is interrupted removes its `.partial`, and one killed leaves at most that,
+which the next pull throws away and redoes.
 """
 
 from __future__ import annotations
@@ -431,6 +432,14 @@ def pull(
     registry = load_registry() if registry is None else registry
     spec = _lookup(name, registry)
     dest = model_path(spec)
+    try:
+        return _pull_into(spec, dest, progress, offline, installer)
+    except OSError as err:  # the cache folder: not a folder, read-only, full
+        raise ModelError(_cannot_write(spec, dest, err)) from None
+
+
+def _pull_into(spec: ModelSpec, dest: Path, progress: bool, offline: bool,
+               installer: Installer | None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(dest):
         if dest.exists():
@@ -444,6 +453,7 @@ def pull(
         partial = dest.with_name(dest.name + ".partial")
         # We hold the lock, so a .partial here was left by an interrupted pull: start over.
         partial.unlink(missing_ok=True)
+        _check_room(spec, dest)
         failures: list[str] = []
         sources = _installed_sources(spec) if offline else _ordered_sources(spec)
         if not sources:
@@ -456,7 +466,38 @@ def pull(
             except ModelError as err:
                 partial.unlink(missing_ok=True)
                 failures.append(str(err))
+            except BaseException:
+                # A full disk or an interrupt: a half-written model can be gigabytes, and
+                # on a full disk it would keep the disk full.
+                with contextlib.suppress(OSError):
+                    partial.unlink(missing_ok=True)
+                raise
         raise ModelError(f"could not pull {spec.name!r}: " + " | ".join(failures))
+
+
+def _check_room(spec: ModelSpec, dest: Path) -> None:
+    """Refuse before writing anything when the model's known size cannot fit on the disk."""
+    if spec.size is None:
+        return
+    try:
+        free = shutil.disk_usage(dest.parent).free
+    except OSError:
+        return  # the write says what is wrong
+    if free < spec.size:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _cannot_write(spec: ModelSpec, dest: Path, err: OSError) -> str:
+    """What an OSError while pulling into the cache folder means, and what to do."""
+    folder = dest.parent
+    if err.errno == errno.ENOSPC:
+        why = f"there is not enough free space for its {_human_size(spec.size)}"
+    elif err.errno in (errno.EEXIST, errno.ENOTDIR) and not folder.is_dir():
+        why = "a part of that path is a file, not a folder"
+    else:
+        why = err.strerror or str(err)
+    return (f"cannot write model {spec.name!r} into {folder}: {why}; nothing was kept. Free "
+            f"some space there or point {CACHE_ENV} at a folder you can write, then pull again")
 
 
 def _ordered_sources(spec: ModelSpec) -> list[Source]:

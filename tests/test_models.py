@@ -7,6 +7,7 @@ the tests marked slow touch real models.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib.util
 import os
@@ -602,6 +603,55 @@ def test_pull_discards_stale_partial(world: FakeWorld) -> None:
     partial.write_bytes(b"GGUF half a model")
     assert model_store.pull("fake-coder", progress=False).read_bytes() == world.model
     assert not partial.exists()
+
+
+def test_a_disk_that_fills_mid_pull_keeps_nothing_and_says_so(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Round 6: ENOSPC while writing the model was a traceback (`models pull`) or a bare
+    "[Errno 28] No space left on device" (the server), and the .partial stayed behind,
+    keeping the disk full."""
+    real_write = model_store._write_partial
+
+    def fills_up(partial: Path, *args: object) -> str:
+        real_write(partial, *args)  # type: ignore[arg-type]
+        with open(partial, "r+b") as out:  # the disk ran out halfway
+            out.truncate(len(world.model) // 2)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(model_store, "_write_partial", fills_up)
+    assert model_store.cli_pull("fake-coder") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("lsp-complete: error: ")
+    assert "not enough free space" in err and "LSP_COMPLETE_CACHE_DIR" in err
+    assert not (world.cache / "fake-coder.gguf.partial").exists()
+    assert not (world.cache / "fake-coder.gguf").exists()
+    with pytest.raises(ModelError, match="not enough free space"):
+        model_store.resolve_model("fake-coder", world.registry)  # a server's start
+
+
+def test_a_pull_that_cannot_fit_writes_nothing(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[Path] = []
+    monkeypatch.setattr(model_store, "_write_partial", lambda p, *_a: written.append(p) or "")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10, 9, 1))
+    with pytest.raises(ModelError, match="not enough free space"):
+        model_store.pull("fake-coder", progress=False)
+    assert written == []
+
+
+def test_a_cache_folder_that_is_a_file_is_said_in_one_line(
+    world: FakeWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    for cache in (a_file, a_file / "below"):
+        monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(cache))
+        assert model_store.cli_pull("fake-coder") == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is a file, not a folder" in err, err
 
 
 def test_truncation_detected_without_size_or_sha(world: FakeWorld) -> None:
