@@ -328,6 +328,13 @@ _BY_EXTENSION = {ext: lang for lang in _LANGUAGES for ext in lang.extensions}
 _SPECS = {lang.name: lang.grammar for lang in _LANGUAGES if lang.grammar is not None}
 
 
+def code_languages() -> dict[str, tuple[str, ...]]:
+    """Every language known here that is code, not prose, with its file extensions (the
+    table's order: those with a grammar first)."""
+    return {lang.name: lang.extensions for lang in _LANGUAGES
+            if lang.syntax is not _PROSE and lang.extensions}
+
+
 def language_info(language_id: str | None) -> LanguageInfo | None:
     """The language an LSP languageId or alias names (case and spaces ignored); None if unknown."""
     return _BY_ID.get((language_id or "").strip().lower())

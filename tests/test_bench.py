@@ -591,3 +591,23 @@ def test_java_sources_come_out_of_a_jdks_src_zip(tmp_path: Path, monkeypatch) ->
     assert set(workload.DEFAULT_LANGUAGES) >= {"python", "javascript", "typescript", "c", "cpp",
                                                 "go", "rust", "java"}
     assert workload.DEFAULT_LANGUAGES[:3] == ("python", "javascript", "c")  # the default run's
+
+
+def test_a_full_run_types_in_every_code_language_found(tmp_path: Path) -> None:
+    """Only the eight languages with a grammar were picked: a gap in any other (shell, Ruby,
+    C#...) could not show in a default run. Every code language languages.py knows is picked
+    now, one file each, where the machine has one that is code and not prose."""
+    from lsp_complete.languages import code_languages
+
+    assert set(workload.DEFAULT_LANGUAGES) == set(code_languages()) - {"tsx"}
+    assert workload.DEFAULT_LANGUAGES[:8] == ("python", "javascript", "c", "go", "rust",
+                                              "typescript", "java", "cpp")
+    for ext in (".rb", ".sh", ".cs", ".kt", ".lua", ".php", ".swift"):
+        assert ext in workload.REPLAY_EXTENSIONS
+    rng = random.Random(0)
+    code = "\n".join(f"local x{i} = f({i})" for i in range(150))
+    prose = "\n".join(f"Ahoj, toto je řádek {i} návodu k Emacsu, psaný česky" for i in range(150))
+    (tmp_path / "util.lua").write_text(code)
+    (tmp_path / "TUTORIAL.cs").write_text(prose)
+    assert workload._pick([str(tmp_path / "util.lua")], rng) == str(tmp_path / "util.lua")
+    assert workload._pick([str(tmp_path / "TUTORIAL.cs")], rng) is None
