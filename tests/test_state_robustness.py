@@ -211,6 +211,33 @@ async def test_a_file_over_the_limit_is_not_parsed_and_the_server_stays_responsi
         await c.shutdown_session()
 
 
+async def test_an_edit_that_makes_a_file_too_big_or_binary_says_why_it_stops(
+    tiny_model_path: Path,
+) -> None:
+    """Round 6: a file pasted over the size limit, or given a NUL, by a change stopped getting
+    suggestions with nothing told (only at open was it said); the one message was that the
+    file over the limit had no syntax tree and "suggestions see its text only"."""
+    c = await start_server(tiny_model_path, {**SLOW, "maxFileBytes": 65536})
+    try:
+        grow, nul = "file:///work/grow.py", "file:///work/nul.py"
+        open_doc(c, grow, SOURCE)
+        open_doc(c, nul, SOURCE)
+        insert(c, grow, 2, 0, 0, "x = 1\n" * 20000)
+        insert(c, nul, 2, 0, 0, "\x00")
+        st = await status(c)  # answered after both changes
+        disabled = {d["uri"]: d["disabled"] for d in st["documents"]}
+        assert "limit" in disabled[grow] and "binary" in disabled[nul]
+        assert suggestion_of(await inline(c, grow, LINE + 20000, COL))[1] is None
+        await asyncio.sleep(0.2)
+        said = [m.message for m in c.messages]
+        assert [m for m in said if "grow.py" in m] == [
+            "lsp-complete: no completions for grow.py: file is 117 KiB, over the 64 KiB limit"]
+        assert [m for m in said if "nul.py" in m] == [
+            "lsp-complete: no completions for nul.py: file looks binary"]
+    finally:
+        await c.shutdown_session()
+
+
 async def test_a_large_allowed_file_is_parsed_without_blocking_the_server(
     tiny_model_path: Path,
 ) -> None:

@@ -223,7 +223,8 @@ class OpenFiles:
     def _tell_text_only(self, file: OpenFile) -> None:
         """Once per open file: its tree was too big to keep (documents.max_tree_nodes)."""
         doc, uri = file.doc, file.uri
-        if doc.tree_refused and not file.told_text_only:
+        # A file refused altogether (over the size limit) gets no suggestions, text or not.
+        if doc.tree_refused and not file.told_text_only and not file.state.disabled_reason:
             file.told_text_only = True
             self._client.tell(f"lsp-complete: {_short(uri)} has no syntax tree "
                               f"({doc.tree_refused}): suggestions see its text only",
@@ -310,6 +311,9 @@ class OpenFiles:
         state.disabled_reason = self._refusal(doc, scan=recheck, out_of_sync=state.out_of_sync)
         if state.disabled_reason != was_disabled:
             self._sync_syntax(file)
+            if state.disabled_reason and not state.out_of_sync:
+                # An edit made it too big or binary: its suggestions stop, say why (as at open).
+                self._tell_refused(file)
         self.in_use(doc.uri)  # (and a tree it lacks is built: now, or in slices if large)
         self._repo.edited(params)
 
