@@ -274,6 +274,16 @@ def test_a_folder_that_cannot_be_created_turns_persistence_off(tmp_path: Path) -
     assert store.load("model-a", URI) is None
 
 
+def test_a_cache_folder_that_is_a_file_is_said_so(tmp_path: Path) -> None:
+    """Round 6: LSP_COMPLETE_CACHE_DIR naming a file was told as "kv cannot be created (File
+    exists)"; one level deeper, "(Not a directory)"."""
+    (tmp_path / "cache").write_text("a file where the cache folder should be")
+    for folder in (tmp_path / "cache" / "kv", tmp_path / "cache" / "below" / "kv"):
+        store = KVStore(folder)
+        assert store.unavailable is not None
+        assert "a part of its path is a file, not a folder" in store.unavailable
+
+
 def test_an_error_opening_the_store_never_deletes_the_folder(tmp_path: Path) -> None:
     folder = tmp_path / "kv"
     folder.mkdir(mode=0o700)

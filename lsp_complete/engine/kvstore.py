@@ -420,6 +420,8 @@ def _prepare_folder(directory: Path) -> str | None:
             os.mkdir(directory, 0o700)
         st = os.stat(directory)
     except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # "File exists" said nothing useful
+            return f"{off} cannot be created: a part of its path is a file, not a folder; {after}"
         return f"{off} cannot be created ({exc.strerror or exc}); {after}"
     if not stat.S_ISDIR(st.st_mode):
         return f"{off} is not a folder; {after}"
