@@ -291,9 +291,16 @@ class Document:
         return self.sync_limit is not None and len(self._bytes) > self.sync_limit
 
     def _incremental(self, edited: tree_sitter.Tree) -> _SlicedParse:
+        """A sliced parse of the source now, reusing `edited` (edited to it already).
+
+        The parse takes a copy (O(1): the nodes are shared, copied on a later edit): the
+        caller's tree may be the structure tree, which the next keystroke edits at once. Had it
+        been edited before the first slice ran, the parse would have read a tree two edits on
+        from its snapshot (nodes at the wrong offsets, reused): a 1 MiB file came out with 3,533
+        top-level nodes where a fresh parse has 3,397."""
         assert self.spec is not None
         return _SlicedParse(tree_sitter.Parser(self.spec.language), bytes(self._bytes),
-                            old_tree=edited)
+                            old_tree=edited.copy())
 
     def _parse_if_small(self) -> None:
         self.tree = self.structure_tree = None
