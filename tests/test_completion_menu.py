@@ -88,3 +88,27 @@ async def test_an_item_elsewhere_than_the_cursor_is_ignored(fake, tiny_model_pat
         assert prompt.endswith("\n        res"), prompt
     finally:
         await client.shutdown_session()
+
+
+async def test_a_menu_item_of_several_lines_is_inserted_as_it_is(fake, tiny_model_path  # noqa: F811
+                                                                 ) -> None:
+    """Round 6: a menu item's later lines carry their own indentation, but the item did not
+    say so (`insertTextMode` asIs): a client whose default is adjustIndentation (the spec's
+    other mode; VS Code's) indents each of them again by the cursor line's indentation."""
+    fake.pieces = ["ult += value\n", "        result *= 2\n", "    return result\n"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0,
+                                                     multiline="always"))
+    try:
+        uri = "file:///work/total.py"
+        open_doc(client, uri, SOURCE)
+        answer = await client.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=LINE, character=COL)))
+        assert isinstance(answer, types.CompletionList)
+        (item,) = answer.items
+        assert isinstance(item.text_edit, types.TextEdit)
+        assert "\n        result *= 2" in item.text_edit.new_text
+        assert item.insert_text_mode == types.InsertTextMode.AsIs
+    finally:
+        await client.shutdown_session()

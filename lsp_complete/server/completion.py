@@ -72,6 +72,9 @@ def menu_item(suggestion: Suggestion) -> types.CompletionItem:
         detail="lsp-complete (AI)",
         documentation=insert,
         insert_text_format=types.InsertTextFormat.PlainText,
+        # Its later lines carry their own indentation: a client that adjusts indentation by
+        # default (the spec's other mode) would indent them again by the cursor line's.
+        insert_text_mode=types.InsertTextMode.AsIs,
         text_edit=types.TextEdit(range=suggestion.range, new_text=insert),
         filter_text=suggestion.typed,
         sort_text="0",
