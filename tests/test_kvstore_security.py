@@ -13,6 +13,8 @@ import os
 import pickle
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -586,3 +588,32 @@ def test_a_database_another_process_holds_locked_costs_one_short_wait(
     time.sleep(3.1)
     assert store.load("m", URI) == (TOKENS, STATE)  # the pause over, the entry is there
     store.close()
+
+
+_CUT_SHORT = """
+import os, sys
+from pathlib import Path
+from lsp_complete.engine.kvstore import KVStore
+folder = Path(sys.argv[1])
+store = KVStore(folder)
+for i in range(40):  # 20 KB each: rows in the database, not value files
+    store.save("m", f"file:///{i}.py", [1, 2, 3], bytes([i]) * 20000)
+store._cache._sql("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in cache.db itself
+os.truncate(folder / "cache.db", 0)
+for i in range(40):
+    store.load("m", f"file:///{i}.py")
+    store.save("m", f"file:///n{i}.py", [1, 2, 3], bytes([i]) * 20000)
+"""
+
+
+def test_a_database_cut_short_under_the_store_does_not_kill_the_process(
+        tmp_path: Path) -> None:
+    """Round 6: cache.db truncated while a server used it (another process, a full disk's
+    repair) killed the server with SIGBUS: SQLite read it through a memory mapping. Run in a
+    child process, which a SIGBUS kills rather than this test run."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _CUT_SHORT, str(tmp_path / "kv")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

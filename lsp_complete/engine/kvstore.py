@@ -72,6 +72,10 @@ _SETTINGS: dict[str, Any] = {
     "cull_limit": 0,
     "statistics": 0,
     "tag_index": 0,
+    # No memory-mapped reads: a database file cut short under SQLite's mapping (truncated by
+    # another process, a full disk's repair) raised SIGBUS and killed the server; read(2)
+    # gets an error diskcache raises, which costs persistence only.
+    "sqlite_mmap_size": 0,
 }
 _KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(METADATA)
 _VALUE_NAME = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")  # Disk.filename()'s
