@@ -140,6 +140,8 @@ _SOURCE_FIELDS: dict[str, frozenset[str]] = {
     "pypi-wheel-file": frozenset({"kind", "package", "member"}),
     "hub": frozenset({"kind", "repo", "file"}),
 }
+# NAME_MAX (255 bytes) less the longest suffix the model store adds (".verified").
+_MAX_FILE_NAME = 255 - len(".verified")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _REQUIREMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
 
@@ -259,6 +261,11 @@ def _parse_entry(name: str, raw: Any, where: str) -> ModelSpec:
     file = _str_field(raw, "file", where)
     if not file.endswith(".gguf") or "/" in file or "\\" in file or file.startswith("."):
         _fail(where, f"field 'file' must be a plain file name ending in .gguf, got {file!r}")
+    if not file.isprintable() or len(file.encode("utf-8", "surrogatepass")) > _MAX_FILE_NAME:
+        # A NUL made every use of the path a ValueError traceback; a name the file system
+        # cannot hold, an OSError at the first pull.
+        _fail(where, f"field 'file' must be printable and at most {_MAX_FILE_NAME} bytes, "
+              f"got {file!r}")
     sha256 = _opt_str_field(raw, "sha256", where)
     if sha256 is not None and not _SHA256_RE.fullmatch(sha256):
         _fail(where, f"field 'sha256' must be 64 lowercase hex digits, got {sha256!r}")

@@ -302,6 +302,18 @@ def test_registry_validation_names_entry_and_field(
     assert expected in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["m\\u0000x.gguf", "m\\nx.gguf", "m" * 300 + ".gguf"])
+def test_registry_refuses_a_file_name_no_file_system_holds(tmp_path: Path, name: str) -> None:
+    """Round 6: a NUL in an entry's `file` was accepted, then `models pull` ended in a
+    ValueError traceback; a 300-byte name, in an OSError one."""
+    path = tmp_path / "models.toml"
+    path.write_text(VALID_ENTRY.replace('file = "m.gguf"', f'file = "{name}"', 1),
+                    encoding="utf-8")
+    with pytest.raises(ModelError) as info:
+        load_registry(path)
+    assert "entry 'm'" in str(info.value) and "printable and at most 246 bytes" in str(info.value)
+
+
 _HUB = 'sources = [{ kind = "hub", repo = "o/r", file = "m.gguf" }]'
 
 
