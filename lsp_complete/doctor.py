@@ -211,8 +211,9 @@ def check_cache() -> Check:
     with contextlib.suppress(OSError):
         details["freeBytes"] = shutil.disk_usage(existing).free
     override = f"or set {CACHE_ENV} to a folder of yours"
-    if root.exists() and not root.is_dir():
-        return Check("cache", "fail", f"{root} is not a folder", f"remove it, {override}", details)
+    if not existing.is_dir():  # the folder, or the nearest part of its path that exists
+        return Check("cache", "fail", f"{existing} is not a folder", f"remove it, {override}",
+                     details)
     for folder in (root, kv):
         problem = _folder_problem(folder)
         if problem:

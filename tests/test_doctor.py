@@ -222,6 +222,16 @@ def test_cache_that_is_a_file_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert check.status == "fail" and "not a folder" in check.summary
 
 
+def test_cache_below_a_file_says_the_file_is_not_a_folder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Round 6: a cache folder under a file was diagnosed as "<the file> is not writable"."""
+    (tmp_path / "cache").write_text("")
+    monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path / "cache" / "below"))
+    check = doctor.check_cache()
+    assert check.status == "fail"
+    assert check.summary == f"{tmp_path / 'cache'} is not a folder"
+
+
 def test_cache_low_on_space_warns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("LSP_COMPLETE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(doctor.shutil, "disk_usage", lambda p: types.SimpleNamespace(free=1000))
