@@ -490,14 +490,18 @@ def _check_room(spec: ModelSpec, dest: Path) -> None:
 def _cannot_write(spec: ModelSpec, dest: Path, err: OSError) -> str:
     """What an OSError while pulling into the cache folder means, and what to do."""
     folder = dest.parent
+    elsewhere = f"point {CACHE_ENV} at a folder you can write"
     if err.errno == errno.ENOSPC:
         why = f"there is not enough free space for its {_human_size(spec.size)}"
+        fix = f"free some space there, or {elsewhere} on a disk with room"
     elif err.errno in (errno.EEXIST, errno.ENOTDIR) and not folder.is_dir():
-        why = "a part of that path is a file, not a folder"
+        why, fix = "a part of that path is a file, not a folder", elsewhere
+    elif err.errno == errno.EISDIR and dest.is_dir():
+        why, fix = f"{dest.name} there is a folder, not a model file", "remove that folder"
     else:
-        why = err.strerror or str(err)
-    return (f"cannot write model {spec.name!r} into {folder}: {why}; nothing was kept. Free "
-            f"some space there or point {CACHE_ENV} at a folder you can write, then pull again")
+        why, fix = err.strerror or str(err), elsewhere
+    return (f"cannot write model {spec.name!r} into {folder}: {why}; nothing was kept. "
+            f"{fix[0].upper()}{fix[1:]}, then pull again")
 
 
 def _ordered_sources(spec: ModelSpec) -> list[Source]:

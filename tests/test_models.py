@@ -666,6 +666,18 @@ def test_a_cache_folder_that_is_a_file_is_said_in_one_line(
         assert err.count("\n") == 1 and "is a file, not a folder" in err, err
 
 
+def test_a_folder_in_place_of_the_model_file_is_said_to_be_one(
+    world: FakeWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder where the pulled file goes: `models path` says to pull again, and the pull
+    said only "Is a directory" and to free some space."""
+    (world.cache / "fake-coder.gguf").mkdir(parents=True)
+    assert model_store.cli_pull("fake-coder") == 1
+    err = capsys.readouterr().err
+    assert "fake-coder.gguf there is a folder, not a model file" in err
+    assert "Remove that folder, then pull again" in err and "free space" not in err
+
+
 def test_truncation_detected_without_size_or_sha(world: FakeWorld) -> None:
     path = model_store.pull("fake-nosha", progress=False)
     spec = world.registry["fake-nosha"]
