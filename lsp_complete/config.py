@@ -97,6 +97,10 @@ class CompletionSettings:
     # this many alternatives, each starting with another token; computed in idle time after a
     # suggestion is shown (0: one suggestion only).
     alternatives: int = _int(3, 0, 8)
+    # A fresh suggestion whose first line the model gave less probability than this (in
+    # percent) is not shown until the user types along it; an explicit request shows it.
+    # 0 (the default until a typist's run says what it costs): every suggestion is shown.
+    min_confidence_percent: int = _int(0, 0, 100)
 
 
 @dataclass(frozen=True)

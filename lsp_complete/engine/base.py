@@ -132,6 +132,10 @@ class GenerationResult:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     first_token: int | None = None  # the first token generated (the local engine's)
+    # Each generated token's probability and where it ends in `text` (the local engine's;
+    # none from a remote engine): how sure the model is of each part of the text.
+    token_probabilities: list[float] = field(default_factory=list)
+    token_ends: list[int] = field(default_factory=list)
 
 
 @dataclass

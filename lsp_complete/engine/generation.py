@@ -71,14 +71,14 @@ class Generation:
                 result.stop_reason = "cancelled"
                 break
             if step == 0 and first is not None:
-                token, lead = first, np.inf
+                token, lead, probability = first, np.inf, 1.0  # chosen, not the model's pick
             else:
-                token, lead = self._pick(heal, code_next, gap=self.row >= 0)
+                token, lead, probability = self._pick(heal, code_next, gap=self.row >= 0)
             if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
                 if not self._redecide():
                     result.stop_reason = "cancelled"
                     break
-                token, _ = self._pick(heal, code_next)
+                token, _, probability = self._pick(heal, code_next)
             if self.vocabulary.stop_mask[token]:
                 result.stop_reason = "eog"
                 break
@@ -92,6 +92,8 @@ class Generation:
             if self.history is not None:
                 self.history.append(token)
             reason = rules.feed(decoder.decode(piece))
+            result.token_probabilities.append(probability)
+            result.token_ends.append(len(rules.text))
             if reason is not None:
                 result.stop_reason = reason
                 break
@@ -110,7 +112,8 @@ class Generation:
             self.decoder.table.truncate(self.seq, self.base + self.row + 1)
         result.text = rules.text
 
-    def _pick(self, heal: bytes, code_next: bool, gap: bool = False) -> tuple[int, float]:
+    def _pick(self, heal: bytes, code_next: bool,
+              gap: bool = False) -> tuple[int, float, float]:
         return self.vocabulary.pick(self.decoder.logits(self.row), heal,
                                     self.request.heal_code, gap, code_next)
 

@@ -69,6 +69,8 @@ class Completion:
     error: str = ""
     # The context its prompt was built from (a block goes on from it: `Completer.block`).
     context: CodeContext | None = None
+    # How sure the model was of the first line (`first_line_confidence`); 1.0 when unknown.
+    confidence: float = 1.0
 
 
 class Completer:
@@ -169,6 +171,7 @@ class Completer:
             request=request,
             full_prompt=prompt is full,
             context=prompt.ctx,
+            confidence=first_line_confidence(result, len(prompt.heal)),
         )
 
     def alternatives(self, prepared: Prepared, primary: Completion, count: int,
@@ -323,6 +326,21 @@ class Completer:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def first_line_confidence(result: GenerationResult, heal_chars: int) -> float:
+    """The probability the model gave its first line: the product of its tokens' (those that
+    start before the line's end, the one ending it included). 1.0 when the engine gave none."""
+    text = result.text
+    newline = text.find("\n", heal_chars)
+    line_end = len(text) if newline < 0 else newline
+    confidence, start = 1.0, 0
+    for probability, end in zip(result.token_probabilities, result.token_ends, strict=False):
+        if start > line_end or (start == line_end and newline < 0):
+            break
+        confidence *= probability
+        start = end
+    return confidence
 
 
 def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[str]) -> str:

@@ -111,7 +111,7 @@ class Suggester:
             if span is not None:
                 after = await self._after_item(uri, file, position, span, item)
                 return [after] if after is not None else []
-        found = await self.suggest(uri, position)
+        found = await self.suggest(uri, position, explicit=alternatives)
         # The file `suggest` checked last: nothing ran on the loop since it returned.
         file = self._files.get(uri)
         if found is None or file is None:
@@ -146,8 +146,10 @@ class Suggester:
             command=_accept_command(uri, suggestion_id),
         )
 
-    async def suggest(self, uri: str, position: types.Position) -> tuple[str, int] | None:
-        """The text to insert at `position` and the cursor offset, or None."""
+    async def suggest(self, uri: str, position: types.Position,
+                      explicit: bool = False) -> tuple[str, int] | None:
+        """The text to insert at `position` and the cursor offset, or None. A fresh answer the
+        model is unsure of is held back unless asked for `explicit`ly (`_held_back`)."""
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
         settings = self._settings()
         started = time.perf_counter()
@@ -246,9 +248,18 @@ class Suggester:
             if block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
         files.answered(uri, state, Answered(prepared, completion, before, after, position))
-        if not completion.text:
+        if not completion.text or (not explicit and self._held_back(completion)):
             return None
         return completion.text, cursor
+
+    def _held_back(self, completion: Completion) -> bool:
+        """The model gave the first line of this fresh answer less probability than
+        `minConfidencePercent`: most such lines are wrong, and a wrong suggestion costs the
+        user a read. It stays in typing-ahead: once the user types along it, the rest shows."""
+        if completion.confidence * 100 >= self._settings().min_confidence_percent:
+            return False
+        self._telemetry.counters["heldBack"] += 1
+        return True
 
     def _keep_or_cancel(self, inflight: InFlight, file: OpenFile) -> None:
         """A request waiting for `inflight` was cancelled ($/cancelRequest). Clients cancel
