@@ -243,12 +243,13 @@ class Suggester:
         if completion is None:
             return None
         files.forget_shown(state)
+        held_back = bool(completion.text) and not explicit and self._held_back(completion)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
-            if block_wanted(prepared, completion):
+            if not held_back and block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
         files.answered(uri, state, Answered(prepared, completion, before, after, position))
-        if not completion.text or (not explicit and self._held_back(completion)):
+        if not completion.text or held_back:
             return None
         return completion.text, cursor
 
