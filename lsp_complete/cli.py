@@ -164,17 +164,20 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 2
         from lsp_complete.daemon.control import wanted
 
+        refused = None  # why the daemon that was wanted could not be had
         if wanted(args.tcp is not None, args.no_daemon, args.api_key_env):
             from lsp_complete.daemon.forwarder import serve_via_daemon
 
             code = serve_via_daemon(args.model, args.max_message_bytes, args.log_level.upper())
-            if code is not None:
+            if isinstance(code, int):
                 return code
+            refused = code
         from lsp_complete.server import run_server
 
         return run_server(tcp_port=args.tcp, model=args.model,
                           max_message_bytes=args.max_message_bytes,
-                          token_file=args.token_file, api_key_env=args.api_key_env)
+                          token_file=args.token_file, api_key_env=args.api_key_env,
+                          notice=refused)
     if args.command == "daemon":
         from lsp_complete.daemon import control
 

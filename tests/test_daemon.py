@@ -455,6 +455,20 @@ async def test_a_runtime_folder_open_to_others_is_refused(world, tiny_model_path
     assert daemon_pids(world.runtime) == []
 
 
+async def test_a_refused_daemon_is_told_to_the_editor(world, tiny_model_path) -> None:
+    """Round 6: the refusal was one stderr line: the editor was never told that this window
+    loads a model of its own, nor what to change."""
+    world.runtime.mkdir(mode=0o700, parents=True)
+    os.chmod(world.runtime, 0o755)
+    client = await world.start(tiny_model_path)
+    assert (await status(client))["daemon"] is None
+    told = [m.message for m in client.messages if m.type == types.MessageType.Warning
+            and "shared engine daemon" in m.message]
+    assert len(told) == 1, client.messages
+    assert "(mode 755): chmod 700 it" in told[0]
+    assert "a model of its own" in told[0] and f"{paths.NO_DAEMON_ENV}=1" in told[0]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files of another user")
 async def test_a_folder_or_socket_of_another_user_is_refused(world, tiny_model_path) -> None:
     world.runtime.mkdir(mode=0o700, parents=True)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lsp_complete.daemon import hello as wire
-from lsp_complete.daemon.paths import RuntimeDirError, log_path
+from lsp_complete.daemon.paths import NO_DAEMON_ENV, RuntimeDirError, log_path
 from lsp_complete.daemon.start import Connected, DaemonUnavailable, open_session
 from lsp_complete.processes import EDITOR_CHECK_S, process_alive, watchable
 
@@ -528,9 +528,9 @@ class Forwarder:
 
 
 def serve_via_daemon(model: str | None, max_message_bytes: int,
-                     log_level: str = "WARNING") -> int | None:
-    """Serve the editor on stdio through the daemon; None when no daemon can be had (the
-    caller then serves in this process)."""
+                     log_level: str = "WARNING") -> int | str:
+    """Serve the editor on stdio through the daemon: the exit code; or, when no daemon can be
+    had, why not (a str: the caller then serves in this process, and tells the editor)."""
     hello = {
         "kind": "session",
         "version": wire.version(),
@@ -541,9 +541,10 @@ def serve_via_daemon(model: str | None, max_message_bytes: int,
     try:
         conn = open_session(hello, log_level)
     except (DaemonUnavailable, RuntimeDirError, OSError) as exc:
-        print(f"lsp-complete: serving in this process, not through the shared engine daemon: "
-              f"{exc}", file=sys.stderr, flush=True)
-        return None
+        why = f"lsp-complete: serving in this process, not through the shared engine daemon: {exc}"
+        print(why, file=sys.stderr, flush=True)
+        return (f"{why} (this window loads a model of its own; {NO_DAEMON_ENV}=1 serves in "
+                "process without this message)")
     return Forwarder(conn, hello, log_level, max_message_bytes).run()
 
 

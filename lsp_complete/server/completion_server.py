@@ -66,6 +66,9 @@ class CompletionServer(LanguageServer):
         self.launch_settings = self.settings = settings
         self.cli_model = model
         self.cli_api_key_env = api_key_env  # settings may name this variable too
+        # Told once the editor is initialized: why the shared daemon was wanted and not used
+        # (each window then loads its own model).
+        self.launch_notice: str | None = None
         # The daemon passes one session's view of its shared worker (daemon/server.py).
         self.scheduler = scheduler or Scheduler()
         self.typeahead = TypeAhead()

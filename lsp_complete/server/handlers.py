@@ -39,6 +39,8 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CompletionServer, _params: types.InitializedParams) -> None:
+        if ls.launch_notice:
+            ls.client.tell(ls.launch_notice, types.MessageType.Warning)
         # Settings the editor keeps (VS Code's settings.json...) before the model loads.
         await ls.pull_configuration()
         await ls.repo.register_watcher()
@@ -158,8 +160,11 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
 
 def run_server(tcp_port: int | None = None, model: str | None = None,
                max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-               token_file: Path | None = None, api_key_env: str | None = None) -> int:
+               token_file: Path | None = None, api_key_env: str | None = None,
+               notice: str | None = None) -> int:
+    """`notice`: told to the editor once it is initialized (why the daemon is not used)."""
     server = create_server(model, api_key_env)
+    server.launch_notice = notice
     try:
         if tcp_port is not None:
             # Not pygls' start_tcp: one client at a time, with the launch's token (tcp.py).
