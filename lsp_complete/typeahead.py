@@ -19,6 +19,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from lsp_complete.certainty import Certainty, line_confidence
+
 TAIL_CHARS = 256
 _DIGEST_SIZE = 16
 
@@ -27,6 +29,15 @@ _DIGEST_SIZE = 16
 class Suggestion:
     text: str
     created: float
+    certainty: Certainty | None = None  # how sure the model was of each part of `text`
+
+
+@dataclass(frozen=True)
+class Hit:
+    """The rest of a remembered suggestion, and the probability of its first line."""
+
+    text: str
+    confidence: float
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class _Entry:
     after_head: str  # first TAIL_CHARS characters of `after`
     suggestion: Suggestion
 
-    def remainder(self, before: str, after: str, after_digest: _LazyDigest) -> str | None:
+    def remainder(self, before: str, after: str, after_digest: _LazyDigest) -> Hit | None:
         """The rest of the suggestion if the document is this entry's state plus typed text."""
         text = self.suggestion.text
         length = self.before_len
@@ -57,7 +68,8 @@ class _Entry:
             return None  # (when length <= TAIL_CHARS the tail comparison was the whole text)
         if self.after_len > TAIL_CHARS and after_digest.get() != self.after_digest:
             return None
-        return text[typed_len:]
+        return Hit(text[typed_len:],
+                   line_confidence(self.suggestion.certainty, text, typed_len))
 
 
 class _LazyDigest:
@@ -101,8 +113,10 @@ class TypeAhead:
             "evicted": 0,
         }
 
-    def remember(self, uri: str, before: str, after: str, text: str) -> None:
-        """Keep `text`, suggested when the document was `before` + cursor + `after`."""
+    def remember(self, uri: str, before: str, after: str, text: str,
+                 certainty: Certainty | None = None) -> None:
+        """Keep `text`, suggested when the document was `before` + cursor + `after` (and how
+        sure the model was of it)."""
         if not text.strip():
             return  # nothing worth showing again
         before_digest = _digest(before)
@@ -114,7 +128,7 @@ class TypeAhead:
             after_len=len(after),
             after_digest=after_digest,
             after_head=after[:TAIL_CHARS],
-            suggestion=Suggestion(text, time.monotonic()),
+            suggestion=Suggestion(text, time.monotonic(), certainty),
         )
         key = (len(before), before_digest, len(after), after_digest)
         with self._lock:
@@ -132,7 +146,13 @@ class TypeAhead:
                 self.stats["evicted"] += 1
 
     def lookup(self, uri: str, before: str, after: str) -> str | None:
-        """The rest of a remembered suggestion that the typed text agrees with, or None.
+        """The rest of a remembered suggestion that the typed text agrees with, or None."""
+        hit = self.find(uri, before, after)
+        return hit.text if hit is not None else None
+
+    def find(self, uri: str, before: str, after: str) -> Hit | None:
+        """The rest of a remembered suggestion that the typed text agrees with, and how sure
+        the model was of it, or None.
 
         The most recently remembered or used matching entry wins: while the user types through a
         suggestion, that is the one on screen, so it stays put instead of flipping to an older
@@ -144,7 +164,7 @@ class TypeAhead:
             if entries:
                 for key in reversed(entries):
                     rest = entries[key].remainder(before, after, after_digest)
-                    if rest is not None and rest.strip():
+                    if rest is not None and rest.text.strip():
                         entries.move_to_end(key)
                         self._docs.move_to_end(uri)
                         self.stats["hits"] += 1

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from lsp_complete.certainty import line_confidence, place
 from lsp_complete.engine.base import GenerationResult
-from lsp_complete.pipeline.completer import first_line_confidence
 from tests.raw_lsp import RawServer
 
 URI = "file:///work/conf.py"
@@ -21,14 +21,38 @@ TEXT = "def add(a, b):\n    return a\n"
 def test_the_first_lines_tokens_make_the_confidence() -> None:
     result = GenerationResult(text="ab(c)\nnext", token_probabilities=[0.5, 0.8, 0.5, 0.1],
                               token_ends=[2, 5, 6, 10])
-    assert first_line_confidence(result, 0) == pytest.approx(0.5 * 0.8 * 0.5)  # "\n" ends it
-    one_line = GenerationResult(text="abc", token_probabilities=[0.5, 0.5], token_ends=[2, 3])
-    assert first_line_confidence(one_line, 0) == pytest.approx(0.25)
-    assert first_line_confidence(GenerationResult(text="remote"), 0) == 1.0  # none given
-    # A healed start: the line break is looked for after the healed characters.
-    healed = GenerationResult(text="\nx = 1\ny", token_probabilities=[0.9, 0.5, 0.2],
-                              token_ends=[1, 6, 8])
-    assert first_line_confidence(healed, 1) == pytest.approx(0.9 * 0.5 * 0.2)
+    certainty = place(result, 0, "ab(c)\nnext")
+    assert certainty == ((2, 0.5), (5, 0.8), (6, 0.5), (10, 0.1))
+    assert line_confidence(certainty, "ab(c)\nnext") == pytest.approx(0.5 * 0.8 * 0.5)
+    # Typed along: only the tokens not yet typed count; on the next line, its own tokens.
+    assert line_confidence(certainty, "ab(c)\nnext", 2) == pytest.approx(0.8 * 0.5)
+    assert line_confidence(certainty, "ab(c)\nnext", 6) == pytest.approx(0.1)
+    assert line_confidence(None, "remote") == 1.0
+    assert place(GenerationResult(text="remote"), 0, "remote") is None  # none given
+    # Healed: tokens that only spell the typed characters are left out, the coordinates are
+    # the suggestion's (it starts after them).
+    healed = GenerationResult(text="rex = 1\ny", token_probabilities=[0.3, 0.9, 0.5, 0.2],
+                              token_ends=[2, 3, 8, 9])
+    placed = place(healed, 2, "x = 1\ny")
+    assert placed == ((1, 0.9), (6, 0.5), (7, 0.2))
+    assert line_confidence(placed, "x = 1\ny") == pytest.approx(0.9 * 0.5)
+    # Postprocessing changed the text: nothing is known of it.
+    assert place(healed, 2, "x = 2") is None
+
+
+def test_typing_ahead_says_how_sure_the_model_was_of_the_rest() -> None:
+    from lsp_complete.typeahead import TypeAhead
+
+    ahead = TypeAhead()
+    ahead.remember("u", "f(", ")", "abcde", ((2, 0.05), (5, 0.9)))
+    first = ahead.find("u", "f(", ")")
+    assert first is not None and first.text == "abcde"
+    assert first.confidence == pytest.approx(0.045)
+    past = ahead.find("u", "f(ab", ")")  # typed past the unsure token
+    assert past is not None and past.text == "cde" and past.confidence == pytest.approx(0.9)
+    ahead.remember("u", "g(", ")", "xyz")  # without probabilities: sure
+    found = ahead.find("u", "g(x", ")")
+    assert found is not None and found.confidence == 1.0
 
 
 def test_the_engine_gives_each_token_its_probability(tiny_model_path: Path) -> None:
@@ -50,10 +74,13 @@ def test_the_engine_gives_each_token_its_probability(tiny_model_path: Path) -> N
         assert all(0 < p <= 1 for p in result.token_probabilities)
         assert result.token_ends == sorted(result.token_ends)
         assert result.token_ends[-1] <= len(result.text)
-        # The first token is one of the first line's: the product holds its probability.
-        assert 0 < completion.confidence <= result.token_probabilities[0]
-        if "\n" not in result.text:
-            assert completion.confidence == pytest.approx(math.prod(result.token_probabilities))
+        assert completion.certainty is not None and 0 < completion.confidence <= 1
+        # The tokens that write the suggestion (not the healed characters), in its text.
+        assert [end for end, _ in completion.certainty] == sorted(
+            end for end, _ in completion.certainty)
+        if "\n" not in completion.text:
+            assert completion.confidence == pytest.approx(
+                math.prod(p for _, p in completion.certainty))
     finally:
         completer.close()
 
@@ -65,11 +92,10 @@ def _inline(server: RawServer, line: int, character: int, invoked: bool) -> list
     return answer["result"]["items"]
 
 
-def test_an_unsure_suggestion_waits_until_the_user_types_along_it(
-        tiny_model_path: Path) -> None:
-    """With `minConfidencePercent` 100 every fresh answer of the tiny model is held back: an
-    automatic request gets nothing, an explicit one the suggestion, and a key typed along it
-    the rest (typing-ahead); by default (0) the same request shows it."""
+def test_an_unsure_suggestion_is_held_back_unless_asked_for(tiny_model_path: Path) -> None:
+    """With `minConfidencePercent` 100 every answer of the tiny model is held back, fresh or
+    typed along: an automatic request gets nothing, an explicit one the suggestion (and, typed
+    along, its rest); with 0 (the default) the same request shows it."""
     server = RawServer(tiny_model_path)
     try:
         server.initialize({"minConfidencePercent": 100})
@@ -88,8 +114,8 @@ def test_an_unsure_suggestion_waits_until_the_user_types_along_it(
             "contentChanges": [{"range": {"start": {"line": 1, "character": 12},
                                           "end": {"line": 1, "character": 12}},
                                 "text": text[1]}]})
-        rest = _inline(server, 1, 13, invoked=False)
-        assert rest and rest[0]["insertText"].endswith(text[2:]), (rest, text)
+        rest = _inline(server, 1, 13, invoked=True)  # typing-ahead, no model call
+        assert rest and rest[0]["insertText"] == text[:2] + text[2:], (rest, text)
         server.notify("workspace/didChangeConfiguration",
                       {"settings": {"lspComplete": {"minConfidencePercent": 0}}})
         server.notify("textDocument/didChange", {

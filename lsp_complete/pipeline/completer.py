@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lsp_complete.certainty import Certainty, line_confidence, place
 from lsp_complete.config import Settings
 from lsp_complete.context import CodeContext
 from lsp_complete.context.block_shape import cut_to_parsing
@@ -69,8 +70,14 @@ class Completion:
     error: str = ""
     # The context its prompt was built from (a block goes on from it: `Completer.block`).
     context: CodeContext | None = None
-    # How sure the model was of the first line (`first_line_confidence`); 1.0 when unknown.
-    confidence: float = 1.0
+    # How sure the model was of each part of `text` (None: unknown, from a remote engine or
+    # a text postprocessing changed).
+    certainty: Certainty | None = None
+
+    @property
+    def confidence(self) -> float:
+        """The probability the model gave the first line of `text`."""
+        return line_confidence(self.certainty, self.text)
 
 
 class Completer:
@@ -171,7 +178,7 @@ class Completer:
             request=request,
             full_prompt=prompt is full,
             context=prompt.ctx,
-            confidence=first_line_confidence(result, len(prompt.heal)),
+            certainty=place(result, len(prompt.heal), text),
         )
 
     def alternatives(self, prepared: Prepared, primary: Completion, count: int,
@@ -326,21 +333,6 @@ class Completer:
 
     def close(self) -> None:
         self.engine.close()
-
-
-def first_line_confidence(result: GenerationResult, heal_chars: int) -> float:
-    """The probability the model gave its first line: the product of its tokens' (those that
-    start before the line's end, the one ending it included). 1.0 when the engine gave none."""
-    text = result.text
-    newline = text.find("\n", heal_chars)
-    line_end = len(text) if newline < 0 else newline
-    confidence, start = 1.0, 0
-    for probability, end in zip(result.token_probabilities, result.token_ends, strict=False):
-        if start > line_end or (start == line_end and newline < 0):
-            break
-        confidence *= probability
-        start = end
-    return confidence
 
 
 def cut_block(raw: str, site: CompletionSite, ctx: CodeContext, stop: Sequence[str]) -> str:

@@ -169,10 +169,10 @@ class Suggester:
         cursor = doc.offset_at(position.line, position.character, self._client.encoding)
         state.at_cursor(cursor)
         before, after = doc.text[:cursor], doc.text[cursor:]
-        hit = typeahead.lookup(uri, before, after)
-        if hit is not None:
+        found = typeahead.find(uri, before, after)
+        if found is not None:
             self._typed_ahead(uri, version, started)
-            return hit, cursor
+            return None if self._held_back(found.confidence, explicit) else (found.text, cursor)
         completer = self._ready_completer(uri, version, started)
         if completer is None:
             return None
@@ -205,11 +205,12 @@ class Suggester:
             if not asked.same_text():
                 telemetry.record(uri, version, started, "superseded")
                 return None
-            hit = typeahead.lookup(uri, before, after)
-            if hit is not None:
+            found = typeahead.find(uri, before, after)
+            if found is not None:
                 telemetry.counters["joined"] += 1
                 telemetry.record(uri, version, started, "typeahead")
-                return hit, cursor
+                return (None if self._held_back(found.confidence, explicit)
+                        else (found.text, cursor))
         if not await self._debounced(uri, file, asked, started):
             return None
         prepared = prepare(doc, cursor, state.anchor, settings)
@@ -233,7 +234,7 @@ class Suggester:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file
                 # was closed: its typing-ahead was dropped then.
-                files.remember(file, before, after, completion.text)
+                files.remember(file, before, after, completion.text, completion.certainty)
             return completion
 
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
@@ -243,7 +244,7 @@ class Suggester:
         if completion is None:
             return None
         files.forget_shown(state)
-        held_back = bool(completion.text) and not explicit and self._held_back(completion)
+        held_back = bool(completion.text) and self._held_back(completion.confidence, explicit)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
             if not held_back and block_wanted(prepared, completion):
@@ -253,11 +254,12 @@ class Suggester:
             return None
         return completion.text, cursor
 
-    def _held_back(self, completion: Completion) -> bool:
-        """The model gave the first line of this fresh answer less probability than
+    def _held_back(self, confidence: float, explicit: bool) -> bool:
+        """The model gave the first line to be shown less probability than
         `minConfidencePercent`: most such lines are wrong, and a wrong suggestion costs the
-        user a read. It stays in typing-ahead: once the user types along it, the rest shows."""
-        if completion.confidence * 100 >= self._settings().min_confidence_percent:
+        user a read. Not shown, unless asked for explicitly; it stays in typing-ahead, and
+        shows once the user has typed past what the model was unsure of."""
+        if explicit or confidence * 100 >= self._settings().min_confidence_percent:
             return False
         self._telemetry.counters["heldBack"] += 1
         return True

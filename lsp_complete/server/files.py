@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from lsprotocol import types
 
+from lsp_complete.certainty import Certainty
 from lsp_complete.documents import Document, max_tree_nodes
 from lsp_complete.engine.base import (
     CancelToken,
@@ -171,9 +172,10 @@ class OpenFiles:
         """Work planned for `file` now."""
         return self._files.ticket(file)
 
-    def remember(self, file: OpenFile, before: str, after: str, text: str) -> bool:
+    def remember(self, file: OpenFile, before: str, after: str, text: str,
+                 certainty: Certainty | None = None) -> bool:
         """(On the worker) keep a suggestion for typing-ahead in `file` unless it was closed."""
-        return self._files.remember(file, before, after, text)
+        return self._files.remember(file, before, after, text, certainty)
 
     # ------------------------------------------------------------------ text sync
 
@@ -525,7 +527,8 @@ class OpenFiles:
             better = completer.refine(prepared, answer.completion, cancel)
             if better is None or not better.text:
                 return
-            if self._files.remember(file, answer.before, answer.after, better.text):
+            if self._files.remember(file, answer.before, answer.after, better.text,
+                                    better.certainty):
                 changed = better.text != answer.completion.text
                 self._post(loop, Refined(ticket, params, changed))
 

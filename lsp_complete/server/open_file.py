@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from lsp_complete.certainty import Certainty
 from lsp_complete.documents import Document
 from lsp_complete.pipeline import Switch
 from lsp_complete.server.state import DocState, LoopOwned
@@ -142,11 +143,12 @@ class OpenFileRegistry:
             write()
             return True
 
-    def remember(self, file: OpenFile, before: str, after: str, text: str) -> bool:
+    def remember(self, file: OpenFile, before: str, after: str, text: str,
+                 certainty: Certainty | None = None) -> bool:
         """Keep a suggestion for typing-ahead in `file`, unless it was closed (its
         typing-ahead was forgotten then); whether it was kept."""
         return self.while_open(file, lambda: self._typeahead.remember(file.uri, before, after,
-                                                                        text))
+                                                                        text, certainty))
 
     def clear_blocks(self) -> None:
         """New workspace roots: no open file keeps its repository block."""
