@@ -35,6 +35,13 @@ def default_threads() -> int:
     return max(1, min(8, (os.cpu_count() or 2)))
 
 
+def default_min_confidence() -> int:
+    """10, or what LSP_COMPLETE_MIN_CONFIDENCE says (an integer percent) for every editor's
+    server at once (the test suite's tiny model, whose probabilities mean nothing, sets 0)."""
+    value = os.environ.get("LSP_COMPLETE_MIN_CONFIDENCE", "")
+    return min(100, max(0, int(value))) if value.strip().isdigit() else 10
+
+
 MIN_CONTEXT_SIZE = 256
 MAX_SLOTS = 32
 
@@ -97,10 +104,10 @@ class CompletionSettings:
     # this many alternatives, each starting with another token; computed in idle time after a
     # suggestion is shown (0: one suggestion only).
     alternatives: int = _int(3, 0, 8)
-    # A fresh suggestion whose first line the model gave less probability than this (in
-    # percent) is not shown until the user types along it; an explicit request shows it.
-    # 0 (the default until a typist's run says what it costs): every suggestion is shown.
-    min_confidence_percent: int = _int(0, 0, 100)
+    # A suggestion whose first line (what is left of it to type) the model gave less
+    # probability than this, in percent, is not shown; an explicit request shows it. 0:
+    # every suggestion is shown. The default may be set with LSP_COMPLETE_MIN_CONFIDENCE.
+    min_confidence_percent: int = _int(default_min_confidence, 0, 100)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ import pytest
 # Server state written off its owning thread raises (server/state.py), in this process and in
 # every server the tests start (they inherit the environment).
 os.environ["LSP_COMPLETE_CHECK_THREADS"] = "1"
+# The tiny test model's token probabilities are noise: its suggestions are never held back as
+# unsure (lsp_complete/certainty.py), except where a test sets minConfidencePercent itself.
+os.environ["LSP_COMPLETE_MIN_CONFIDENCE"] = "0"
 
 from lsp_complete.testing import write_tiny_gguf  # noqa: E402
 

@@ -147,3 +147,20 @@ def test_one_change_of_settings_is_told_in_one_message_per_kind_of_problem() -> 
     assert hinted.endswith("291 more (lsp-complete's settings go under \"lspComplete\")")
     assert combined_problems(parse_settings({"x" * 500: 1})[1]) == [f"unknown setting '{'x' * 38}…"]
     assert combined_problems([]) == []
+
+
+def test_the_confidence_floor_defaults_to_ten_percent_or_the_environments(monkeypatch) -> None:
+    """Suggestions the model gave their line less than 10% are held back by default (wrong
+    ones shown 0.55x at the same characters by Tab: docs/bench/2026-12-06f-confidence);
+    LSP_COMPLETE_MIN_CONFIDENCE sets the default for every editor's server at once."""
+    from lsp_complete.config import default_min_confidence
+
+    monkeypatch.delenv("LSP_COMPLETE_MIN_CONFIDENCE", raising=False)
+    assert default_min_confidence() == 10 and Settings().min_confidence_percent == 10
+    monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", "25")
+    assert Settings().min_confidence_percent == 25
+    for unusable in ("", "ten", "-5", "1e3"):
+        monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", unusable)
+        assert default_min_confidence() == 10
+    monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", "400")
+    assert default_min_confidence() == 100
