@@ -149,18 +149,18 @@ def test_one_change_of_settings_is_told_in_one_message_per_kind_of_problem() -> 
     assert combined_problems([]) == []
 
 
-def test_the_confidence_floor_defaults_to_ten_percent_or_the_environments(monkeypatch) -> None:
-    """Suggestions the model gave their line less than 10% are held back by default (wrong
-    ones shown 0.55x at the same characters by Tab: docs/bench/2026-12-06f-confidence);
+def test_the_confidence_floor_is_off_unless_the_environment_sets_it(monkeypatch) -> None:
+    """Suggestions the model is unsure of are shown by default (holding them back trades the
+    characters a partial accept takes for fewer wrong ones: docs/bench/2026-12-06f-confidence);
     LSP_COMPLETE_MIN_CONFIDENCE sets the default for every editor's server at once."""
     from lsp_complete.config import default_min_confidence
 
     monkeypatch.delenv("LSP_COMPLETE_MIN_CONFIDENCE", raising=False)
-    assert default_min_confidence() == 10 and Settings().min_confidence_percent == 10
+    assert default_min_confidence() == 0 and Settings().min_confidence_percent == 0
     monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", "25")
     assert Settings().min_confidence_percent == 25
     for unusable in ("", "ten", "-5", "1e3"):
         monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", unusable)
-        assert default_min_confidence() == 10
+        assert default_min_confidence() == 0
     monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", "400")
     assert default_min_confidence() == 100
