@@ -12,6 +12,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from lsp_complete.certainty import Certainty
 from lsp_complete.config import Settings
 from lsp_complete.context.limits import RepoContext, RepoFile
 from lsp_complete.engine.base import CancelToken, GenerationResult
@@ -95,9 +96,10 @@ async def test_a_close_while_a_suggestion_is_remembered_leaves_no_typing_ahead()
     loop = asyncio.get_running_loop()
 
     class ClosingTypeAhead(TypeAhead):
-        def remember(self, uri: str, before: str, after: str, text: str) -> None:
+        def remember(self, uri: str, before: str, after: str, text: str,
+                     certainty: Certainty | None = None) -> None:
             close_on_the_loop(server, loop)
-            super().remember(uri, before, after, text)
+            super().remember(uri, before, after, text, certainty)
 
     server, _ = make_server()
     server.typeahead.__class__ = ClosingTypeAhead  # (the one every part holds)
