@@ -37,9 +37,8 @@ def default_threads() -> int:
 
 def default_min_confidence() -> int:
     """0 (off), or what LSP_COMPLETE_MIN_CONFIDENCE says (an integer percent) for every
-    editor's server at once. Off by default: at 10 a typist saw half the wrong suggestions at
-    the same characters put in by Tab, but the characters a partial accept would take at a
-    span's first keys fell to 0.69-0.74x (docs/bench/2026-12-06f-confidence)."""
+    editor's server at once. Off by default: holding back unsure lines trades what a partial,
+    word-by-word accept takes for fewer wrong suggestions (docs/bench/2026-12-06f-confidence)."""
     value = os.environ.get("LSP_COMPLETE_MIN_CONFIDENCE", "")
     return min(100, max(0, int(value))) if value.strip().isdigit() else 0
 

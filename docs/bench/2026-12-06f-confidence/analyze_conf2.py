@@ -13,10 +13,8 @@ shown = [r for r in rows if r["first"]]
 
 
 def confidence(r):
-    """The server's (`Completion.confidence`: the healed characters' tokens left out) where
-    the row has it, else the product over every token of the first line."""
-    if "confidence" in r:
-        return r["confidence"]
+    """The product over every token of the first line, the healed ones included (the server's
+    `Completion.confidence` leaves those out; rows from the later version keep it too)."""
     return math.prod(r["probs"]) if r["probs"] else 1.0
 
 
