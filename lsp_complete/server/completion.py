@@ -148,8 +148,9 @@ class Suggester:
 
     async def suggest(self, uri: str, position: types.Position,
                       explicit: bool = False) -> tuple[str, int] | None:
-        """The text to insert at `position` and the cursor offset, or None. A fresh answer the
-        model is unsure of is held back unless asked for `explicit`ly (`_held_back`)."""
+        """The text to insert at `position` and the cursor offset, or None. A suggestion the
+        model is unsure of, fresh or typed along, is held back unless asked for `explicit`ly
+        (`_held_back`)."""
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
         settings = self._settings()
         started = time.perf_counter()
