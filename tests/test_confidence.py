@@ -55,18 +55,27 @@ def test_typing_ahead_says_how_sure_the_model_was_of_the_rest() -> None:
     assert found is not None and found.confidence == 1.0
 
 
-def test_the_engine_gives_each_token_its_probability(tiny_model_path: Path) -> None:
+def test_the_engine_gives_each_token_its_probability_when_the_rule_is_on(
+        tiny_model_path: Path) -> None:
+    import dataclasses
+
     from lsp_complete.config import Settings
     from lsp_complete.documents import Document
     from lsp_complete.engine.base import CancelToken
     from lsp_complete.pipeline import load_completer, prepare
 
-    settings = Settings(model=str(tiny_model_path), persist_cache=False, threads=1,
-                        max_tokens=16)
-    completer, _, _ = load_completer(settings)
+    off = Settings(model=str(tiny_model_path), persist_cache=False, threads=1, max_tokens=16,
+                   min_confidence_percent=0)
+    completer, _, _ = load_completer(off)
     try:
         doc = Document(URI, "python", 0, TEXT)
+        # The rule off (the default): no token's probability is computed, nothing is known.
+        plain = completer.run(prepare(doc, len(TEXT) - 1, None, off), CancelToken())
+        assert plain.result.token_probabilities == [] and plain.certainty is None
+        assert plain.confidence == 1.0
+        settings = completer.settings = dataclasses.replace(off, min_confidence_percent=10)
         completion = completer.run(prepare(doc, len(TEXT) - 1, None, settings), CancelToken())
+        assert completion.text == plain.text  # the same greedy text, with its probabilities
         result = completion.result
         assert result.generated_tokens > 0
         assert len(result.token_probabilities) == len(result.token_ends)

@@ -80,10 +80,11 @@ def test_a_healed_tab_in_code_must_end_in_a_token_that_carries_code() -> None:
 def test_pick_is_greedy_among_the_tokens_healing_allows() -> None:
     v = vocab()
     row = logits({b"x": 5.0, b"ret": 3.0, b"return": 1.0})
-    token, lead, probability = v.pick(row, b"", False)
+    assert v.pick(row, b"", False)[2] is None  # not asked for: not computed
+    token, lead, probability = v.pick(row, b"", False, probability=True)
     assert (token, lead) == (PIECES.index(b"x"), np.inf)
     assert np.isclose(probability, 1 / np.exp(row - 5.0).sum())  # among every token
-    token, lead, probability = v.pick(row, b"re", False, gap=True)
+    token, lead, probability = v.pick(row, b"re", False, gap=True, probability=True)
     assert token == PIECES.index(b"ret") and lead == 2.0
     allowed = row[v._allowed(b"re", False)]  # its probability among those healing allows
     assert np.isclose(probability, 1 / np.exp(allowed - 3.0).sum()) and probability > 0.5

@@ -111,6 +111,9 @@ class GenerationRequest:
     # Idle work beside a suggestion (a block): generate on a scratch copy of the file's cache,
     # so the next keystroke finds exactly what the plain request left. Remote engines ignore it.
     aside: bool = False
+    # Record each generated token's probability (GenerationResult.token_probabilities): one
+    # exp over the vocabulary a token, paid only when the server holds back unsure lines.
+    probabilities: bool = False
 
     @property
     def tokens(self) -> list[int]:
@@ -132,8 +135,8 @@ class GenerationResult:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     first_token: int | None = None  # the first token generated (the local engine's)
-    # Each generated token's probability and where it ends in `text` (the local engine's;
-    # none from a remote engine): how sure the model is of each part of the text.
+    # Each generated token's probability and where it ends in `text` (the local engine's,
+    # when the request asked for them): how sure the model is of each part of the text.
     token_probabilities: list[float] = field(default_factory=list)
     token_ends: list[int] = field(default_factory=list)
 

@@ -70,8 +70,10 @@ class Generation:
             if cancel.cancelled:
                 result.stop_reason = "cancelled"
                 break
-            if step == 0 and first is not None:
-                token, lead, probability = first, np.inf, 1.0  # chosen, not the model's pick
+            probability: float | None
+            if step == 0 and first is not None:  # chosen, not the model's pick: sure
+                token, lead = first, np.inf
+                probability = 1.0 if request.probabilities else None
             else:
                 token, lead, probability = self._pick(heal, code_next, gap=self.row >= 0)
             if lead < self.near_tie:  # a near-tie in batched logits: decide as a plain step
@@ -92,8 +94,9 @@ class Generation:
             if self.history is not None:
                 self.history.append(token)
             reason = rules.feed(decoder.decode(piece))
-            result.token_probabilities.append(probability)
-            result.token_ends.append(len(rules.text))
+            if probability is not None:
+                result.token_probabilities.append(probability)
+                result.token_ends.append(len(rules.text))
             if reason is not None:
                 result.stop_reason = reason
                 break
@@ -113,9 +116,10 @@ class Generation:
         result.text = rules.text
 
     def _pick(self, heal: bytes, code_next: bool,
-              gap: bool = False) -> tuple[int, float, float]:
+              gap: bool = False) -> tuple[int, float, float | None]:
         return self.vocabulary.pick(self.decoder.logits(self.row), heal,
-                                    self.request.heal_code, gap, code_next)
+                                    self.request.heal_code, gap, code_next,
+                                    self.request.probabilities)
 
     def _redecide(self) -> bool:
         """Drop the draft from the current row on and decode that row's token alone, so its

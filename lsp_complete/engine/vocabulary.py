@@ -102,18 +102,19 @@ class Vocabulary:
             return None
         return allowed
 
-    def pick(self, logits: np.ndarray, heal: bytes, heal_code: bool,
-             gap: bool = False, code_next: bool = False) -> tuple[int, float, float]:
+    def pick(self, logits: np.ndarray, heal: bytes, heal_code: bool, gap: bool = False,
+             code_next: bool = False,
+             probability: bool = False) -> tuple[int, float, float | None]:
         """The greedy token from a logits row (among those that keep the healed text, while
-        any remains), with `gap` how far it leads the runner-up (else infinity), and its
-        probability among those tokens (how sure the model is of it)."""
+        any remains), with `gap` how far it leads the runner-up (else infinity), and with
+        `probability` its probability among those tokens (how sure the model is of it)."""
         allowed = self._allowed(heal, heal_code, code_next)
         if allowed is not None:
             logits = logits[allowed]
         best = int(np.argmax(logits))
         lead = runner_up_gap(logits, best) if gap else np.inf
-        probability = 1.0 / float(np.exp(logits - logits[best]).sum())
-        return (int(allowed[best]) if allowed is not None else best), lead, probability
+        sure = 1.0 / float(np.exp(logits - logits[best]).sum()) if probability else None
+        return (int(allowed[best]) if allowed is not None else best), lead, sure
 
     def first_tokens(self, logits: np.ndarray, heal: bytes, heal_code: bool,
                      count: int) -> list[int]:

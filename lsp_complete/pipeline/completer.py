@@ -163,6 +163,8 @@ class Completer:
             speculation=self.settings.speculation,
             # The smaller prompt was chosen: the full one's context still drafts well.
             draft_context=[full.tokens] if prompt is not full else [],
+            # Only where they are used: the server holds back unsure lines (certainty.py).
+            probabilities=self.settings.min_confidence_percent > 0,
         )
         result = self.engine.complete(request, cancel)
         raw = result.text[len(prompt.heal) :] if result.text.startswith(prompt.heal) else ""
