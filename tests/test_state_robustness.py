@@ -656,3 +656,34 @@ async def test_a_cancelled_shutdown_still_saves_the_caches_within_its_bound() ->
     saving.cancel()
     await asyncio.wait_for(saving, 1)
     assert jobs[1].future.cancelled()
+
+
+async def test_a_request_for_a_document_not_open_is_told_once_per_uri(
+    tiny_model_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Round 7: a completion or inline request for a URI never opened (a client whose URIs
+    differ in case or encoding from those it opened) answered an empty list and told nothing;
+    only a didChange for one was told. Now either is told once per URI, still answered."""
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        opened, other, changed = ("file:///work/Area.py", "file:///work/area.py",
+                                  "file:///work/edited.py")
+        open_doc(c, opened, SOURCE)
+        for _ in range(3):
+            assert suggestion_of(await inline(c, other, LINE, COL))[1] is None
+        menu = await c.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=other),
+            position=types.Position(line=LINE, character=COL)))
+        assert isinstance(menu, types.CompletionList) and not menu.items
+        insert(c, changed, 2, 0, 0, "x")
+        insert(c, changed, 3, 0, 0, "y")
+        assert (await status(c))["model"]["state"] == "ready"
+        await asyncio.sleep(0.2)
+        told = [m for m in c.messages if "not open" in m.message]
+        assert [m.message.rsplit(" ", 1)[-1] for m in told] == [other, changed], told
+        assert all(m.type == types.MessageType.Warning for m in told)
+        assert suggestion_of(await inline(c, opened, LINE, COL))[1] is not None
+        logged = [line for line in capfd.readouterr().err.splitlines() if "not open" in line]
+        assert len(logged) == 2, logged  # a line per URI, not per keystroke
+    finally:
+        await c.shutdown_session()

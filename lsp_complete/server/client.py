@@ -38,13 +38,14 @@ class EditorClient:
         with contextlib.suppress(Exception):
             self._lsp.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
-    def tell_failure(self, key: str, message: str | None) -> None:
+    def tell_failure(self, key: str, message: str | None,
+                     kind: types.MessageType = types.MessageType.Error) -> None:
         """A failure that may last (a remote engine down): tell `message` once, with no log
         line per keystroke, until a call with None says it is over."""
         if message is None:
             self._told.discard(key)
         elif key not in self._told:
-            self.tell(message, once_key=key)
+            self.tell(message, kind, once_key=key)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         with contextlib.suppress(Exception):

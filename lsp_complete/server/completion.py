@@ -156,6 +156,7 @@ class Suggester:
         started = time.perf_counter()
         file = files.get(uri)
         if file is None:
+            files.tell_not_open(uri, "a completion request")
             return None
         doc, state = file.doc, file.state
         version = doc.version

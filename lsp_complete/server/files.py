@@ -78,6 +78,7 @@ PARSE_PAUSE_S = 0.002
 TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose trees are kept
 # An edit over more lines than this is not kept as next-edit history (nor read line by line).
 HISTORY_MAX_LINES = 40
+_URI_SHOWN = 300  # of a URI in a message: a client's URI may be any length
 
 
 # ---------------------------------------------------------------------- worker -> loop events
@@ -266,15 +267,20 @@ class OpenFiles:
         task = file.state.parsing if file is not None else None
         return task if task is not None and not task.done() else None
 
+    def tell_not_open(self, uri: str, what: str) -> None:
+        """`what` (a change, a request) came for a document not open: said once per URI, in
+        the log too (not a line per keystroke). A client whose URIs differ from those it
+        opened (percent-encoding, case) gets nothing for that file, and should learn why."""
+        self._client.tell_failure(
+            f"not-open {uri}",
+            f"lsp-complete: {what} for a document that is not open (no didOpen for this "
+            f"exact URI), ignored: {uri[:_URI_SHOWN]}",
+            types.MessageType.Warning)
+
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
         file = self._files.get(params.text_document.uri)
         if file is None:
-            self._client.tell(
-                f"lsp-complete: change for a document that was never opened: "
-                f"{_short(params.text_document.uri)}",
-                types.MessageType.Warning,
-                once_key="change-unopened",
-            )
+            self.tell_not_open(params.text_document.uri, "a change")
             return
         doc, state = file.doc, file.state
         state.edit_begins()
