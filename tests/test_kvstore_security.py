@@ -167,6 +167,29 @@ def test_an_entry_of_one_file_is_not_restored_for_another(tmp_path: Path) -> Non
     assert store.load("model-a", URI) == (TOKENS, STATE)
 
 
+def _as_version(blob: bytes, version: int) -> bytes:
+    """`blob` framed as an entry of another format version (its checksum then fails here,
+    as any other format's would)."""
+    return blob[:8] + version.to_bytes(2, "little") + blob[10:]
+
+
+def test_an_entry_of_a_newer_format_is_a_miss_left_in_place(tmp_path: Path) -> None:
+    """Round 7: an entry of another format version was deleted when read, so two versions
+    sharing one cache (an old daemon retiring beside a new one) deleted each other's entries.
+    An older format's entry is stale and still goes; a newer one's is left to its version."""
+    store = KVStore(tmp_path / "kv")
+    store.save("model-a", URI, TOKENS, STATE)
+    blob = store._cache.get(_key("model-a"))
+    newer = _as_version(blob, kvstore.FORMAT_VERSION + 1)
+    store._cache.set(_key("model-a"), newer)
+    assert store.load("model-a", URI) is None
+    assert store._cache.get(_key("model-a")) == newer  # still there, unchanged
+    store._cache.set(_key("model-a"), _as_version(blob, kvstore.FORMAT_VERSION - 1))
+    assert store.load("model-a", URI) is None
+    assert _key("model-a") not in store._cache  # stale: deleted
+    store.close()
+
+
 def test_every_single_byte_change_is_detected() -> None:
     blob = encode_entry("model-a", URI, TOKENS, STATE)
     assert decode_entry(blob, "model-a", URI) == (TOKENS, STATE)

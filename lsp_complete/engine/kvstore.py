@@ -14,7 +14,8 @@ identity (see `model_identity`) and the URI the entry was saved for, so an entry
 another model's or another file's key is a miss. `SafeDisk` stores only bytes under str keys
 and refuses, without unpickling, any row that is not plain bytes (a planted pickle) or whose
 value file is not a regular file of ours inside the folder. A miss caused by a bad entry
-deletes it. The folder is 0700, its files 0600; a folder owned by someone else, writable by
+deletes it (an entry of a newer format version is a miss, left to the version that wrote
+it). The folder is 0700, its files 0600; a folder owned by someone else, writable by
 others, or not writable at all disables persistence (one message), never the model. A
 database file that is not a sound diskcache database of ours is moved aside, never deleted.
 
@@ -168,6 +169,10 @@ class KVStore:
             self._failed("read a KV cache entry", exc)
             return None
         if blob is None:
+            return None
+        if _newer_format(blob):
+            # A newer version's, sharing this folder (a new daemon beside an old one that is
+            # retiring): a miss here, but not ours to delete.
             return None
         parsed = decode_entry(blob, model_id, file_key)
         if parsed is None:
@@ -390,6 +395,15 @@ def decode_entry(blob: bytes, model_id: str, file_key: str) -> tuple[list[int], 
         return None
     tokens = np.frombuffer(payload[: count * 4], dtype="<i4").tolist()
     return tokens, bytes(payload[count * 4 :])
+
+
+def _newer_format(blob: bytes) -> bool:
+    """Whether `blob` is framed as an entry of a format version after this one's. Any
+    version keeps the magic and the version field first: that is how it is told apart."""
+    if len(blob) < _FIXED.size:
+        return False
+    magic, version, _ = _FIXED.unpack_from(blob)
+    return bool(magic == _MAGIC and version > FORMAT_VERSION)
 
 
 def _is_busy(exc: BaseException) -> bool:
