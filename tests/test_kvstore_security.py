@@ -613,6 +613,56 @@ def test_a_database_another_process_holds_locked_costs_one_short_wait(
     store.close()
 
 
+def _held_locked(folder: Path) -> sqlite3.Connection:
+    holder = sqlite3.connect(folder / "cache.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def test_shutdown_tries_a_paused_store_once_more_and_says_what_it_could_not_save(
+        tmp_path: Path) -> None:
+    """Round 7: while the store was paused (its database held locked by another process),
+    saves were skipped, those at shutdown too, with nothing said; and a skipped save marked
+    the file saved. Shutdown (`persist` of every file) now tries once more with the short
+    wait: saved if the lock is gone, else said, promptly, and kept for a later try."""
+    from lsp_complete.engine.base import CancelToken, GenerationRequest, PersistenceError
+    from lsp_complete.engine.llama import LlamaEngine
+    from lsp_complete.testing import write_tiny_gguf
+
+    folder = tmp_path / "kv"
+    store = KVStore(folder)
+    engine = LlamaEngine(write_tiny_gguf(tmp_path / "tiny.gguf"), n_ctx=1024, n_threads=1,
+                         kv_store=store, model_id="tiny")
+    try:
+        prompt = engine.tokenize("def helper(value):\n    return value * 2\n" * 8)
+
+        def typed_in(uri: str) -> None:
+            engine.complete(GenerationRequest(key=uri, segments=[prompt], max_tokens=2),
+                            CancelToken())
+
+        typed_in("file:///a.py")
+        holder = _held_locked(folder)
+        with pytest.raises(PersistenceError, match="locked"):  # told once, then paused
+            engine.persist("file:///a.py")
+        holder.execute("ROLLBACK")  # the other process lets go before the shutdown
+        assert store._paused()
+        assert engine.persist() == 1
+        assert store.holds(engine.persistence.model, "file:///a.py")
+
+        typed_in("file:///b.py")
+        holder.execute("BEGIN EXCLUSIVE")  # and now holds it through the shutdown
+        started = time.monotonic()
+        with pytest.raises(PersistenceError, match="were not saved: .* locked"):
+            engine.persist()
+        assert time.monotonic() - started < 2.5  # one short wait, no more
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert engine.persist() == 1  # still unsaved, so a later shutdown saves it
+        assert store.holds(engine.persistence.model, "file:///b.py")
+    finally:
+        engine.close()
+
+
 _CUT_SHORT = """
 import os, sys
 from pathlib import Path

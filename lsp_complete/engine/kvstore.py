@@ -126,12 +126,17 @@ class KVStore:
         if self._cache is not None:
             self._sweep_orphans()
 
-    def save(self, model_id: str, file_key: str, tokens: list[int], state: bytes) -> None:
-        if self._cache is None or not tokens or not state or self._paused():
-            return
+    def save(self, model_id: str, file_key: str, tokens: list[int], state: bytes) -> bool:
+        """Store an entry; whether that is settled (saved, or never to be: persistence off,
+        too large, a failed write). False while the database is held locked by another
+        process (`paused`): a later try may save it."""
+        if self._cache is None or not tokens or not state:
+            return True
+        if self._paused():
+            return False
         blob = encode_entry(model_id, file_key, tokens, state)
         if len(blob) > self.size_limit:
-            return
+            return True
         key = entry_key(model_id, file_key)
         disk = self._cache.disk
         assert isinstance(disk, SafeDisk)
@@ -147,13 +152,14 @@ class KVStore:
                 raise
             # Disk full, folder gone read-only, database busy: persistence is an optimisation.
             self._failed("save a KV cache entry", exc)
-            return
+            return not self._paused()
         finally:
             disk.written.name = None
         try:
             self._trim(keep=key)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             self._failed("evict KV cache entries", exc)
+        return True
 
     def load(self, model_id: str, file_key: str) -> tuple[list[int], bytes] | None:
         if self._cache is None or self._paused():
@@ -237,6 +243,16 @@ class KVStore:
         the user, who should learn that the disk is full rather than why files start cold."""
         notice, self._notice = self._notice, None
         return notice
+
+    @property
+    def paused(self) -> bool:
+        """Whether the store is being left alone (its database was held locked)."""
+        return self._paused()
+
+    def try_again(self) -> None:
+        """End a pause now: the next call tries the database again, with the same short wait
+        (a shutdown's last chance to save)."""
+        self._busy_until = 0.0
 
     def _paused(self) -> bool:
         return time.monotonic() < self._busy_until

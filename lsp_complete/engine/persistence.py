@@ -41,7 +41,9 @@ class SequencePersistence:
         written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.seq_id)
         if written == 0:
             return False
-        self.store.save(self.model, seq.key, seq.tokens, bytes(buf)[:written])
+        # Still dirty when the store is paused: a later save (at shutdown) may store it.
+        if not self.store.save(self.model, seq.key, seq.tokens, bytes(buf)[:written]):
+            return False
         seq.dirty = False
         return True
 
@@ -75,12 +77,26 @@ class SequencePersistence:
     def save_dirty(self, table: SequenceTable, key: str | None) -> int:
         """Save the files' sequences (or one file's) that hold KV the store does not have;
         returns how many were saved. PersistenceError (once per cause) after saving what it
-        could when the store could not be written."""
-        saved = 0
+        could when the store could not be written.
+
+        Every file's (`key` None) is asked for at shutdown only (a server's or a daemon
+        session's, the daemon's stop): a store paused by a locked database is then tried
+        once more, with its short wait, and a database still locked is said."""
+        store = self.store
+        if key is None and store is not None:
+            store.try_again()
+        saved = unsaved = 0
         for seq in list(table.files.values()):
-            if (key is None or seq.key == key) and seq.dirty and self.save(seq):
-                saved += 1
-        notice = self.store.take_notice() if self.store is not None else None
+            if (key is None or seq.key == key) and seq.dirty:
+                if self.save(seq):
+                    saved += 1
+                else:
+                    unsaved += 1
+        notice = store.take_notice() if store is not None else None
+        if key is None and store is not None and store.paused and unsaved:
+            raise PersistenceError(
+                f"the KV caches of {unsaved} file(s) were not saved: the database in "
+                f"{store.directory} is held locked by another process")
         if notice is not None:
             raise PersistenceError(notice)
         return saved
