@@ -41,6 +41,9 @@ class Job:
     id: int = field(default_factory=lambda: next(_ids))
     submitted: float = field(default_factory=time.monotonic)
     started: float | None = None
+    # Errors its caller reports itself (a model that fails to load: one message to the user,
+    # logged there): the worker logs their traceback at debug level only.
+    reported: tuple[type[BaseException], ...] = ()
 
 
 @dataclass
@@ -88,7 +91,8 @@ class WorkQueue(Protocol):
                           first: bool = False) -> Job: ...
 
     def call(self, key: JobKey, run: Callable[[CancelToken], Any],
-             timeout: float | None = None) -> Any: ...
+             timeout: float | None = None,
+             reported: tuple[type[BaseException], ...] = ()) -> Any: ...
 
     def drop(self, key: JobKey) -> None: ...
 
@@ -152,10 +156,12 @@ class Scheduler:
         return job
 
     def call(
-        self, key: JobKey, run: Callable[[CancelToken], Any], timeout: float | None = None
+        self, key: JobKey, run: Callable[[CancelToken], Any], timeout: float | None = None,
+        reported: tuple[type[BaseException], ...] = (),
     ) -> Any:
-        """Run something on the worker thread and wait for it (model loading, shutdown work)."""
-        job = Job(key=key, run=run, interactive=True)
+        """Run something on the worker thread and wait for it (model loading, shutdown work);
+        the errors in `reported` are the caller's to log (`Job.reported`)."""
+        job = Job(key=key, run=run, interactive=True, reported=reported)
         with self._lock:
             self._interactive[JobKey.call(job.id)] = job
             self._lock.notify()
@@ -274,7 +280,10 @@ class Scheduler:
             try:
                 value = job.run(job.cancel)
             except BaseException as exc:  # the worker must survive anything a job does
-                log.exception("job for %s failed", job.key)
+                if isinstance(exc, job.reported):
+                    log.debug("job for %s failed", job.key, exc_info=True)
+                else:
+                    log.exception("job for %s failed", job.key)
                 self.counters.errors += 1
                 _answer(job, error=exc)
             else:

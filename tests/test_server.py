@@ -263,6 +263,25 @@ async def test_unloadable_model_is_reported_and_completions_are_empty(tmp_path: 
         await c.shutdown_session()
 
 
+async def test_a_model_that_fails_to_load_is_one_line_in_the_log(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Round 7: besides the one message the client got, the worker logged the failed load
+    with a Python traceback on stderr. Now the log has that message, in one line."""
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 100)
+    c = await start_server(bad)
+    try:
+        assert (await status(c))["model"]["state"] == "error"
+        await asyncio.sleep(0.1)
+        (told,) = [m.message for m in c.messages if m.type == types.MessageType.Error]
+    finally:
+        await c.shutdown_session()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    assert [line for line in err.splitlines() if "GGUF" in line] == [
+        f"ERROR lsp_complete.server.client: {told}"], err
+
+
 async def test_loading_reports_progress(tiny_model_path: Path) -> None:
     c = await start_server(tiny_model_path)
     try:

@@ -95,8 +95,9 @@ class SessionScheduler:
         return self._shared.submit_background(key.in_session(self._session), run, first)
 
     def call(self, key: JobKey, run: Callable[[CancelToken], Any],
-             timeout: float | None = None) -> Any:
-        return self._shared.call(key.in_session(self._session), run, timeout)
+             timeout: float | None = None,
+             reported: tuple[type[BaseException], ...] = ()) -> Any:
+        return self._shared.call(key.in_session(self._session), run, timeout, reported)
 
     def drop(self, key: JobKey) -> None:
         self._shared.drop(key.in_session(self._session))

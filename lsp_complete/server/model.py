@@ -17,7 +17,8 @@ from typing import Any
 from lsprotocol import types
 
 from lsp_complete.config import Settings
-from lsp_complete.engine.base import FileStamp, path_stamp
+from lsp_complete.engine.base import EngineError, FileStamp, path_stamp
+from lsp_complete.gguf_header import ModelError
 from lsp_complete.jobkey import JobKey
 from lsp_complete.pipeline import Completer, load_completer
 from lsp_complete.scheduler import Scheduler
@@ -85,8 +86,10 @@ class ModelHost:
         def load() -> tuple[Completer, dict[str, Any], list[str]]:
             if not self._on_worker:
                 return self.loader(settings)
+            # A model that cannot be loaded is told below, in one line: no traceback.
             loaded: tuple[Completer, dict[str, Any], list[str]] = scheduler.call(
-                JobKey.server("load"), lambda _c: self.loader(settings))
+                JobKey.server("load"), lambda _c: self.loader(settings),
+                reported=(ModelError, EngineError))
             return loaded
 
         try:
