@@ -6,12 +6,12 @@ them the doctor all read headers here. `ModelError` is its error (and every mode
 
 from __future__ import annotations
 
-import mmap
+import os
 import struct
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
@@ -60,21 +60,45 @@ class _Truncated(Exception):
     pass
 
 
-class _Cursor:
-    """Sequential reads over the mapped header; raises _Truncated past the end."""
+# Read from the file this much at a time: a model's header (vocabulary, merges) is a few MiB.
+_CHUNK = 1 << 20
 
-    def __init__(self, buf: mmap.mmap, endian: str) -> None:
-        self.buf = buf
-        self.pos = 0
+
+class _Cursor:
+    """Sequential reads over the header, from the file with ordinary reads into a window
+    (not a memory mapping: a file cut short during the parse, a second copy over it, would
+    kill the process with SIGBUS; a short read is just _Truncated). Skips move past bytes
+    without reading them. Raises _Truncated past the end."""
+
+    def __init__(self, f: BinaryIO, size: int, endian: str, pos: int) -> None:
+        self._file = f
+        self._size = size  # at open: a larger count is corrupt, whatever the file holds later
+        self._window = b""
+        self._start = 0  # the file offset of the window's first byte
+        self.pos = pos
         self.endian = endian
+
+    def _at(self, n: int) -> int:
+        """Where in the window the `n` bytes at `pos` are, reading them in if they are not."""
+        if n < 0 or self.pos + n > self._size:
+            raise _Truncated
+        if self.pos + n > self._start + len(self._window):
+            self._file.seek(self.pos)
+            self._window = self._file.read(max(n, _CHUNK))
+            self._start = self.pos
+            if len(self._window) < n:  # cut short since it was opened
+                raise _Truncated
+        return self.pos - self._start
 
     def unpack(self, fmt: str) -> tuple[Any, ...]:
         full = self.endian + fmt
         try:
-            values = struct.unpack_from(full, self.buf, self.pos)
+            size = struct.calcsize(full)
         except struct.error:
             raise _Truncated from None
-        self.pos += struct.calcsize(full)
+        at = self._at(size)  # (first: it may read a new window)
+        values = struct.unpack_from(full, self._window, at)
+        self.pos += size
         return values
 
     def u32(self) -> int:
@@ -84,15 +108,15 @@ class _Cursor:
         return int(self.unpack("Q")[0])
 
     def skip(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.buf):
+        if n < 0 or self.pos + n > self._size:
             raise _Truncated
         self.pos += n
 
     def string(self) -> str:
         n = self.u64()
-        start = self.pos
-        self.skip(n)
-        return self.buf[start : self.pos].decode("utf-8", errors="replace")
+        at = self._at(n)
+        self.pos += n
+        return self._window[at : at + n].decode("utf-8", errors="replace")
 
     def skip_string(self) -> None:
         self.skip(self.u64())
@@ -135,24 +159,22 @@ def read_gguf_info(path: Path, arrays: Collection[str] = ()) -> GGUFInfo:
                 raise ModelError(
                     f"{path} is not a GGUF model file (it does not start with the bytes 'GGUF')"
                 )
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse_header(buf, arrays)
+            return _parse_header(f, head, arrays)
     except OSError as err:
         raise ModelError(f"cannot read model file {path}: {err.strerror or err}") from None
     except _Truncated:
         raise ModelError(f"{path}: the GGUF header is truncated or corrupt") from None
 
 
-def _parse_header(buf: mmap.mmap, arrays: Collection[str]) -> GGUFInfo:
+def _parse_header(f: BinaryIO, head: bytes, arrays: Collection[str]) -> GGUFInfo:
     endian = "<"
-    version = struct.unpack_from("<I", buf, 4)[0]
+    version = struct.unpack_from("<I", head, 4)[0]
     if version & 0xFFFF == 0:  # written on a big-endian machine
         endian = ">"
-        version = struct.unpack_from(">I", buf, 4)[0]
+        version = struct.unpack_from(">I", head, 4)[0]
     if version not in (2, 3):
         raise ModelError(f"unsupported GGUF version {version} (lsp-complete reads 2 and 3)")
-    cur = _Cursor(buf, endian)
-    cur.pos = 8
+    cur = _Cursor(f, os.fstat(f.fileno()).st_size, endian, pos=8)
     tensor_count, kv_count = cur.u64(), cur.u64()
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import tomllib
@@ -473,6 +474,38 @@ def test_lean_header_reader_agrees_with_gguf_reader(tmp_path: Path) -> None:
     assert "tokenizer.ggml.token_type" not in info.metadata  # arrays not asked for are skipped
     assert info.data_offset == reader.data_offset
     assert info.data_end is not None and info.data_end <= path.stat().st_size
+
+
+_CUT_DURING_PARSE = """
+import os, sys
+from pathlib import Path
+from lsp_complete import gguf_header
+from lsp_complete.testing import write_tiny_gguf
+path = write_tiny_gguf(Path(sys.argv[1]))  # an 8 KB header: more than one page
+gguf_header._CHUNK = 64  # (read in small pieces, so that the cut is met mid-header)
+read_value = gguf_header._read_value
+def cut_then_read(*args, **kwargs):
+    os.truncate(path, 0)  # a second copy over the file, begun during the parse
+    return read_value(*args, **kwargs)
+gguf_header._read_value = cut_then_read
+try:
+    gguf_header.read_gguf_info(path)
+except gguf_header.ModelError as exc:
+    print(exc)
+"""
+
+
+def test_a_model_file_cut_short_during_its_header_parse_is_an_error(tmp_path: Path) -> None:
+    """Round 7: the header was parsed through a memory mapping, so a file cut short during
+    the parse killed the process with SIGBUS (run in a child process, which a SIGBUS kills
+    rather than this test run). Ordinary reads meet the end of the file instead."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _CUT_DURING_PARSE, str(tmp_path / "m.gguf")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "the GGUF header is truncated or corrupt" in done.stdout, done.stdout
 
 
 def test_check_template_clean_for_matching_file(tmp_path: Path) -> None:
