@@ -687,3 +687,23 @@ async def test_a_request_for_a_document_not_open_is_told_once_per_uri(
         assert len(logged) == 2, logged  # a line per URI, not per keystroke
     finally:
         await c.shutdown_session()
+
+
+async def test_a_request_just_after_its_document_closed_is_not_a_warning(
+    tiny_model_path: Path,
+) -> None:
+    """A client working asynchronously may ask once more for a document it has just closed
+    (a debounced request): no fault of its own, so nothing is told; a never-opened one is."""
+    c = await start_server(tiny_model_path, SLOW)
+    try:
+        closed, never = "file:///work/closed.py", "file:///work/never.py"
+        open_doc(c, closed, SOURCE)
+        close_doc(c, closed)
+        assert suggestion_of(await inline(c, closed, LINE, COL))[1] is None
+        insert(c, closed, 2, 0, 0, "x")
+        assert suggestion_of(await inline(c, never, LINE, COL))[1] is None
+        await asyncio.sleep(0.2)
+        told = [m.message for m in c.messages if "not open" in m.message]
+        assert len(told) == 1 and told[0].endswith(never), told
+    finally:
+        await c.shutdown_session()

@@ -79,6 +79,11 @@ TREE_BUDGET_BYTES = 1 << 20  # source bytes of the recently used files whose tre
 # An edit over more lines than this is not kept as next-edit history (nor read line by line).
 HISTORY_MAX_LINES = 40
 _URI_SHOWN = 300  # of a URI in a message: a client's URI may be any length
+# A request or change that comes just after its document's didClose is normal in a client
+# that works asynchronously: the most recent closes are remembered so as not to warn of them.
+_CLOSED_REMEMBERED = 256
+# Distinct URIs told "not open": a client naming endless ones gets no more messages after.
+_NOT_OPEN_TOLD = 20
 
 
 # ---------------------------------------------------------------------- worker -> loop events
@@ -150,6 +155,8 @@ class OpenFiles:
         self._on_idle_error = on_idle_error
         self._with_tree: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._when_closed: list[Callable[[str], None]] = []
+        self._closed: OrderedDict[str, None] = OrderedDict()  # least recently closed first
+        self._not_open_told: set[str] = set()
 
     # ------------------------------------------------------------------ the open files
 
@@ -270,7 +277,13 @@ class OpenFiles:
     def tell_not_open(self, uri: str, what: str) -> None:
         """`what` (a change, a request) came for a document not open: said once per URI, in
         the log too (not a line per keystroke). A client whose URIs differ from those it
-        opened (percent-encoding, case) gets nothing for that file, and should learn why."""
+        opened (percent-encoding, case) gets nothing for that file, and should learn why. Not
+        for a document closed a moment ago (its late requests are no fault), nor past
+        `_NOT_OPEN_TOLD` URIs."""
+        if uri in self._closed or uri in self._not_open_told \
+                or len(self._not_open_told) >= _NOT_OPEN_TOLD:
+            return
+        self._not_open_told.add(uri)
         self._client.tell_failure(
             f"not-open {uri}",
             f"lsp-complete: {what} for a document that is not open (no didOpen for this "
@@ -359,6 +372,10 @@ class OpenFiles:
             forget(uri)
         file = self._files.close(uri)
         self._with_tree.pop(uri, None)
+        self._closed[uri] = None
+        self._closed.move_to_end(uri)
+        if len(self._closed) > _CLOSED_REMEMBERED:
+            self._closed.popitem(last=False)
         if file is not None:
             self.forget_shown(file.state)
         self._repo.closed(uri)
