@@ -335,6 +335,25 @@ async def test_malformed_params_get_an_error_or_nothing_and_the_server_serves_on
         await client.shutdown_session()
 
 
+async def test_a_next_edit_request_for_a_document_not_open_is_told(
+        tiny_model_path: Path) -> None:
+    """A client whose URIs differ from those it opened learns why it gets no next edit."""
+    client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000})
+    try:
+        open_doc(client, "file:///work/area.py", SOURCE)
+        never = "file:///work/Area.py"
+        for _ in range(2):
+            answer = plain(await client.protocol.send_request_async(NEXT_EDIT_METHOD, {
+                "textDocument": {"uri": never, "version": 1},
+                "position": {"line": 0, "character": 0}}))
+            assert answer == {"edits": []}
+        await status(client)
+        told = [m.message for m in client.messages if "not open" in m.message]
+        assert len(told) == 1 and "next-edit request" in told[0] and told[0].endswith(never)
+    finally:
+        await client.shutdown_session()
+
+
 async def test_a_suggestion_request_preempts_the_next_edit_which_then_starts_again(
         tiny_model_path: Path) -> None:
     client = await start_server(tiny_model_path, {"nextEditDelayMs": 60_000},

@@ -175,7 +175,10 @@ class NextEdits:
             return {"edits": []}
         self._asked = True
         file = self._files.get(uri)
-        if file is None or self._settings().next_edit == "off":
+        if file is None:
+            self._files.tell_not_open(uri, "a next-edit request")
+            return {"edits": []}
+        if self._settings().next_edit == "off":
             return {"edits": []}
         doc = file.doc
         if version is not None and version != doc.version:
