@@ -13,8 +13,10 @@ Three layers of tests:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -170,6 +172,7 @@ class FakeLlamaServer:
 
     def __init__(self, total_slots: int = 2) -> None:
         self.requests: list[tuple[str, str, Any]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.mode = "normal"
         self.pieces = ["hello", " wor", "ld", "\n", "never"]
         # /v1/completions: each request answers the next of these, if any, else `pieces`.
@@ -196,6 +199,12 @@ class FakeLlamaServer:
             def setup(self) -> None:
                 super().setup()
                 fake.connections += 1
+
+            def parse_request(self) -> bool:
+                parsed = super().parse_request()
+                if parsed:
+                    fake.authorizations.append(self.headers.get("Authorization"))
+                return parsed
 
             def _json(self, data: Any, status: int = 200) -> None:
                 body = json.dumps(data).encode()
@@ -541,6 +550,26 @@ def test_healing_off_sends_the_healed_text_and_http_errors_say_why(fake) -> None
     assert generic.tokenize("ab") == [97, 98]  # no tokenizer endpoint known: characters
     with pytest.raises(RemoteEngineError, match="rejected the request"):
         generic.complete(request(), CancelToken())
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth_and_shown_nowhere(
+    fake, caplog
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = fake.url.replace("http://", "http://alice:s%40cret@") + "/v1"
+    engine = OpenAIEngine(RemoteOptions(url=url))
+    engine.complete(request(), CancelToken())
+    assert set(fake.authorizations) == {"Basic " + base64.b64encode(b"alice:s@cret").decode()}
+    assert engine.url == fake.url
+    down = LlamaServerEngine(RemoteOptions(url=f"http://alice:s%40cret@127.0.0.1:{free_port()}"))
+    with pytest.raises(RemoteEngineError) as failure:
+        down.complete(request(), CancelToken())
+    shown = [str(failure.value), json.dumps(engine.describe()), json.dumps(down.describe()),
+             caplog.text]
+    assert not [text for text in shown if "cret" in text], shown
+    keyed = OpenAIEngine(RemoteOptions(url=url, api_key="k"))  # the API key wins
+    keyed.complete(request(), CancelToken())
+    assert fake.authorizations[-1] == "Bearer k"
 
 
 # ------------------------------------------------------ answers that are too big, cut or malformed

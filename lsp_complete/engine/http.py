@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from lsp_complete.engine.base import CancelToken, RemoteEngineError
 
@@ -59,6 +59,17 @@ class HttpStatusError(Exception):
         self.status = status
         self.body = body
         super().__init__(f"HTTP {status}: {_error_text(body)}")
+
+
+def split_credentials(url: str) -> tuple[str, str]:
+    """(the URL without `user:password@`, "user:password" percent-decoded or ""): the
+    credentials are sent as Basic auth, the URL without them is what messages and logs show."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if "@" not in parts.netloc:
+        return url, ""
+    credentials = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return bare, credentials
 
 
 def _waiter(cancel: CancelToken | None, deadline: float) -> None:

@@ -14,6 +14,7 @@ HTTP, SSE or the backend's JSON, is an error, never a suggestion.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from lsp_complete.engine.http import (
     ProtocolError,
     events,
     parse_json,
+    split_credentials,
 )
 from lsp_complete.engine.stream_rules import TextRules
 from lsp_complete.engine.tokenizer import Tokenizer
@@ -148,12 +150,18 @@ class RemoteEngine:
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
         self.options = options
-        url = options.url.rstrip("/")
+        # `user:password@` in the URL is sent as Basic auth and shown nowhere: self.url
+        # goes into messages, logs and the status.
+        url, credentials = split_credentials(options.url)
+        url = url.rstrip("/")
         url = url[: -len("/v1")] if url.endswith("/v1") else url
         self.url = url
         headers = {"User-Agent": "lsp-complete"}
         if options.api_key:
             headers["Authorization"] = f"Bearer {options.api_key}"
+        elif credentials:
+            token = base64.b64encode(credentials.encode("utf-8")).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         self.http = HttpClient(url, headers, options.connect_timeout_s)
         self.counters = EngineCounters()
         self.prefill_rate: float | None = None  # the server's own business
