@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import email.utils
 import json
 import logging
 import os
@@ -40,9 +41,10 @@ from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken, GenerationRequest, RemoteEngineError
 from lsp_complete.engine.healing import gbnf_prefix_grammar, regex_prefix, server_stops
+from lsp_complete.engine.http import MAX_RETRY_AFTER_S, retry_after_s
 from lsp_complete.engine.llama import LlamaEngine
 from lsp_complete.engine.llama_backend import GgufTokenizer
-from lsp_complete.engine.remote import RemoteOptions, SlotMap
+from lsp_complete.engine.remote import BACKOFF_MAX_S, RemoteOptions, SlotMap
 from lsp_complete.engine.remote_llama_server import LlamaServerEngine
 from lsp_complete.engine.remote_openai import OpenAIEngine
 from lsp_complete.engine.stream_rules import TextRules
@@ -550,6 +552,38 @@ def test_healing_off_sends_the_healed_text_and_http_errors_say_why(fake) -> None
     assert generic.tokenize("ab") == [97, 98]  # no tokenizer endpoint known: characters
     with pytest.raises(RemoteEngineError, match="rejected the request"):
         generic.complete(request(), CancelToken())
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_busy_server_is_left_alone_as_long_as_its_retry_after_says(fake, status) -> None:
+    def busy(handler: Any) -> None:
+        body = json.dumps({"error": {"message": "slow down"}}).encode()
+        handler.send_response(status)
+        handler.send_header("Retry-After", "30")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    fake.raw["/completion"] = busy
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    with pytest.raises(RemoteEngineError) as failure:
+        engine.complete(request(), CancelToken())
+    assert str(failure.value).endswith(f"(HTTP {status}: slow down); waiting 30 s as it asks")
+    assert engine.describe()["state"] == "unreachable"
+    time.sleep(BACKOFF_MAX_S + 0.1)  # past any backoff of our own: only the server's holds
+    for _ in range(5):  # keystrokes: none reaches the server
+        with pytest.raises(RemoteEngineError, match="as it asks"):
+            engine.complete(request(), CancelToken())
+    assert len(fake.posts("/completion")) == 1
+
+
+def test_retry_after_is_read_as_seconds_or_a_date_and_capped() -> None:
+    assert retry_after_s("7") == 7
+    assert retry_after_s("86400") == MAX_RETRY_AFTER_S
+    soon = email.utils.formatdate(time.time() + 20, usegmt=True)
+    assert 15 < (retry_after_s(soon) or 0) <= 20
+    assert retry_after_s(email.utils.formatdate(time.time() - 99, usegmt=True)) == 0
+    assert retry_after_s("") is None and retry_after_s("soon") is None
 
 
 def test_credentials_in_the_url_are_sent_as_basic_auth_and_shown_nowhere(

@@ -25,6 +25,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -36,6 +37,8 @@ POLL_S = 0.02  # how often a blocked read looks at the cancel flag and the deadl
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers; also one chunk-size or trailer line
 # One answer that is not a completion stream (/tokenize of a long prompt is the largest).
 MAX_JSON_BYTES = 32 * 1024 * 1024
+
+MAX_RETRY_AFTER_S = 60.0  # a server's Retry-After is honoured up to this long
 
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
 _DIGITS = re.compile(r"[0-9]{1,30}")  # longer ones are over any cap anyway
@@ -55,10 +58,31 @@ class ProtocolError(RemoteEngineError):
 
 
 class HttpStatusError(Exception):
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.status = status
         self.body = body
-        super().__init__(f"HTTP {status}: {_error_text(body)}")
+        self.headers = headers or {}
+        text = _error_text(body)
+        super().__init__(f"HTTP {status}: {text}" if text else f"HTTP {status}")
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The server's Retry-After (seconds or a date), within 0..MAX_RETRY_AFTER_S."""
+        return retry_after_s(self.headers.get("retry-after", ""))
+
+
+def retry_after_s(value: str) -> float | None:
+    """A Retry-After header's wait in seconds, capped (a wrong clock or a typo must not stop
+    suggestions for hours); None when absent or unreadable."""
+    value = value.strip()
+    if _DIGITS.fullmatch(value):
+        seconds = float(value)
+    else:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return max(0.0, min(MAX_RETRY_AFTER_S, seconds))
 
 
 def split_credentials(url: str) -> tuple[str, str]:

@@ -238,14 +238,16 @@ class RemoteEngine:
             self.last_error = ""
         self._backoff = BACKOFF_FIRST_S
 
-    def _failed(self, message: str, state: str = "unreachable") -> RemoteEngineError:
+    def _failed(self, message: str, state: str = "unreachable",
+                wait_s: float | None = None) -> RemoteEngineError:
         if (state, message) != (self.state, self.last_error):
             log.warning("%s", message)  # once per cause, not once per keystroke
         if state == "unreachable":
             # Wait a little before trying again (every keystroke would otherwise pay a
-            # connect timeout), and re-read its configuration when it comes back.
+            # connect timeout), or as long as the server asked (Retry-After), and re-read its
+            # configuration when it comes back.
             self._discovered = False
-            self._retry_at = time.monotonic() + self._backoff
+            self._retry_at = time.monotonic() + max(self._backoff, wait_s or 0.0)
             self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
         self.state = state
         self.last_error = message
@@ -261,8 +263,12 @@ class RemoteEngine:
             if exc.status == 404:
                 return (f"{where} has no {what} endpoint (HTTP 404): is engine "
                         f"'{self.backend}' the right kind for it?", "error")
-            if exc.status == 503:
-                return f"{where} is not ready (HTTP 503: {exc}); retrying", "unreachable"
+            if exc.status in (429, 503):
+                # Busy or starting: back off as it asks, not a request per keystroke.
+                wait = exc.retry_after_s
+                when = f"waiting {wait:.0f} s as it asks" if wait is not None else "retrying"
+                busy = "is limiting requests" if exc.status == 429 else "is not ready"
+                return f"{where} {busy} ({exc}); {when}", "unreachable"
             return f"{where} rejected the request: {exc}", "error"
         if isinstance(exc, ProtocolError):
             return (f"{where} sent an unusable answer: {exc}; no suggestions from it until it "
@@ -274,6 +280,10 @@ class RemoteEngine:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return (f"cannot reach {where} ({reason or type(exc).__name__}); "
                 "no suggestions until it answers", "unreachable")
+
+    def _failure(self, exc: BaseException, what: str) -> RemoteEngineError:
+        wait = exc.retry_after_s if isinstance(exc, HttpStatusError) else None
+        return self._failed(*self._describe_failure(exc, what), wait_s=wait)
 
     def request_json(self, method: str, path: str, body: Any = None,
                      cancel: CancelToken | None = None) -> Any:
@@ -288,13 +298,13 @@ class RemoteEngine:
             finally:
                 response.close()
             if response.status != 200:
-                raise HttpStatusError(response.status, data)
+                raise HttpStatusError(response.status, data, response.headers)
             answer = parse_json(data, "an answer") if data else None
             self._connected()
             return answer
         except (OSError, ConnectionError, DeadlineExceeded, HttpStatusError,
                 ProtocolError) as exc:
-            raise self._failed(*self._describe_failure(exc, path)) from None
+            raise self._failure(exc, path) from None
 
     def post_json(self, path: str, body: dict[str, Any]) -> Any:
         return self.request_json("POST", path, body)
@@ -312,7 +322,7 @@ class RemoteEngine:
                 return None
             return parse_json(data, "an answer")
         except (OSError, ConnectionError, DeadlineExceeded) as exc:
-            raise self._failed(*self._describe_failure(exc, path)) from None
+            raise self._failure(exc, path) from None
         except ProtocolError as exc:  # optional: an unusable answer is no answer
             log.debug("%s at %s: unusable answer to %s: %s", self.backend, self.url, path, exc)
             return None
@@ -355,7 +365,7 @@ class RemoteEngine:
                                       deadline=self._deadline(), stream=True,
                                       max_body=max_body, max_line=max_line)
             if response.status != 200:
-                raise HttpStatusError(response.status, response.read_all())
+                raise HttpStatusError(response.status, response.read_all(), response.headers)
             self._connected()
             self.counters.calls += 1  # as the local engine counts: calls that reached the model
             self._remember(request.key, prompt)
@@ -396,7 +406,7 @@ class RemoteEngine:
             result.stop_reason = "cancelled"
         except DeadlineExceeded as exc:
             if not rules.produced_any:
-                raise self._failed(*self._describe_failure(exc, path)) from None
+                raise self._failure(exc, path) from None
             rules.keep_whole_lines()  # a slow server: keep the lines it managed
             result.stop_reason = "budget"
         except (OSError, HttpStatusError, RemoteEngineError) as exc:
@@ -405,7 +415,7 @@ class RemoteEngine:
             elif isinstance(exc, RemoteEngineError) and not isinstance(exc, ProtocolError):
                 raise self._failed(str(exc), "error") from None
             else:
-                raise self._failed(*self._describe_failure(exc, path)) from None
+                raise self._failure(exc, path) from None
         finally:
             if response is not None:
                 response.close()  # a stream we stopped reading is closed: the server stops
