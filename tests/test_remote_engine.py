@@ -586,6 +586,34 @@ def test_retry_after_is_read_as_seconds_or_a_date_and_capped() -> None:
     assert retry_after_s("") is None and retry_after_s("soon") is None
 
 
+def test_a_redirect_says_where_to_and_a_servers_text_reaches_messages_printable(fake) -> None:
+    def answer(status: int, body: bytes, location: str = "") -> Any:
+        def write(handler: Any) -> None:
+            handler.send_response(status)
+            if location:
+                handler.send_header("Location", location)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        return write
+
+    fake.raw["/completion"] = answer(302, b"<b>\x1b[31mMoved\x1b[0m</b>",
+                                     "https://u:pw@gpu-box:8443/\x1b[2Jv1/completion")
+    engine = LlamaServerEngine(RemoteOptions(url=fake.url))
+    with pytest.raises(RemoteEngineError) as failure:
+        engine.complete(request(), CancelToken())
+    message = str(failure.value)
+    assert "redirects to https://gpu-box:8443 (HTTP 302)" in message, message
+    assert "pw" not in message and "\x1b" not in message
+    fake.raw["/completion"] = answer(400, json.dumps(
+        {"error": {"message": "bad \x1b]0;title\x07 \u202eprompt"}}).encode())
+    with pytest.raises(RemoteEngineError) as failure:
+        engine.complete(request(), CancelToken())
+    message = str(failure.value)
+    assert "rejected the request: HTTP 400: bad" in message and message.endswith("prompt")
+    assert not [c for c in message if ord(c) < 32 or c in "\x7f\u202e"], message
+
+
 def test_credentials_in_the_url_are_sent_as_basic_auth_and_shown_nowhere(
     fake, caplog
 ) -> None:

@@ -70,6 +70,13 @@ class HttpStatusError(Exception):
         """The server's Retry-After (seconds or a date), within 0..MAX_RETRY_AFTER_S."""
         return retry_after_s(self.headers.get("retry-after", ""))
 
+    @property
+    def location(self) -> str:
+        """Where a redirect points, as scheme://host[:port] only (no credentials or path)."""
+        parts = urlsplit(self.headers.get("location", ""))
+        host = parts.netloc.rpartition("@")[2]
+        return _printable(f"{parts.scheme}://{host}" if parts.scheme and host else "")[:200]
+
 
 def retry_after_s(value: str) -> float | None:
     """A Retry-After header's wait in seconds, capped (a wrong clock or a typo must not stop
@@ -439,6 +446,16 @@ def events(response: HttpResponse) -> Iterator[dict[str, Any]]:
     yield from iter_sse(response)
 
 
+# C0, DEL, C1 and the bidi controls (as postprocess strips from suggestions).
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
+
+
+def _printable(text: str) -> str:
+    """A server's text as a message shows it: no control or bidi characters (an ESC sequence
+    would reach a terminal editor's message line)."""
+    return _CONTROLS.sub(" ", text).strip()
+
+
 def _size(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
@@ -447,10 +464,10 @@ def _error_text(body: bytes) -> str:
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
-        return body[:200].decode("utf-8", errors="replace").strip()
+        return _printable(body[:200].decode("utf-8", errors="replace"))
     if isinstance(data, dict):
         error = data.get("error", data.get("detail", data))
         if isinstance(error, dict):
             error = error.get("message", error)
-        return str(error)[:300]
-    return str(data)[:300]
+        return _printable(str(error)[:300])
+    return _printable(str(data)[:300])

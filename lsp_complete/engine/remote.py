@@ -260,6 +260,12 @@ class RemoteEngine:
             if exc.status in (401, 403):
                 return (f"{where} refused the API key (HTTP {exc.status}); set the environment "
                         "variable named by apiKeyEnv", "error")
+            if 300 <= exc.status < 400:
+                # Not followed: the API key would go to wherever the server points.
+                target = exc.location or "another address"
+                return (f"{where} redirects to {target} (HTTP {exc.status}), and redirects are "
+                        "not followed: set engineUrl to the address of the server itself",
+                        "error")
             if exc.status == 404:
                 return (f"{where} has no {what} endpoint (HTTP 404): is engine "
                         f"'{self.backend}' the right kind for it?", "error")
