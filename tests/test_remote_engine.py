@@ -34,6 +34,7 @@ from typing import Any
 
 import llama_cpp
 import pytest
+from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
 from lsp_complete.config import Settings, parse_settings
@@ -1173,6 +1174,40 @@ async def test_lsp_completions_through_the_openai_engine_match_in_process(
         st = await status(client)
         assert st["engine"]["backend"] == "openai" and st["engine"]["state"] == "connected"
         assert st["engineCounters"]["calls"] >= 1
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_remote_that_answers_again_is_told_once(fake, tiny_model_path) -> None:
+    def not_ready(handler: Any) -> None:
+        handler.send_response(503)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    fake.raw["/completion"] = not_ready
+    fake.pieces = ["ines(path):", "\n"]  # what the healed "read_li" must go on with
+    client = await start_server(None, {"engine": "llama-server", "engineUrl": fake.url,
+                                       "model": str(tiny_model_path)})
+    docs = iter(range(100))
+
+    async def ask() -> str:
+        uri = f"file:///work/{next(docs)}/count.py"  # fresh: no typing-ahead answers it
+        open_doc(client, uri, SOURCE)
+        return suggestion_of(await inline(client, uri, LINE, COL))[0]
+
+    try:
+        assert not await ask()
+        fake.raw.clear()  # ready now
+        deadline = time.monotonic() + 10
+        while not await ask():
+            assert time.monotonic() < deadline, "the server was never used again"
+            await asyncio.sleep(0.1)
+        await ask()
+        await status(client)  # after the notifications of the answers above
+        shown = [(m.type, m.message) for m in client.messages if "engine" in m.message
+                 or "not ready" in m.message]
+        assert [t for t, _ in shown] == [types.MessageType.Error, types.MessageType.Info], shown
+        assert "answers again" in shown[1][1]
     finally:
         await client.shutdown_session()
 
