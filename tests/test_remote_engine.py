@@ -1212,6 +1212,23 @@ async def test_a_remote_that_answers_again_is_told_once(fake, tiny_model_path) -
         await client.shutdown_session()
 
 
+@pytest.mark.parametrize("url", ["http://[::1", "http://u:pw@127.0.0.1:99999", "ftp://u:pw@h",
+                                 "http://u:pw@"])
+async def test_an_unusable_engine_url_is_one_line_naming_the_setting(
+        url, tiny_model_path, capfd) -> None:
+    client = await start_server(None, {"engine": "openai", "engineUrl": url,
+                                       "model": str(tiny_model_path)})
+    try:
+        assert (await status(client))["model"]["state"] == "error"
+        await asyncio.sleep(0.1)
+        (told,) = [m.message for m in client.messages if m.type == types.MessageType.Error]
+    finally:
+        await client.shutdown_session()
+    assert "engineUrl" in told and "is not a usable http(s) URL" in told and "pw" not in told
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "pw" not in err, err
+
+
 async def test_lsp_survives_a_frozen_a_killed_and_a_restarted_server(
     tiny_model_path, tmp_path
 ) -> None:

@@ -99,7 +99,9 @@ def split_credentials(url: str) -> tuple[str, str]:
     if "@" not in parts.netloc:
         return url, ""
     credentials = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    # By hand: urlunsplit drops the "//" of an empty host, which would then read as a host.
+    bare = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}" + urlunsplit(
+        parts._replace(scheme="", netloc=""))
     return bare, credentials
 
 
@@ -300,7 +302,7 @@ class HttpClient:
                  connect_timeout_s: float = 1.0) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise ValueError("not http or https, or no host")
         self.https = parts.scheme == "https"
         self.host = parts.hostname
         self.port = parts.port or (443 if self.https else 80)

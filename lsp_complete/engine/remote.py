@@ -138,6 +138,13 @@ def event_text(value: Any, field: str) -> str:
     return value
 
 
+def _server_root(url: str) -> str:
+    """The URL without trailing slashes or `/v1`; "http://" stays one (a host left out)."""
+    while url.endswith("/") and not url.endswith("://"):
+        url = url[:-1]
+    return url.removesuffix("/v1")
+
+
 class RemoteEngine:
     """Connection state, backoff and the streaming loop; backends supply requests and parsing.
 
@@ -152,17 +159,22 @@ class RemoteEngine:
         self.options = options
         # `user:password@` in the URL is sent as Basic auth and shown nowhere: self.url
         # goes into messages, logs and the status.
-        url, credentials = split_credentials(options.url)
-        url = url.rstrip("/")
-        url = url[: -len("/v1")] if url.endswith("/v1") else url
-        self.url = url
+        try:
+            url, credentials = split_credentials(options.url)
+        except ValueError as exc:  # a setting's mistake: one line that names it
+            raise RemoteEngineError(f"engineUrl is not a usable http(s) URL ({exc})") from None
+        self.url = url = _server_root(url)
         headers = {"User-Agent": "lsp-complete"}
         if options.api_key:
             headers["Authorization"] = f"Bearer {options.api_key}"
         elif credentials:
             token = base64.b64encode(credentials.encode("utf-8")).decode("ascii")
             headers["Authorization"] = f"Basic {token}"
-        self.http = HttpClient(url, headers, options.connect_timeout_s)
+        try:
+            self.http = HttpClient(url, headers, options.connect_timeout_s)
+        except ValueError as exc:
+            raise RemoteEngineError(
+                f"engineUrl {url!r} is not a usable http(s) URL ({exc})") from None
         self.counters = EngineCounters()
         self.prefill_rate: float | None = None  # the server's own business
         self._tokenizer = tokenizer
