@@ -42,6 +42,7 @@ from lsp_complete.testing.lsp_client import (
 )
 from tests import flood
 from tests.lsp_helpers import SOURCE
+from tests.test_remote_engine import FakeLlamaServer
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the daemon needs Unix sockets")
 
@@ -342,6 +343,27 @@ async def test_a_window_sees_only_its_own_documents(world, tiny_model_path) -> N
     assert [s["uri"] for s in alice_status["engine"]["sequences"]] == [uri]
     assert alice_status["documents"][0]["repoContext"]["files"]  # what was walked had blocks
     assert bob_status["documents"][0]["repoContext"]["files"]
+
+
+async def test_a_window_on_a_remote_llama_server_sees_only_its_own_slots(
+        world, tiny_model_path) -> None:
+    """Before: window B's status listed window A's URIs in engine.slotOfFile."""
+    fake = FakeLlamaServer(total_slots=8)
+    fake.pieces = ["ines(path):", "\n"]  # what the healed "read_li" goes on with
+    options = {"engine": "llama-server", "engineUrl": fake.url}
+    try:
+        alice = await world.start(tiny_model_path, options)
+        bob = await world.start(tiny_model_path, options)
+        alice_uri = "file:///home/alice/acme-payroll/plan.py"
+        open_doc(alice, alice_uri, SOURCE)
+        open_doc(bob, URI, SOURCE)
+        assert await suggest(alice, alice_uri) and await suggest(bob)
+        engine = (await status(bob))["engine"]
+        assert "acme" not in json.dumps(engine)
+        assert [s["uri"] for s in engine["slotOfFile"]] == [URI]
+        assert engine["slotsInUse"] == 2
+    finally:
+        fake.close()
 
 
 async def test_other_engine_settings_get_a_message_not_a_switch(world, tiny_model_path) -> None:

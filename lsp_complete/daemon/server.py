@@ -281,14 +281,16 @@ class SharedEngine:
 
 
 def own_view(described: dict[str, object], own: set[str], last_error: str) -> dict[str, object]:
-    """An engine's `describe()` for one session: the KV sequences of its own documents by
-    URI, the others counted; the engine's last error only as its own requests met it (a
-    remote server's error text may quote another window's prompt)."""
+    """An engine's `describe()` for one session: the KV sequences (a remote llama-server's
+    slots) of its own documents by URI, the others counted; the engine's last error only as
+    its own requests met it (a remote server's error text may quote another window's
+    prompt)."""
     view = dict(described)
-    sequences = view.get("sequences")
-    if isinstance(sequences, list):
-        view["sequences"] = [s for s in sequences if isinstance(s, dict) and s.get("uri") in own]
-        view["sequencesInUse"] = len(sequences)
+    for listed, counted in (("sequences", "sequencesInUse"), ("slotOfFile", "slotsInUse")):
+        entries = view.get(listed)
+        if isinstance(entries, list):
+            view[listed] = [e for e in entries if isinstance(e, dict) and e.get("uri") in own]
+            view[counted] = len(entries)
     if "lastError" in view:
         view["lastError"] = last_error
     return view
