@@ -171,6 +171,15 @@ def wire_name(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def hide_credentials(url: str) -> str:
+    """`url` without `user:password@`, for showing a URL that may not parse (a setting)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    return f"{scheme}{sep}{rest[:end].rpartition('@')[2]}{rest[end:]}"
+
+
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # Every setting's key as clients send it (initializationOptions, didChangeConfiguration).
 WIRE_NAMES = frozenset(wire_name(name) for name in _FIELDS)

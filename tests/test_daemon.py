@@ -366,6 +366,25 @@ async def test_a_window_on_a_remote_llama_server_sees_only_its_own_slots(
         fake.close()
 
 
+async def test_a_password_in_engine_url_is_in_no_window_s_status_or_message(
+        world, tiny_model_path) -> None:
+    """Before: every window's status showed the shared engine's engineUrl whole
+    (daemon.engine.settings), and a window with other settings was told both URLs."""
+    fake = FakeLlamaServer()
+    alice_url = fake.url.replace("http://", "http://alice:hunter2@")
+    try:
+        alice = await world.start(tiny_model_path, {"engine": "llama-server",
+                                                    "engineUrl": alice_url})
+        bob = await world.start(tiny_model_path, {
+            "engine": "llama-server", "engineUrl": alice_url.replace("alice:hunter2", "b:pw2")})
+        told = [m.message for m in bob.messages if "settings differ" in m.message]
+        assert told and "engineUrl: its user or password" in told[0]
+        seen = [*_strings(await status(alice)), *_strings(await status(bob)), *told]
+        assert not [s for s in seen if "hunter2" in s or "pw2" in s]
+    finally:
+        fake.close()
+
+
 async def test_other_engine_settings_get_a_message_not_a_switch(world, tiny_model_path) -> None:
     one = await world.start(tiny_model_path)
     two = await world.start(tiny_model_path, {"contextSize": 2048})

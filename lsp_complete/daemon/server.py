@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from lsp_complete.config import EngineSettings, Settings, wire_name
+from lsp_complete.config import EngineSettings, Settings, hide_credentials, wire_name
 from lsp_complete.daemon import hello as wire
 from lsp_complete.daemon.paths import (
     IDLE_ENV,
@@ -277,7 +277,7 @@ class SharedEngine:
     def describe(self) -> dict[str, Any] | None:
         if self.loaded is None or self.settings is None:
             return None
-        return {**self.loaded.info, "settings": _camel(dataclasses.asdict(self.settings))}
+        return {**self.loaded.info, "settings": _camel(_shown(self.settings))}
 
 
 def own_view(described: dict[str, object], own: set[str], last_error: str) -> dict[str, object]:
@@ -296,10 +296,25 @@ def own_view(described: dict[str, object], own: set[str], last_error: str) -> di
     return view
 
 
+def _shown(settings: EngineSettings) -> dict[str, Any]:
+    """Engine settings as every window's status shows them: a password in engineUrl is one
+    window's (the engine sends it; nothing shows it)."""
+    values = dataclasses.asdict(settings)
+    values["engine_url"] = hide_credentials(values["engine_url"])
+    return values
+
+
+def _difference(key: str, here: Any, there: Any) -> str:
+    if key == "engine_url":
+        here, there = hide_credentials(here), hide_credentials(there)
+        if here == there:
+            return "engineUrl: its user or password"
+    return f"{wire_name(key)} {here!r} here, {there!r} in use"
+
+
 def _mismatch(wanted: EngineSettings, loaded: EngineSettings) -> str:
     here, there = dataclasses.asdict(wanted), dataclasses.asdict(loaded)
-    diffs = "; ".join(f"{wire_name(k)} {here[k]!r} here, {there[k]!r} in use"
-                      for k in here if here[k] != there[k])
+    diffs = "; ".join(_difference(k, here[k], there[k]) for k in here if here[k] != there[k])
     return (f"this window's engine settings differ from the shared engine's, which other "
             f"editor windows use ({diffs}): it keeps the loaded engine. Use the same settings "
             "everywhere, or run this editor's server with `lsp-complete serve --no-daemon`.")
