@@ -383,6 +383,38 @@ def test_tab_without_suggestion_inserts_a_tab(nvim_session, tmp_path):
 CYCLING_TYPED = "s = "
 
 
+def test_a_server_stuck_before_initialize_is_told_and_restarted(tmp_path):
+    """Before: a server that never answered `initialize` left no suggestions and no word:
+    :LspCompleteStatus said no client was running and :LspCompleteRestart kept the stuck one."""
+    spawns = tmp_path / "spawns"
+    server = tmp_path / "stuck.sh"
+    server.write_text(f"#!/bin/sh\necho x >> {spawns}\nexec sleep 1000\n")
+    server.chmod(0o755)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        _G.NOTES = {{}}
+        vim.notify = function(msg) table.insert(_G.NOTES, tostring(msg)) end
+        require("lsp_complete").setup({{
+          cmd = {{ {str(server)!r} }}, use_builtin = false, start_timeout_ms = 1000,
+        }})
+        """
+    )
+    source = tmp_path / "a.py"
+    source.write_text("x = 1\n")
+    with _headless_nvim(init, tmp_path) as nvim:
+        nvim.command(f"edit {source}")
+        _wait_for("the warning", lambda: _lua(nvim, "return #_G.NOTES") >= 1)
+        nvim.command("LspCompleteStatus")
+        nvim.command("LspCompleteRestart")
+        _wait_for("a second server", lambda: spawns.read_text().count("x") == 2)
+        notes = _lua(nvim, "return _G.NOTES")
+    assert "has not answered `initialize` 1 s after it started" in notes[0], notes
+    assert notes[1] == "lsp-complete: the server has not answered `initialize` yet", notes
+
+
 def _server_counters(nvim) -> dict:
     status = _lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL")
     return (status or {}).get("counters", {})

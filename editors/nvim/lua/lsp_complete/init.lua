@@ -42,6 +42,9 @@ M.defaults = {
   init_options = {},
   -- Extra environment for the server process.
   cmd_env = nil,
+  -- Warn once if the server has not answered `initialize` this long after it started (a
+  -- server stuck at start otherwise leaves no suggestions and no word why); false = never.
+  start_timeout_ms = 30000,
   -- Filetypes to attach to; nil = every filetype except `disabled_filetypes`.
   filetypes = nil,
   disabled_filetypes = { "help", "qf", "netrw", "TelescopePrompt", "lazy", "mason", "oil" },
@@ -986,6 +989,44 @@ local function init_options()
   return opts
 end
 
+local started = {} -- client id -> true: servers whose `initialize` answer is watched for
+
+--- A server started here whose `initialize` is still unanswered (get_clients lists only
+--- initialized ones), or nil.
+local function starting_client()
+  for id in pairs(started) do
+    local client = vim.lsp.get_client_by_id(id)
+    local stopped = client and client.is_stopped and client:is_stopped()
+    if client and not client.initialized and not stopped then
+      return client
+    end
+  end
+  return nil
+end
+
+local function watch_start(id)
+  local timeout = M.config.start_timeout_ms
+  if not id or started[id] or not timeout then
+    return
+  end
+  started[id] = true
+  vim.defer_fn(function()
+    local client = vim.lsp.get_client_by_id(id)
+    local stopped = client and client.is_stopped and client:is_stopped()
+    if client and not client.initialized and not stopped then
+      vim.notify(
+        ("lsp-complete: the server (%s) has not answered `initialize` %d s after it started: "
+          .. "no suggestions until it does. :checkhealth lsp_complete runs its doctor; "
+          .. ":LspCompleteRestart starts it again"):format(
+          table.concat(M.config.cmd, " "),
+          math.floor(timeout / 1000)
+        ),
+        vim.log.levels.WARN
+      )
+    end
+  end, timeout)
+end
+
 --- Start (or reuse) the server for a buffer. One server serves every buffer of this Neovim.
 function M.attach(bufnr)
   bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
@@ -1012,7 +1053,7 @@ function M.attach(bufnr)
     root = found and vim.fs.dirname(found)
   end
   root = root or vim.fn.getcwd()
-  return vim.lsp.start({
+  local id = vim.lsp.start({
     name = M.name,
     cmd = M.config.cmd,
     cmd_env = M.config.cmd_env,
@@ -1037,6 +1078,8 @@ function M.attach(bufnr)
       return client.name == config.name and not (client.is_stopped and client:is_stopped())
     end,
   })
+  watch_start(id)
+  return id
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -1047,6 +1090,9 @@ end
 function M.status_sync(timeout_ms)
   local client = M.clients()[1]
   if not client then
+    if starting_client() then
+      return nil, "the server has not answered `initialize` yet"
+    end
     return nil, "no lsp-complete client is running"
   end
   local res, err
@@ -1142,6 +1188,14 @@ function M.restart()
       c:stop()
     else
       c.stop()
+    end
+  end
+  local stuck = starting_client() -- it would not answer `shutdown` either
+  if stuck then
+    if has_011 then
+      stuck:stop(true)
+    else
+      stuck.stop(true)
     end
   end
   vim.defer_fn(function()
