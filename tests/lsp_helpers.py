@@ -6,17 +6,20 @@ What the client sends and reads (documents, requests, status) is
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
+from lsprotocol import types
 from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
 from lsp_complete.testing.lsp_client import (
     client_capabilities,
     initialize_params,
     launch,
+    status,
     wait_for_state,
 )
 
@@ -57,6 +60,14 @@ async def start_server(
     if wait_ready:
         await wait_for_state(client, ("ready", "error"))
     return client
+
+
+async def load_failure_told(client: LanguageClient) -> str:
+    """The one error message a server whose model failed to load told the client."""
+    assert (await status(client))["model"]["state"] == "error"
+    await asyncio.sleep(0.1)
+    (told,) = [m.message for m in client.messages if m.type == types.MessageType.Error]
+    return told
 
 
 # --- process trees (the servers editors start must not outlive a test) ------------------------
