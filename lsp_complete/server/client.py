@@ -38,9 +38,7 @@ class EditorClient:
         with contextlib.suppress(Exception):
             self._lsp.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
-    def tell_failure(self, key: str, message: str | None,
-                     kind: types.MessageType = types.MessageType.Error,
-                     over: str | None = None) -> None:
+    def tell_failure(self, key: str, message: str | None, over: str | None = None) -> None:
         """A failure that may last (a remote engine down): tell `message` once, with no log
         line per keystroke, until a call with None says it is over; then `over`, if given, is
         told once (the person told of the failure would not otherwise learn of its end)."""
@@ -52,7 +50,7 @@ class EditorClient:
                         types.ShowMessageParams(type=types.MessageType.Info, message=over))
             self._told.discard(key)
         elif key not in self._told:
-            self.tell(message, kind, once_key=key)
+            self.tell(message, once_key=key)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         with contextlib.suppress(Exception):

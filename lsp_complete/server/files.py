@@ -284,11 +284,10 @@ class OpenFiles:
                 or len(self._not_open_told) >= _NOT_OPEN_TOLD:
             return
         self._not_open_told.add(uri)
-        self._client.tell_failure(
-            f"not-open {uri}",
+        self._client.tell(
             f"lsp-complete: {what} for a document that is not open (no didOpen for this "
             f"exact URI), ignored: {uri[:_URI_SHOWN]}",
-            types.MessageType.Warning)
+            types.MessageType.Warning, once_key=f"not-open {uri}")
 
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
         file = self._files.get(params.text_document.uri)
