@@ -106,13 +106,14 @@ class Decoder:
             self._active_cancel = cancel
             llama_cpp.llama_set_abort_callback(self.ctx, self._abort_callback, None)
         self._use_threads(self.threads.threads_for(len(chunk)))
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             if self.simulated_delay:
                 time.sleep(self.simulated_delay)
             status = llama_cpp.llama_decode(self.ctx, batch)
             if status == 0:
-                self.threads.measured(len(chunk), time.perf_counter() - started)
+                self.threads.measured(len(chunk), time.perf_counter() - started,
+                                      time.process_time() - cpu_started)
         finally:
             if abortable:
                 llama_cpp.llama_set_abort_callback(
