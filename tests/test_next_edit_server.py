@@ -576,3 +576,40 @@ async def test_a_rewrite_that_does_not_follow_from_the_last_edit_is_not_shown(
         assert len(fake.posts("/v1/completions")) == 1  # the model was asked
     finally:
         await client.shutdown_session()
+
+
+async def test_a_next_edit_only_client_is_told_when_the_engine_answers_again(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """Round 9: a client that asks for next edits only (no inline suggestions) was told the
+    engine's failure, and never that it was over: the told failure stayed, so a later one
+    was not told either. It is told as the suggestions' path tells it."""
+    def not_ready(handler: Any) -> None:
+        handler.send_response(503)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    fake.raw["/v1/completions"] = not_ready
+    fake.pieces = sweep_answer(EXTENDED_NEXT)
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
+    files = iter(range(100))
+
+    async def ask() -> list[dict[str, Any]]:
+        uri = f"file:///work/{next(files)}/area.py"  # fresh: nothing kept answers it
+        open_doc(client, uri, SOURCE)
+        add_depth(client, uri)
+        return await next_edit(client, uri, 2, 0, 10)
+
+    try:
+        assert await ask() == []
+        fake.raw.clear()  # ready now
+        deadline = asyncio.get_running_loop().time() + 10
+        while not await ask():
+            assert asyncio.get_running_loop().time() < deadline, "never asked again"
+            await asyncio.sleep(0.1)
+        await status(client)  # after the notifications of the answers above
+        shown = [(m.type, m.message) for m in client.messages
+                 if "engine" in m.message or "not ready" in m.message]
+        assert [t for t, _ in shown] == [types.MessageType.Error, types.MessageType.Info], shown
+        assert "answers again" in shown[1][1]
+    finally:
+        await client.shutdown_session()

@@ -1212,6 +1212,43 @@ async def test_a_remote_that_answers_again_is_told_once(fake, tiny_model_path) -
         await client.shutdown_session()
 
 
+async def test_a_second_different_failure_is_told_while_the_first_lasts(
+        fake, tiny_model_path) -> None:
+    """Round 9: one told key covered every engine failure, so a server that was not ready
+    and then answered nonsense was told of the first only: suggestions stayed empty with the
+    wrong reason shown. Each cause is told once while the failure lasts."""
+    def not_ready(handler: Any) -> None:
+        handler.send_response(503)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    fake.raw["/completion"] = not_ready
+    client = await start_server(None, {"engine": "llama-server", "engineUrl": fake.url,
+                                       "model": str(tiny_model_path)})
+    docs = iter(range(100))
+
+    async def ask() -> list[str]:
+        uri = f"file:///work/{next(docs)}/count.py"
+        open_doc(client, uri, SOURCE)
+        assert not suggestion_of(await inline(client, uri, LINE, COL))[0]
+        await status(client)  # after the notifications of the answer
+        return [m.message for m in client.messages if m.type == types.MessageType.Error]
+
+    try:
+        assert len(await ask()) == 1
+        fake.raw["/completion"] = MALFORMED["bad json"][0]
+        deadline = time.monotonic() + 10
+        while not any("unusable answer" in m for m in await ask()):
+            assert time.monotonic() < deadline, "the second cause was never told"
+            await asyncio.sleep(0.1)
+        for _ in range(3):  # each cause once, however often it comes back
+            told = await ask()
+        assert len(told) == 2, told
+        assert "not ready" in told[0] and "unusable answer" in told[1]
+    finally:
+        await client.shutdown_session()
+
+
 @pytest.mark.parametrize("url", ["http://[::1", "http://u:pw@127.0.0.1:99999", "ftp://u:pw@h",
                                  "http://u:pw@"])
 async def test_an_unusable_engine_url_is_one_line_naming_the_setting(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import Any
 
 from lsprotocol import types
@@ -18,11 +19,24 @@ log = logging.getLogger(__name__)
 
 _ENCODINGS = {"utf-8": "utf-8", "utf-16": "utf-16", "utf-32": "utf-32"}
 
+# The engine's failures, one cause at a time, and the word that they are over (for every path
+# that asks the engine: suggestions, the completion menu, next edits).
+ENGINE_FAILURE = "engine-error"
+ENGINE_BACK = "lsp-complete: the engine answers again; suggestions are back"
+
+
+def _cause(message: str) -> str:
+    """A failure's message without its numbers: a wait or a status code that changes from
+    one request to the next is the same cause, not a new one to tell."""
+    return re.sub(r"\d+", "#", message)
+
 
 class EditorClient:
     def __init__(self, lsp: LanguageServer) -> None:
         self._lsp = lsp
         self._told: set[str] = set()
+        # A lasting failure's key -> the causes told since it began (each told once).
+        self._failing: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ telling the user
 
@@ -41,16 +55,26 @@ class EditorClient:
     def tell_failure(self, key: str, message: str | None, over: str | None = None) -> None:
         """A failure that may last (a remote engine down): tell `message` once, with no log
         line per keystroke, until a call with None says it is over; then `over`, if given, is
-        told once (the person told of the failure would not otherwise learn of its end)."""
+        told once (the person told of the failure would not otherwise learn of its end).
+        A different cause meanwhile (down, then answering nonsense) is told too, once."""
         if message is None:
-            if key in self._told and over:
+            if self._failing.pop(key, None) and over:
                 log.info("%s", over)
                 with contextlib.suppress(Exception):
                     self._lsp.window_show_message(
                         types.ShowMessageParams(type=types.MessageType.Info, message=over))
-            self._told.discard(key)
-        elif key not in self._told:
-            self.tell(message, once_key=key)
+            return
+        causes = self._failing.setdefault(key, set())
+        if _cause(message) in causes:
+            return
+        causes.add(_cause(message))
+        self._told.discard(key)
+        self.tell(message, once_key=key)
+
+    def tell_engine(self, error: str | None) -> None:
+        """What a request that asked the engine learnt: its failure, or that it answered."""
+        self.tell_failure(ENGINE_FAILURE, f"lsp-complete: {error}" if error else None,
+                          over=ENGINE_BACK)
 
     def log(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         with contextlib.suppress(Exception):
@@ -65,6 +89,8 @@ class EditorClient:
         """Every message (a new session), or those whose cause starts with `prefix`, may be
         told again."""
         self._told = {key for key in self._told if prefix and not key.startswith(prefix)}
+        self._failing = {key: causes for key, causes in self._failing.items()
+                         if prefix and not key.startswith(prefix)}
 
     # ------------------------------------------------------------------ what it can do
 

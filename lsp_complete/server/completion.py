@@ -387,9 +387,7 @@ class Suggester:
             raise
         if completion is not None:  # a remote engine failed: say so once, until it recovers
             telemetry.last_error = completion.error
-            self._client.tell_failure(
-                "engine-error", f"lsp-complete: {completion.error}" if completion.error else None,
-                over="lsp-complete: the engine answers again; suggestions are back")
+            self._client.tell_engine(completion.error)
             if completion.error:
                 self._model.check_file()  # a model file rewritten under a decode: reload it
         if completion is None or job.cancel.cancelled or not asked.same_text():

@@ -97,7 +97,7 @@ class CompletionServer(LanguageServer):
     def _idle_error(self, message: str) -> None:
         """Idle work's engine failure: told once, as a request's would be."""
         self.telemetry.last_error = message
-        self.client.tell_failure("engine-error", f"lsp-complete: {message}")
+        self.client.tell_engine(message)
 
     def status(self, recent: int = RECENT_LIMIT) -> dict[str, Any]:
         """The `lsp-complete/status` answer."""

@@ -263,8 +263,9 @@ class NextEdits:
             counters = self._telemetry.counters
             counters["nextEditComputed"] += 1
             counters[_OUTCOME_COUNTERS.get(result.outcome, "nextEditErrors")] += 1
-            if result.error:
-                self._client.tell_failure("engine-error", f"lsp-complete: {result.error}")
+            # A failure told, or that the engine answers again (this may be the one path a
+            # client asks it by: a next-edit-only client).
+            self._client.tell_engine(result.error)
             rep = result.replacement
             if rep is None or not ticket.same_text():
                 return None
