@@ -899,8 +899,8 @@ def test_malformed_answers_are_clear_errors(fake, kind: str, case: str) -> None:
     engine = engine_for(kind, fake)
     with pytest.raises(RemoteEngineError, match=message) as caught:
         engine.complete(request(single_line=False), CancelToken())
-    assert str(caught.value).startswith(f"the {engine.backend} server at {fake.url} sent an "
-                                        "unusable answer: ")
+    server = {"llama-server": "the llama-server", "openai": "the OpenAI-compatible server"}[kind]
+    assert str(caught.value).startswith(f"{server} at {fake.url} sent an unusable answer: ")
     assert engine.describe()["state"] == "error"
 
 

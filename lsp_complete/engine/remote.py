@@ -153,6 +153,7 @@ class RemoteEngine:
     """
 
     backend = "remote"
+    server_name = "the server"  # in messages: "the llama-server", not "the llama-server server"
     end_marker = "its end marker"  # what ends a complete stream, for the error message
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
@@ -267,7 +268,7 @@ class RemoteEngine:
         return RemoteEngineError(message)
 
     def _describe_failure(self, exc: BaseException, what: str) -> tuple[str, str]:
-        where = f"the {self.backend} server at {self.url}"
+        where = f"{self.server_name} at {self.url}"
         if isinstance(exc, HttpStatusError):
             if exc.status in (401, 403):
                 return (f"{where} refused the API key (HTTP {exc.status}); set the environment "

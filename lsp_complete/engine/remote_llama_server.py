@@ -41,6 +41,7 @@ def _greedy(request_body: dict[str, Any]) -> dict[str, Any]:
 
 class LlamaServerEngine(RemoteEngine):
     backend = "llama-server"
+    server_name = "the llama-server"
     end_marker = "its final event (`stop: true`)"
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:

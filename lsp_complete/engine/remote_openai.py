@@ -42,6 +42,7 @@ _FINISH: dict[str, StopReason] = {"length": "max_tokens", "stop": "eog"}
 
 class OpenAIEngine(RemoteEngine):
     backend = "openai"
+    server_name = "the OpenAI-compatible server"
     end_marker = "`data: [DONE]` or a `finish_reason`"
 
     def __init__(self, options: RemoteOptions, tokenizer: Tokenizer | None = None) -> None:
