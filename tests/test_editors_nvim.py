@@ -415,6 +415,51 @@ def test_a_server_stuck_before_initialize_is_told_and_restarted(tmp_path):
     assert notes[1] == "lsp-complete: the server has not answered `initialize` yet", notes
 
 
+def test_a_server_that_exits_at_start_is_not_started_again_per_buffer(tmp_path):
+    """Round 9: a server that exited before `initialize` (a bad install) was started again
+    for every buffer opened, each time with Neovim's own "quit with exit code" message. It is
+    told once, with what to do, and only :LspCompleteRestart starts it again."""
+    spawns = tmp_path / "spawns"
+    server = tmp_path / "broken.sh"
+    server.write_text(f"#!/bin/sh\necho x >> {spawns}\nexit 3\n")
+    server.chmod(0o755)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        _G.NOTES = {{}}
+        vim.notify = function(msg) table.insert(_G.NOTES, tostring(msg)) end
+        require("lsp_complete").setup({{ cmd = {{ {str(server)!r} }}, use_builtin = false }})
+        """
+    )
+
+    def ours() -> list[str]:
+        notes = _lua(nvim, "return _G.NOTES")
+        return [n for n in notes if n.startswith("lsp-complete:")]
+
+    sources = []
+    for name in ("a.py", "b.py", "c.py"):
+        sources.append(tmp_path / name)
+        sources[-1].write_text("x = 1\n")
+    with _headless_nvim(init, tmp_path) as nvim:
+        nvim.command(f"edit {sources[0]}")
+        _wait_for("the error", lambda: ours())
+        for source in sources[1:]:
+            nvim.command(f"edit {source}")
+        time.sleep(1.0)  # time enough for a start per buffer, had there been any
+        assert spawns.read_text().count("x") == 1
+        nvim.command("LspCompleteStatus")
+        nvim.command("LspCompleteRestart")
+        _wait_for("a second server", lambda: spawns.read_text().count("x") >= 2)
+        _wait_for("the error told again", lambda: len(ours()) >= 3)
+        told = ours()
+    assert "exited at start (exit code 3)" in told[0] and ":LspCompleteRestart" in told[0], told
+    assert told[1] == ("lsp-complete: the server exited at start (exit code 3); "
+                       ":LspCompleteRestart tries again"), told
+    assert "exited at start" in told[2], told
+
+
 def _server_counters(nvim) -> dict:
     status = _lua(nvim, "return require('lsp_complete').status_sync(2000) or vim.NIL")
     return (status or {}).get("counters", {})

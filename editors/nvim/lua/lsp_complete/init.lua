@@ -990,6 +990,12 @@ local function init_options()
 end
 
 local started = {} -- client id -> true: servers whose `initialize` answer is watched for
+local initialized = {} -- client id -> true: servers that answered `initialize`
+local stopped_here = {} -- client id -> true: stopped by :LspCompleteRestart, not failed
+-- A server that exited before it answered `initialize` (a bad install, a bad argument): set
+-- to its exit code, and no buffer starts another until :LspCompleteRestart (each would fail
+-- the same way, with a message per buffer opened).
+local failed_start = nil
 
 --- A server started here whose `initialize` is still unanswered (get_clients lists only
 --- initialized ones), or nil.
@@ -1027,6 +1033,25 @@ local function watch_start(id)
   end, timeout)
 end
 
+--- The server `id` ended: before `initialize` was answered, and not by us, it failed to
+--- start.
+local function on_exit(code, signal, id)
+  if initialized[id] or stopped_here[id] then
+    return
+  end
+  failed_start = signal ~= 0 and ("signal " .. signal) or ("exit code " .. code)
+  vim.schedule(function()
+    vim.notify(
+      ("lsp-complete: the server (%s) exited at start (%s); it is not started again for other "
+        .. "buffers. :checkhealth lsp_complete runs its doctor; :LspCompleteRestart tries again"):format(
+        table.concat(M.config.cmd, " "),
+        failed_start
+      ),
+      vim.log.levels.ERROR
+    )
+  end)
+end
+
 --- Start (or reuse) the server for a buffer. One server serves every buffer of this Neovim.
 function M.attach(bufnr)
   bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
@@ -1035,6 +1060,9 @@ function M.attach(bufnr)
   end
   if api.nvim_buf_get_name(bufnr) == "" or not filetype_allowed(vim.bo[bufnr].filetype) then
     return nil
+  end
+  if failed_start then
+    return nil -- told once already; :LspCompleteRestart tries again
   end
   local exe = M.config.cmd and M.config.cmd[1]
   if not exe or vim.fn.executable(exe) ~= 1 then
@@ -1071,6 +1099,10 @@ function M.attach(bufnr)
     on_attach = function(client, b)
       M._on_attach(client, b)
     end,
+    on_init = function(client)
+      initialized[client.id] = true
+    end,
+    on_exit = on_exit,
   }, {
     bufnr = bufnr,
     -- One server (one model in memory) for all buffers and roots.
@@ -1092,6 +1124,9 @@ function M.status_sync(timeout_ms)
   if not client then
     if starting_client() then
       return nil, "the server has not answered `initialize` yet"
+    end
+    if failed_start then
+      return nil, ("the server exited at start (%s); :LspCompleteRestart tries again"):format(failed_start)
     end
     return nil, "no lsp-complete client is running"
   end
@@ -1190,8 +1225,10 @@ function M.restart()
       c.stop()
     end
   end
+  failed_start = nil
   local stuck = starting_client() -- it would not answer `shutdown` either
   if stuck then
+    stopped_here[stuck.id] = true
     if has_011 then
       stuck:stop(true)
     else
