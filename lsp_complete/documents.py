@@ -46,6 +46,12 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 # Control characters that do not occur in text files (tab, LF, VT, FF, CR and ESC do).
 _BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
+
+def line_breaks(text: str) -> int:
+    """How many line breaks `text` holds, as LSP counts them: a lone CR, CRLF or LF each."""
+    return len(_LINE_BREAK.findall(text))
+
+
 Range = tuple[int, int, int, int]
 # tree-sitter's Tree.edit arguments: start, old end and new end bytes, then the three points.
 Edit = tuple[int, int, int, tuple[int, int], tuple[int, int], tuple[int, int]]

@@ -85,3 +85,14 @@ def test_a_huge_line_is_passed_over() -> None:
     huge = "data = [" + "count, " * 100_000 + "]"
     text = f"def f(total):\n{huge}\n    return count\n"
     assert made_again(text, 0, "def f(count):") == text.replace("return count", "return total")
+
+
+def test_lines_end_at_any_line_break_lsp_knows() -> None:
+    """Round 9: the text was split at "\\n" only: in a file of lone "\\r" line breaks (old
+    Mac) the whole file was one line, so a rename was carried nowhere."""
+    for eol in ("\r", "\r\n", "\n"):
+        text = eol.join(["def f(w):", "    x = 1", "    return width", ""])
+        last = EditBlock(0, ("def f(width):",), ("def f(w):",))
+        rep = repeat_edit(text, last, 0)
+        assert rep is not None, repr(eol)
+        assert text[:rep.start] + rep.text + text[rep.end:] == text.replace("width", "w"), eol

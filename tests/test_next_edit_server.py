@@ -613,3 +613,29 @@ async def test_a_next_edit_only_client_is_told_when_the_engine_answers_again(
         assert "answers again" in shown[1][1]
     finally:
         await client.shutdown_session()
+
+
+async def test_a_line_typed_in_a_file_of_lone_cr_breaks_is_in_the_history(
+        fake, tiny_model_path, engine) -> None:  # noqa: F811
+    """Round 9: an edit's new lines were counted by "\\n" alone, so a line typed in a file
+    of lone "\\r" breaks was left out of the recent edits: the model was not asked (no word
+    of the edit was new) and a rename there was carried nowhere."""
+    fake.pieces = sweep_answer(SOURCE)
+    client = await start_with_stand_in(fake, tiny_model_path, nextEditDelayMs=60_000)
+    try:
+        uri = "file:///work/area.py"
+        open_doc(client, uri, SOURCE.replace("\n", "\r"))
+        insert(client, uri, 2, 1, 25, "\r    assert depth")  # a new line below line 1
+        await next_edit(client, uri, 2, 2, 16)
+        (body,) = fake.posts("/v1/completions")
+        prompt = engine.detokenize(body["prompt"])
+        assert "updated:\n    return width * height\n    assert depth\n" in prompt, prompt
+        # A rename in such a file is carried to the next use, as with "\n".
+        uri = "file:///work/renamed.py"
+        open_doc(client, uri, SOURCE.replace("\n", "\r"))
+        rename_width(client, uri)
+        (edit,) = await next_edit(client, uri, 2, 0, 10)
+        assert edit["range"] == {"start": {"line": 1, "character": 12},
+                                 "end": {"line": 1, "character": 16}}
+    finally:
+        await client.shutdown_session()

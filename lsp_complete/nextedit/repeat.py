@@ -22,6 +22,8 @@ from lsp_complete.nextedit.diff import Replacement, smallest_replacement
 from lsp_complete.nextedit.history import EditBlock
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+# The line breaks LSP knows (documents.py's): a file of lone "\r" (old Mac) has lines too.
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 # An edit worth repeating is small: a few token changes, each of a few tokens.
 MAX_CHANGES = 2
@@ -108,7 +110,8 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
     if changes is None:
         return None
     independent = _all_renames(changes)
-    lines = text.split("\n")
+    parts = _LINE_BREAK.split(text)  # line, break, line, ...: split at C speed
+    lines = parts[::2]
     near = range(max(cursor_line - MAX_LINES_LOOKED_AT // 2, 0),
                  min(cursor_line + MAX_LINES_LOOKED_AT // 2, len(lines)))
     order = sorted((n for n in near if not last.start <= n < last.end),
@@ -119,7 +122,7 @@ def repeat_edit(text: str, last: EditBlock, cursor_line: int) -> Replacement | N
         changed = _apply(lines[n], changes, independent)
         made = smallest_replacement(lines[n], changed) if changed is not None else None
         if made is not None:
-            start = sum(len(line) + 1 for line in lines[:n])
+            start = sum(len(part) for part in parts[:2 * n])
             return Replacement(start + made.start, start + made.end, made.text)
     return None
 

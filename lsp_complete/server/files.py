@@ -42,7 +42,7 @@ from typing import Any, Literal
 from lsprotocol import types
 
 from lsp_complete.certainty import Certainty
-from lsp_complete.documents import Document, max_tree_nodes
+from lsp_complete.documents import Document, line_breaks, max_tree_nodes
 from lsp_complete.engine.base import (
     CancelToken,
     EngineError,
@@ -306,7 +306,7 @@ class OpenFiles:
                 rng = (r.start.line, r.start.character, r.end.line, r.end.character)
                 first = min(max(r.start.line, 0), doc.line_count - 1)
                 last = min(max(r.end.line, first), doc.line_count - 1)
-                added = change.text.count("\n")
+                added = line_breaks(change.text)
                 small = last - first <= HISTORY_MAX_LINES and added <= HISTORY_MAX_LINES
                 before = [doc.line_text(n) for n in range(first, last + 1)] if small else []
                 start = doc.apply_change(change.text, rng, encoding)
