@@ -520,6 +520,29 @@ def test_a_change_that_cannot_be_read_stops_the_file_until_it_comes_whole(
     assert server.call(STATUS, {})["result"]["documents"][0]["disabled"] == ""
 
 
+def test_an_open_that_cannot_be_read_says_so_not_that_none_came(server: RawServer) -> None:
+    """Round 9: a didOpen with a number out of range (a version of 2^40) was dropped with a
+    log line, and the file's requests were then told as "no didOpen for this exact URI": the
+    user would look for a wrong URI. The open's own failure is told, once; a reopen of an
+    open file that cannot be read leaves it out of sync, as a lost change does."""
+    opened = did_open(URI, "abc\n")
+    opened["params"]["textDocument"]["version"] = 2**40
+    server.send(opened)
+    told = shown(server, "could not be read")
+    assert "didOpen of file:///work/robust.py" in told and "params.textDocument" in told, told
+    server.send(inline_request(1, 0, 3))
+    assert server.response(1, timeout=30)["result"]["items"] == []
+    server.call(STATUS, {})  # after any message the request caused
+    messages = [m["params"]["message"] for m in server.messages()
+                if m.get("method") == "window/showMessage"]
+    assert not any("no didOpen" in m for m in messages), messages
+    server.send(did_open(URI, "abc\n"))
+    assert server.call(STATUS, {})["result"]["documents"][0]["disabled"] == ""
+    server.send(opened)  # again, while it is open
+    documents = server.call(STATUS, {})["result"]["documents"]
+    assert "could not be read" in documents[0]["disabled"]
+
+
 def test_bad_uris_and_roots_lose_nothing_else(tmp_path: Path, tiny_model_path: Path) -> None:
     """A lone surrogate in one workspace folder's URI, a NUL in rootPath or a path longer than
     the system allows failed initialize (the good folder and the settings lost with it); an

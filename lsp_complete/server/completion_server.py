@@ -86,6 +86,7 @@ class CompletionServer(LanguageServer):
         shared = Shared(current, self.client, self.scheduler, self.model, self.telemetry)
         self.files = OpenFiles(shared, registry, self.repo, self._idle_error)
         self.protocol.lost_change = self.files.lost_change
+        self.protocol.lost_open = self.files.lost_open
         self.suggester = Suggester(shared, self.files, self.repo, self.typeahead)
         self.next_edits = NextEdits(shared, self.files)
         self._engine_loaded: EngineSettings | None = None  # what the loaded model was made for

@@ -352,6 +352,23 @@ class OpenFiles:
             self._sync_syntax(file)
             self._tell_refused(file)
 
+    def lost_open(self, uri: object, cause: str) -> None:
+        """A didOpen for `uri` could not be read (a number out of range): the document is not
+        open here, and its requests get nothing. Said once with the cause, not as "no
+        didOpen" when its requests come; an open file's text is out of sync instead."""
+        if not isinstance(uri, str):
+            return
+        if uri in self._files:
+            self.lost_change(uri)
+            return
+        if uri in self._not_open_told or len(self._not_open_told) >= _NOT_OPEN_TOLD:
+            return
+        self._not_open_told.add(uri)  # its requests are not told as never opened
+        self._client.tell(
+            f"lsp-complete: the didOpen of {uri[:_URI_SHOWN]} could not be read ({cause}), "
+            "ignored: no completions for it until it is opened again",
+            types.MessageType.Warning, once_key=f"not-open {uri}")
+
     def _tell_refused(self, file: OpenFile) -> None:
         self._client.tell(
             f"lsp-complete: no completions for {_short(file.uri)}: {file.state.disabled_reason}",

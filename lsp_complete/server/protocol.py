@@ -77,6 +77,7 @@ class Protocol(LanguageServerProtocol):
         self.exit_code: int | None = None  # set by `exit`: the connection loop stops
         # Told the document's URI when a didChange cannot be read: the text is out of sync.
         self.lost_change: Callable[[object], None] | None = None
+        self.lost_open: Callable[[object, str], None] | None = None
         self._initialize_seen = False
 
     # ------------------------------------------------------------------ from the wire
@@ -119,8 +120,7 @@ class Protocol(LanguageServerProtocol):
                 self.send_error(msg_id, INVALID_PARAMS, f"invalid params for {method}: {cause}")
             else:
                 log.warning("ignoring %s with invalid params", method)
-                if method == types.TEXT_DOCUMENT_DID_CHANGE and self.lost_change is not None:
-                    self.lost_change(_document_uri(payload.get("params")))
+                self._lost_notification(method, payload.get("params"), exc)
             return
         if method == types.INITIALIZE:
             self._initialize_seen = True
@@ -129,6 +129,15 @@ class Protocol(LanguageServerProtocol):
         except Exception:
             # pygls answers requests whose handler fails; this is for what escapes it.
             log.exception("failed to handle %s", method)
+
+    def _lost_notification(self, method: str, params: Any, exc: Exception) -> None:
+        """A document's notification that could not be read: its text here may differ from
+        the editor's (a change), or it is not open here at all (an open)."""
+        uri = _document_uri(params)
+        if method == types.TEXT_DOCUMENT_DID_CHANGE and self.lost_change is not None:
+            self.lost_change(uri)
+        elif method == types.TEXT_DOCUMENT_DID_OPEN and self.lost_open is not None:
+            self.lost_open(uri, _what_is_wrong(exc.__cause__ or exc))
 
     def initialize_seen(self) -> bool:
         """Whether `initialize` came (so its params, processId among them, are known)."""
