@@ -181,6 +181,23 @@ def test_a_cold_block_goes_into_the_small_windows_too() -> None:
     assert after.ctx.repo is whole and after.cold_ctx is not None and after.cold_ctx.repo is None
 
 
+def test_a_line_block_in_every_prompt_buys_no_more_of_the_file() -> None:
+    """A file asked at open with a line block: the block is in each option, so the slack
+    for more context is half again the cut's own context, not half again the block too."""
+    engine = FakeEngine(prefill_rate=1.0)
+    cache = policy(engine)
+    line = RepoContext("w", "m.py", (RepoFile("b.py", "def f(x): ...\n" * 60, "line"),),
+                       cold=True)
+    prepared = with_repo(at_spot(), line)
+    candidates = prompts(cache, prepared)
+    block = candidates["small"].repo_tokens
+    window_more = len(candidates["window"]) - len(candidates["small"])
+    # With the block counted, the window would be within half again the cut's cost.
+    assert 0 < window_more <= len(candidates["small"]) // 2
+    assert window_more > (len(candidates["small"]) - block) // 2
+    assert kind(cache.choose(prepared), candidates) == "small"
+
+
 @pytest.mark.parametrize(("answers", "active", "wanted"), [
     (0, False, True),  # asked at open, or after a pause with no keystroke
     (0, True, False),  # it has a block already

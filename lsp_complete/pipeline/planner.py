@@ -31,8 +31,8 @@ from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.prompt import Prompt, fit_context
 
 # The full-context prompt is used unless it costs more than this many tokens (~70 ms on
-# 2 cores) and more than half again as much as the smaller cold one to encode: more context
-# is worth a little more time, not a wait.
+# 2 cores) and more than half again as much as the smaller cold one's own context (its
+# repository block aside) to encode: more context is worth a little more time, not a wait.
 FULL_PROMPT_SLACK = 16
 # The first prompt at a spot the file's cache does not hold (a file just opened, a new spot in
 # an open one) holds what the engine prefills in about this long at its measured speed, at
@@ -241,11 +241,15 @@ class PromptPlanner:
         small = self._build(fit_context(
             prepared.cold_ctx, self.cold_budget_for(prepared.key), self._count))
         small_cached = self.engine.cached_prefix(prepared.key, small.tokens) or 0
-        # Most context first; the cheapest sets what a little more context may cost.
+        # Most context first; the cheapest sets what a little more context may cost: half
+        # again its own context, not counting a repository block that every option carries
+        # (the line block of a file asked at open), which more of the file does not make
+        # more useful.
         options = [(full, full_cost), (window, len(window) - window_cached),
                    (small, len(small) - small_cached)]
-        base_cost = min(cost for _, cost in options)
-        allowed = base_cost + max(FULL_PROMPT_SLACK, base_cost // 2)
+        base, base_cost = min(options, key=lambda option: option[1])
+        own_cost = base_cost - min(base.repo_tokens, base_cost)
+        allowed = base_cost + max(FULL_PROMPT_SLACK, own_cost // 2)
         return next(prompt for prompt, cost in options if cost <= allowed)
 
     def window_prompt(self, prepared: Prepared) -> Prompt:
