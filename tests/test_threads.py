@@ -26,7 +26,7 @@ def _run(policy: ThreadPolicy, n_tokens: int, cost_of: dict[int, float], calls: 
 
 QUIET = {2: 0.030, 1: 0.050}
 BUSY = {2: 0.074, 1: 0.042}
-# CPU seconds per wall second of this process (measured on 0.5B: docs/bench/2026-12-07-threads)
+# CPU seconds per wall second of this process (measured on 0.5B: docs/bench/2026-12-06h-threads)
 QUIET_SHARE = {2: 1.95, 1: 1.0}
 BUSY_SHARE = {2: 1.3, 1: 1.0}
 
