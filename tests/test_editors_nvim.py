@@ -383,12 +383,13 @@ def test_tab_without_suggestion_inserts_a_tab(nvim_session, tmp_path):
 CYCLING_TYPED = "s = "
 
 
-def test_a_server_stuck_before_initialize_is_told_and_restarted(tmp_path):
-    """Before: a server that never answered `initialize` left no suggestions and no word:
-    :LspCompleteStatus said no client was running and :LspCompleteRestart kept the stuck one."""
+def _fake_server(tmp_path: Path, then: str, options: str = "") -> tuple[Path, str]:
+    """A server script that notes each start in the returned file and then runs `then`, and
+    a Neovim init whose plugin starts it (more setup `options` given) and keeps every
+    notification in _G.NOTES."""
     spawns = tmp_path / "spawns"
-    server = tmp_path / "stuck.sh"
-    server.write_text(f"#!/bin/sh\necho x >> {spawns}\nexec sleep 1000\n")
+    server = tmp_path / "server.sh"
+    server.write_text(f"#!/bin/sh\necho x >> {spawns}\n{then}\n")
     server.chmod(0o755)
     init = textwrap.dedent(
         f"""
@@ -398,10 +399,17 @@ def test_a_server_stuck_before_initialize_is_told_and_restarted(tmp_path):
         _G.NOTES = {{}}
         vim.notify = function(msg) table.insert(_G.NOTES, tostring(msg)) end
         require("lsp_complete").setup({{
-          cmd = {{ {str(server)!r} }}, use_builtin = false, start_timeout_ms = 1000,
+          cmd = {{ {str(server)!r} }}, use_builtin = false, {options}
         }})
         """
     )
+    return spawns, init
+
+
+def test_a_server_stuck_before_initialize_is_told_and_restarted(tmp_path):
+    """Before: a server that never answered `initialize` left no suggestions and no word:
+    :LspCompleteStatus said no client was running and :LspCompleteRestart kept the stuck one."""
+    spawns, init = _fake_server(tmp_path, "exec sleep 1000", "start_timeout_ms = 1000,")
     source = tmp_path / "a.py"
     source.write_text("x = 1\n")
     with _headless_nvim(init, tmp_path) as nvim:
@@ -419,20 +427,7 @@ def test_a_server_that_exits_at_start_is_not_started_again_per_buffer(tmp_path):
     """Round 9: a server that exited before `initialize` (a bad install) was started again
     for every buffer opened, each time with Neovim's own "quit with exit code" message. It is
     told once, with what to do, and only :LspCompleteRestart starts it again."""
-    spawns = tmp_path / "spawns"
-    server = tmp_path / "broken.sh"
-    server.write_text(f"#!/bin/sh\necho x >> {spawns}\nexit 3\n")
-    server.chmod(0o755)
-    init = textwrap.dedent(
-        f"""
-        vim.opt.rtp:prepend({str(PLUGIN)!r})
-        vim.opt.swapfile = false
-        vim.opt.shadafile = "NONE"
-        _G.NOTES = {{}}
-        vim.notify = function(msg) table.insert(_G.NOTES, tostring(msg)) end
-        require("lsp_complete").setup({{ cmd = {{ {str(server)!r} }}, use_builtin = false }})
-        """
-    )
+    spawns, init = _fake_server(tmp_path, "exit 3")
 
     def ours() -> list[str]:
         notes = _lua(nvim, "return _G.NOTES")
