@@ -280,14 +280,17 @@ class OpenFiles:
         opened (percent-encoding, case) gets nothing for that file, and should learn why. Not
         for a document closed a moment ago (its late requests are no fault), nor past
         `_NOT_OPEN_TOLD` URIs."""
-        if uri in self._closed or uri in self._not_open_told \
-                or len(self._not_open_told) >= _NOT_OPEN_TOLD:
+        if uri not in self._closed:
+            self._tell_not_open_once(
+                uri, f"lsp-complete: {what} for a document that is not open (no didOpen for "
+                f"this exact URI), ignored: {uri[:_URI_SHOWN]}")
+
+    def _tell_not_open_once(self, uri: str, message: str) -> None:
+        """Why `uri` is not open here, once per URI and for the first `_NOT_OPEN_TOLD`."""
+        if uri in self._not_open_told or len(self._not_open_told) >= _NOT_OPEN_TOLD:
             return
         self._not_open_told.add(uri)
-        self._client.tell(
-            f"lsp-complete: {what} for a document that is not open (no didOpen for this "
-            f"exact URI), ignored: {uri[:_URI_SHOWN]}",
-            types.MessageType.Warning, once_key=f"not-open {uri}")
+        self._client.tell(message, types.MessageType.Warning, once_key=f"not-open {uri}")
 
     def change(self, params: types.DidChangeTextDocumentParams) -> None:
         file = self._files.get(params.text_document.uri)
@@ -361,13 +364,10 @@ class OpenFiles:
         if uri in self._files:
             self.lost_change(uri)
             return
-        if uri in self._not_open_told or len(self._not_open_told) >= _NOT_OPEN_TOLD:
-            return
-        self._not_open_told.add(uri)  # its requests are not told as never opened
-        self._client.tell(
-            f"lsp-complete: the didOpen of {uri[:_URI_SHOWN]} could not be read ({cause}), "
-            "ignored: no completions for it until it is opened again",
-            types.MessageType.Warning, once_key=f"not-open {uri}")
+        # Told once: its requests are then not told as never opened.
+        self._tell_not_open_once(
+            uri, f"lsp-complete: the didOpen of {uri[:_URI_SHOWN]} could not be read "
+            f"({cause}), ignored: no completions for it until it is opened again")
 
     def _tell_refused(self, file: OpenFile) -> None:
         self._client.tell(
