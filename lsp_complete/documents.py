@@ -41,7 +41,7 @@ def max_tree_nodes(max_bytes: int) -> int:
     return int(max_bytes * TREE_NODES_PER_BYTE)
 
 # LSP line breaks: "\r\n", "\n" and a lone "\r". The alternation order matters: "\r\n" first.
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
 # Control characters that do not occur in text files (tab, LF, VT, FF, CR and ESC do).
 _BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
@@ -49,7 +49,7 @@ _BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 def line_breaks(text: str) -> int:
     """How many line breaks `text` holds, as LSP counts them: a lone CR, CRLF or LF each."""
-    return len(LINE_BREAK.findall(text))
+    return len(_LINE_BREAK.findall(text))
 
 
 Range = tuple[int, int, int, int]
@@ -89,7 +89,7 @@ class _SlicedParse:
 
 
 def _line_starts(text: str, base: int = 0) -> list[int]:
-    return [base + m.end() for m in LINE_BREAK.finditer(text)]
+    return [base + m.end() for m in _LINE_BREAK.finditer(text)]
 
 
 class Document:

@@ -308,7 +308,7 @@ def _edits_work(rows: int, monkeypatch: pytest.MonkeyPatch
     text = "".join(f"def f{i}(a):\n{line}" if i % 10 == 0 else line for i in range(rows))
     doc = Document("file:///big.txt", "plaintext", 1, text)
     scanned: list[int] = []
-    for name in ("LINE_BREAK", "_LONE_CR"):
+    for name in ("_LINE_BREAK", "_LONE_CR"):
         monkeypatch.setattr(documents, name, _ScanCounter(getattr(documents, name), scanned))
     reindexed = 0
     index_lines = documents._index_lines
