@@ -8,6 +8,7 @@ the clock; the end-to-end tests check that the real server still answers another
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.pipeline import prepare
 from lsp_complete.postprocess import clean_completion
+from lsp_complete.server import CURSOR_METHOD, STATUS_METHOD
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import SOURCE, start_server
+from tests.raw_lsp import RawServer, encode, frame
 
 # A 4 MB line of minified-looking code, the cursor in its middle.
 HUGE_LINE = "x = [" + "'ab', (1, 2), " * (4_000_000 // 14) + "\n"
@@ -337,3 +340,52 @@ def test_the_head_of_a_file_of_many_statements_reads_only_those_near_the_top_and
     assert built.startswith("import os\nimport sys\n")
     monkeypatch.setattr(head, "HEAD_WINDOWED_ABOVE", 10**9)  # the whole list, as before
     assert built == whole.build()
+
+
+# --- a flood of cursor notifications ---------------------------------------------------------
+
+MOVES = 2000
+
+
+def _cursor_move(uri: str, line: int) -> bytes:
+    return frame(encode({"jsonrpc": "2.0", "method": CURSOR_METHOD, "params": {
+        "textDocument": {"uri": uri}, "position": {"line": line, "character": 4}}}))
+
+
+def _idle(server: RawServer) -> dict:
+    for _ in range(600):
+        found = server.call(STATUS_METHOD, {"recent": 0})["result"]
+        if found["scheduler"]["idle"]:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("the worker stayed busy")
+
+
+def test_a_burst_of_cursor_moves_prepares_only_the_newest(tiny_model_path: Path) -> None:
+    """A client that sends a cursor notification per cursor move (a key held down) in a large
+    file: each one prepared a prompt on the event loop (9 ms at 60,000 lines), so 20,000 of
+    them kept a request behind them waiting for a minute. What the client sent already is
+    read before a move is acted on: of a burst written at once only the newest moves are
+    (about one per chunk the reader takes in), and it is the newest that is prepared."""
+    uri = "file:///work/large.py"
+    text = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000))
+    server = RawServer(tiny_model_path)
+    try:
+        server.initialize()
+        assert server.wait_ready()["model"]["state"] == "ready"
+        server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+            "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+        before = _idle(server)["counters"]["cursorMoves"]
+        # Each to a line of its own: every move acted on would prepare a prompt.
+        last = 2 * MOVES - 1
+        server.write(b"".join(_cursor_move(uri, 2 * n + 1) for n in range(MOVES)))
+        acted = _idle(server)["counters"]["cursorMoves"] - before
+        assert 1 <= acted <= MOVES // 20, acted
+        # The newest was acted on: the prompt is anchored at its line (a move there needs
+        # nothing more), not at a line the burst went past (a move there does).
+        server.write(_cursor_move(uri, last))
+        assert _idle(server)["counters"]["cursorMoves"] - before == acted
+        server.write(_cursor_move(uri, 3))
+        assert _idle(server)["counters"]["cursorMoves"] - before == acted + 1
+    finally:
+        server.close()

@@ -767,3 +767,49 @@ def test_a_second_request_with_the_id_of_one_in_flight_is_refused(
         assert "result" in server.response(7, timeout=60)
     finally:
         server.close()
+
+
+# --- round 10 --------------------------------------------------------------------------------
+
+
+class _AllAtOnce:
+    """A byte source that has everything a client wrote at once, then ends."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def read(self, n: int = -1) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+
+async def test_cursor_moves_a_newer_one_supersedes_are_skipped_in_the_clients_order() -> None:
+    """Of cursor notifications the reader has in hand together, only the newest per document
+    is acted on; any other message (here a change) is handled after the moves sent before it
+    and before those sent after it, and the last move of all is acted on."""
+    from lsp_complete.server import CURSOR_METHOD, create_server
+    from lsp_complete.server.framing import serve
+
+    server = create_server()
+    protocol = server.protocol
+    protocol.set_writer(type("W", (), {"write": lambda _s, d: None,
+                                       "close": lambda _s: None})())
+    protocol.handle_payload(request(1, "initialize", {"processId": None, "capabilities": {}}))
+    await asyncio.sleep(0.05)
+    seen: list[tuple[str, str, int]] = []
+    server.files.cursor_moved = lambda uri, line, _c: seen.append(("move", uri, line))
+    server.files.change = lambda params: seen.append(("change", params.text_document.uri, 0))
+
+    def move(uri: str, line: int) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "method": CURSOR_METHOD, "params": {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": 0}}}
+
+    change = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": "a", "version": 2},
+        "contentChanges": [{"text": "x = 1\n"}]}}
+    sent = [move("a", 1), move("b", 1), move("a", 2), change, move("a", 3), move("b", 2),
+            move("a", 4)]
+    await serve(protocol, _AllAtOnce(b"".join(frame(encode(m)) for m in sent)))
+    assert seen == [("move", "b", 1), ("move", "a", 2), ("change", "a", 0), ("move", "b", 2),
+                    ("move", "a", 4)]
+    server.scheduler.stop()

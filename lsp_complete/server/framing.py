@@ -108,8 +108,11 @@ class FrameReader:
     """Splits a byte stream into messages; `next_frame` returns None at the end."""
 
     def __init__(self, source: ByteSource, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 stall_s: float = STALL_S) -> None:
+                 stall_s: float = STALL_S, on_wait: Callable[[], None] | None = None) -> None:
+        """`on_wait`: called before each read from `source` (the bytes buffered are used up,
+        or hold only part of a message)."""
         self._source = source
+        self._on_wait = on_wait
         self.max_message_bytes = max_message_bytes
         self._stall_s = stall_s
         self._buf = bytearray()
@@ -133,12 +136,19 @@ class FrameReader:
             if frame is not None:
                 return frame
 
+    def buffered(self) -> bool:
+        """Whether bytes the client sent after the last message are here already (the next
+        message, or a part of it)."""
+        return bool(self._buf)
+
     # ------------------------------------------------------------------ reading
 
     async def _fill(self, timeout: float | None = None) -> bool:
         """One more chunk into the buffer: False at the end, or when `timeout` passed."""
         if self._eof:
             return False
+        if self._on_wait is not None:
+            self._on_wait()
         try:
             if timeout is None:
                 chunk = await self._source.read(CHUNK)
@@ -370,8 +380,21 @@ async def serve(protocol: Protocol, source: ByteSource,
     """Read messages from `source` and hand them to `protocol` until the stream ends or the
     client sends `exit`. The protocol's writer must be set (answers go there). `room`, when
     given, is awaited before each message: the client has read enough of its answers
-    (`BoundedStream.room`)."""
-    reader = FrameReader(source, max_message_bytes)
+    (`BoundedStream.room`).
+
+    The protocol is told whether more of the client's bytes are here already when it gets a
+    message (`Protocol.more_input`), and is to catch up before the reader waits for more
+    (`Protocol.caught_up`): it may set aside a notification that a later one supersedes."""
+    reader = FrameReader(source, max_message_bytes, on_wait=protocol.caught_up)
+    try:
+        await _serve(protocol, reader, max_message_bytes, room)
+    finally:  # (what was set aside is moot once the connection is gone)
+        protocol.more_input = False
+        protocol.drop_set_aside()
+
+
+async def _serve(protocol: Protocol, reader: FrameReader, max_message_bytes: int,
+                 room: Callable[[], Awaitable[None]] | None) -> None:
     while protocol.exit_code is None:
         if room is not None:
             await room()
@@ -379,6 +402,7 @@ async def serve(protocol: Protocol, source: ByteSource,
         if frame is None:
             break
         if isinstance(frame, Message):
+            protocol.more_input = reader.buffered()
             protocol.handle_payload(frame.payload)
         elif isinstance(frame, Unparsable):
             log.warning("a message is not valid JSON: %s", frame.reason)

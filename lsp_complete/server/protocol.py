@@ -69,7 +69,9 @@ class Protocol(LanguageServerProtocol):
     - `exit` records the exit code the spec asks for (1 without `shutdown`) instead of raising
       SystemExit from inside a handler; the connection loop ends and returns it;
     - no request-future is kept once its handler is done (pygls 2.1.1 leaks one per
-      notification, see `_execute_handler`).
+      notification, see `_execute_handler`);
+    - a cursor notification (CURSOR_METHOD) that a newer one for the same document follows
+      in what the client sent already is skipped (`handle_payload`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -79,12 +81,47 @@ class Protocol(LanguageServerProtocol):
         self.lost_change: Callable[[object], None] | None = None
         self.lost_open: Callable[[object, str], None] | None = None
         self._initialize_seen = False
+        # Set by the reader (framing.serve) for each message: more of the client's bytes are
+        # here already, so a later message may supersede this one.
+        self.more_input = False
+        # Cursor notifications set aside while more input was here: the newest per document,
+        # in the order they came (`caught_up` handles them).
+        self._set_aside: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ from the wire
 
     def handle_payload(self, payload: Any) -> None:
         """One decoded JSON value from the wire: check it is a JSON-RPC message the server may
-        take now, turn it into lsprotocol types and dispatch it (pygls' `handle_message`)."""
+        take now, turn it into lsprotocol types and dispatch it (pygls' `handle_message`).
+
+        A cursor notification is set aside while more input is here already (`more_input`):
+        a client that sends one per cursor move (a key held down) may send thousands, each
+        of which would prepare a prompt on the event loop (milliseconds in a large file), and
+        each but the last is moot once the next comes. The set-aside ones, the newest per
+        document, are handled before any other message, and before the reader waits for
+        more (`caught_up`): the order of what is handled is the client's."""
+        uri = _cursor_uri(payload)
+        if uri is not None:
+            self._set_aside.pop(uri, None)
+            self._set_aside[uri] = payload
+            if not self.more_input:
+                self.caught_up()
+            return
+        self.caught_up()
+        self._handle_payload(payload)
+
+    def caught_up(self) -> None:
+        """Handle the cursor notifications set aside (the reader is about to wait for more,
+        or another message came)."""
+        while self._set_aside:
+            uri = next(iter(self._set_aside))
+            self._handle_payload(self._set_aside.pop(uri))
+
+    def drop_set_aside(self) -> None:
+        """The connection is gone: the cursor notifications set aside are moot."""
+        self._set_aside.clear()
+
+    def _handle_payload(self, payload: Any) -> None:
         if not isinstance(payload, dict):
             self.send_error(None, INVALID_REQUEST, "a message must be a JSON object")
             return
@@ -352,6 +389,15 @@ def advertise_for_client(server: types.ServerCapabilities,
 def _is_plain_function(handler: Any) -> bool:
     return not (asyncio.iscoroutinefunction(handler) or is_thread_function(handler)
                 or inspect.isgeneratorfunction(handler))
+
+
+def _cursor_uri(payload: Any) -> str | None:
+    """The document of a well-formed cursor notification (None for any other message)."""
+    if (not isinstance(payload, dict) or payload.get("method") != CURSOR_METHOD
+            or "id" in payload or payload.get("jsonrpc") != "2.0"):
+        return None
+    uri = _document_uri(payload.get("params"))
+    return uri if isinstance(uri, str) else None
 
 
 def _document_uri(params: Any) -> object:
