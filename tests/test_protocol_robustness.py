@@ -813,3 +813,52 @@ async def test_cursor_moves_a_newer_one_supersedes_are_skipped_in_the_clients_or
     assert seen == [("move", "b", 1), ("move", "a", 2), ("change", "a", 0), ("move", "b", 2),
                     ("move", "a", 4)]
     server.scheduler.stop()
+
+
+def test_a_message_that_cannot_be_read_is_one_log_line_not_a_traceback(
+        server: RawServer) -> None:
+    """pygls logged cattrs' exception group (about 60 lines of traceback) for every message
+    whose params do not fit their type, beside our own line: a client that sends a malformed
+    didChange on each key flooded the user's log. Each is one line now, naming the field and
+    why, and the client is told what it was before."""
+    server.send(did_open(URI, "abc\n"))
+    bad = {"range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}},
+           "text": "2"}
+    for version in (2, 3, 4):
+        server.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": version},
+                                                 "contentChanges": [bad]})
+    server.send(request(1, "textDocument/inlineCompletion", {
+        "textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}}))
+    error = server.response(1, timeout=10)["error"]
+    assert error == {"code": INVALID_PARAMS, "message": "invalid params for "
+                     "textDocument/inlineCompletion: required field missing @ $.params.context"}
+    assert "could not be read" in shown(server, "could not be read")
+    server.call(STATUS, {})
+    log = server.stderr()
+    assert "Traceback" not in log and "Unable to deserialize" not in log, log
+    changes = [line for line in log.splitlines() if "textDocument/didChange" in line]
+    assert len(changes) == 3, log
+    assert all("Position.line should be in range" in line and "but was -1" in line
+               and "$.params.contentChanges[0].range.start" in line for line in changes), log
+    requests = [line for line in log.splitlines() if "textDocument/inlineCompletion" in line]
+    assert len(requests) == 1 and "$.params.context" in requests[0], log
+
+
+def test_a_message_that_fails_to_structure_for_another_reason_keeps_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Only a message that does not fit its type is the client's mistake: a failure of the
+    conversion itself is the server's, and is logged with its traceback."""
+    from lsp_complete.server import create_server
+
+    server = create_server()
+    protocol = server.protocol
+
+    class Broken:
+        def structure(self, data: Any, cl: Any) -> Any:
+            raise RuntimeError("a converter hook that is broken")
+
+    protocol._converter = Broken()
+    with caplog.at_level("ERROR"), pytest.raises(Exception):  # noqa: B017, PT011
+        protocol.structure_message(request(1, STATUS, {}))
+    assert "Traceback" in caplog.text and "a converter hook that is broken" in caplog.text
+    server.scheduler.stop()

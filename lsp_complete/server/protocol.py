@@ -19,8 +19,14 @@ from typing import Any
 
 import cattrs
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.feature_manager import is_thread_function
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +77,9 @@ class Protocol(LanguageServerProtocol):
     - no request-future is kept once its handler is done (pygls 2.1.1 leaks one per
       notification, see `_execute_handler`);
     - a cursor notification (CURSOR_METHOD) that a newer one for the same document follows
-      in what the client sent already is skipped (`handle_payload`).
+      in what the client sent already is skipped (`handle_payload`);
+    - a message whose params do not fit its type is one log line naming the field, not
+      pygls' traceback of cattrs' exception group (`structure_message`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -151,12 +159,13 @@ class Protocol(LanguageServerProtocol):
             return
         try:
             message = self.structure_message(payload)
-        except Exception as exc:  # pygls logged the details
+        except Exception as exc:
+            cause = _what_is_wrong(exc.__cause__ or exc)  # pygls wraps cattrs' error
             if has_id:
-                cause = _what_is_wrong(exc.__cause__ or exc)  # pygls wraps cattrs' error
+                log.warning("refused %s (request %r): invalid params: %s", method, msg_id, cause)
                 self.send_error(msg_id, INVALID_PARAMS, f"invalid params for {method}: {cause}")
             else:
-                log.warning("ignoring %s with invalid params", method)
+                log.warning("ignoring %s with invalid params: %s", method, cause)
                 self._lost_notification(method, payload.get("params"), exc)
             return
         if method == types.INITIALIZE:
@@ -166,6 +175,32 @@ class Protocol(LanguageServerProtocol):
         except Exception:
             # pygls answers requests whose handler fails; this is for what escapes it.
             log.exception("failed to handle %s", method)
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """pygls' `structure_message` (lsprotocol's type of the method), without its log: it
+        logged cattrs' whole exception group at ERROR for every message that does not fit its
+        type, 60 lines for a didChange with a negative line, sent again on every key. That is
+        the client's mistake, and the callers log it in one line. Any other failure to
+        structure a message is still logged with its traceback."""
+        if "jsonrpc" not in data:
+            return data
+        try:
+            if "id" not in data:
+                method = data.get("method", "")
+                return self._converter.structure(
+                    data, self.get_message_type(method) or JsonRPCNotification)
+            if "error" in data:
+                return self._converter.structure(data, types.ResponseErrorMessage)
+            if "method" in data:
+                return self._converter.structure(
+                    data, self.get_message_type(data["method"]) or JsonRPCRequestMessage)
+            return self._converter.structure(
+                data, self._result_types.pop(data["id"], None) or JsonRPCResponseMessage)
+        except cattrs.BaseValidationError as exc:
+            raise JsonRpcInvalidParams() from exc
+        except Exception as exc:
+            log.exception("cannot structure a message: %.200r", data)
+            raise JsonRpcInternalError() from exc
 
     def _lost_notification(self, method: str, params: Any, exc: Exception) -> None:
         """A document's notification that could not be read: its text here may differ from
@@ -408,10 +443,24 @@ def _document_uri(params: Any) -> object:
 
 def _what_is_wrong(error: BaseException) -> str:
     """cattrs' error as the fields it names (`required field missing @ $.params.context`),
-    not its summary ("While structuring ... (1 sub-exception)")."""
+    not its summary ("While structuring ... (1 sub-exception)"). A value lsprotocol's
+    validators refuse says why ("invalid value (Position.line should be in range
+    [0:2147483647], but was -1) @ ...")."""
     try:
-        found = cattrs.transform_error(error)
+        found = cattrs.transform_error(error, format_exception=_format_exception)
     except Exception:
         found = [str(error)]
     # Its paths use lsprotocol's attribute names; the client knows the wire's (camelCase).
-    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), "; ".join(found))[:300]
+    named = []
+    for item in found:
+        what, at, path = item.rpartition(" @ ")
+        named.append(f"{what}{at}{re.sub(r'_([a-z])', lambda m: m.group(1).upper(), path)}"
+                     if at else item)
+    return "; ".join(named)[:300]
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    said = cattrs.v.format_exception(exc, type_)
+    if said == "invalid value" and str(exc):
+        return f"invalid value ({str(exc)[:120].rstrip('.')})"
+    return said
