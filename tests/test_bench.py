@@ -85,6 +85,33 @@ def test_keystroke_cap_is_split_over_episodes(source_file: Path) -> None:
     assert all(len(ep.keystrokes) <= 10 for ep in episodes)
 
 
+def _short_and_long_lines(folder: Path) -> str:
+    path = folder / "halves.py"
+    path.write_text("\n".join(f"go_{i:03d}()" if i % 2 else
+                              f"longer_name_{i:03d} = compute(left, right)" for i in range(400)))
+    return str(path)
+
+
+def test_a_keystroke_cap_does_not_choose_the_short_lines(tmp_path: Path) -> None:
+    # Half the lines 8 characters long: a cap of 9 keys a span once drew only those.
+    episodes = workload.build_episodes([_short_and_long_lines(tmp_path)], n_spans=8,
+                                       n_lines=1, seed=5, max_keystrokes=72)
+    assert all(len(ep.keystrokes) <= 9 for ep in episodes)
+    assert any(ep.typed.startswith("longer") for ep in episodes)
+    assert any(ep.typed.startswith("go_") for ep in episodes)
+
+
+def test_a_keystroke_cap_types_the_spans_drawn_without_one(tmp_path: Path) -> None:
+    path = _short_and_long_lines(tmp_path)
+
+    def spans(cap: int | None) -> list[str]:
+        episodes = workload.build_episodes([path], n_spans=3, n_lines=(1, 3), seed=4,
+                                           max_keystrokes=cap)
+        return [ep.name for ep in episodes]
+
+    assert spans(108) == spans(None)
+
+
 def test_spans_skip_comments_and_do_not_overlap() -> None:
     text = "\n".join(["# comment line here"] * 30 + ["value = compute(1, 2)"] * 30)
     starts = workload.choose_spans(text, n_spans=4, n_lines=2, rng=random.Random(0))

@@ -314,25 +314,15 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _typed_len(lines: list[str], start: int, n_lines: int) -> int:
-    span = lines[start : start + n_lines]
-    return sum(len(line) for line in span) + n_lines - 1 - len(_indent(span[0]))
+def choose_spans(text: str, n_spans: int, n_lines: int, rng: random.Random) -> list[int]:
+    """Start lines of non-overlapping spans of `n_lines` non-blank lines, seeded, drawn alike
+    from every line that qualifies (after the first 20, so there is context before them).
 
-
-def choose_spans(
-    text: str, n_spans: int, n_lines: int, rng: random.Random, budget: int | None = None
-) -> list[int]:
-    """Start lines of non-overlapping spans of `n_lines` non-blank lines, seeded.
-
-    Prefers spans that fill half to all of the per-episode keystroke budget, so that capped
-    runs still type whole, non-trivial lines; spans start after the first 20 lines so there is
-    context before them.
+    Not by length: spans chosen to fit a keystroke budget were the file's shortest lines
+    (`return 0;`, `} else {`), which are not where people type. A budget types a span's first keys.
     """
     lines = text.split("\n")
     starts = [i for i in range(20, len(lines) - n_lines - 2) if _span_ok(lines, i, n_lines)]
-    if budget is not None:
-        fitting = [i for i in starts if budget // 2 <= _typed_len(lines, i, n_lines) <= budget]
-        starts = fitting or starts
     rng.shuffle(starts)
     chosen: list[int] = []
     for start in starts:
@@ -411,7 +401,7 @@ def build_episodes(
         rng = random.Random(f"bench-spans:{seed}:{Path(path).name}")
         for size in sizes:
             budget = max(1, max_keystrokes * size // total_lines) if max_keystrokes else None
-            for start in choose_spans(src.text, n_spans, size, rng, budget):
+            for start in choose_spans(src.text, n_spans, size, rng):
                 episodes.append(make_episode(src, start, size, cap=budget))
     return episodes
 
