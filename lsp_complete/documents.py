@@ -7,6 +7,11 @@ numpy concatenate instead of a Python loop over the file's lines.
 A lone UTF-16 surrogate (JSON can carry one) is stored as U+FFFD, which has the same length in
 every position encoding: the text is always valid UTF-8 for tree-sitter and the tokenizers.
 
+tree-sitter grammars break lines at "\\n" only: in a file whose lines end at a lone "\\r" (old
+Mac), Python's came out as a few statements on one line, with no structure for the context to
+use. The parser reads such a source with each lone "\\r" as "\\n" (the same length, so every
+byte offset holds), and its rows are LSP lines.
+
 The syntax tree is optional: a document built with ``parse=False`` (a file over the size
 limit) tracks its text only. An owner that must stay responsive (the server) sets a
 ``sync_limit``: a larger file then waits for it to call ``parse_step`` in short slices, so that
@@ -43,6 +48,7 @@ def max_tree_nodes(max_bytes: int) -> int:
 # LSP line breaks: "\r\n", "\n" and a lone "\r". The alternation order matters: "\r\n" first.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
+_LONE_CR_BYTES = re.compile(rb"\r(?!\n)")
 # Control characters that do not occur in text files (tab, LF, VT, FF, CR and ESC do).
 _BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
@@ -72,7 +78,7 @@ class _SlicedParse:
 
     def step(self, budget_s: float) -> tree_sitter.Tree | None:
         deadline = time.perf_counter() + budget_s
-        source = self.source
+        source = self.source  # (as the parser reads it: `_parser_source`)
 
         def read(byte: int, _point: tuple[int, int]) -> bytes:
             return source[byte : byte + _READ_CHUNK]
@@ -86,6 +92,12 @@ class _SlicedParse:
             return self.parser.parse(read, self.old_tree, progress_callback=halt)
         except ValueError:  # halted by the callback: the next call resumes
             return None
+
+
+def _parser_source(data: bytes | bytearray, lone_cr: bool) -> bytes | bytearray:
+    """The source as tree-sitter reads it: each lone "\\r" a "\\n" (a copy only where one
+    is)."""
+    return _LONE_CR_BYTES.sub(b"\n", data) if lone_cr else data
 
 
 def _line_starts(text: str, base: int = 0) -> list[int]:
@@ -146,7 +158,7 @@ class Document:
 
     @property
     def has_lone_cr(self) -> bool:
-        """True when a lone "\\r" breaks lines: tree-sitter rows then differ from LSP lines."""
+        """True when a lone "\\r" breaks lines (the parser reads it as "\\n")."""
         return self._lone_cr
 
     def line_of(self, offset: int) -> int:
@@ -276,7 +288,7 @@ class Document:
         assert self.spec is not None
         if self._parse is None:
             parser = tree_sitter.Parser(self.spec.language)
-            self._parse = _SlicedParse(parser, bytes(self._bytes))
+            self._parse = _SlicedParse(parser, bytes(_parser_source(self._bytes, self._lone_cr)))
         tree = self._parse.step(budget_s)
         if tree is None:
             return False
@@ -286,7 +298,7 @@ class Document:
             if self._sliced():
                 self._parse = self._incremental(tree)
                 return False
-            tree = self.spec.parser().parse(self._bytes, tree)
+            tree = self.spec.parser().parse(_parser_source(self._bytes, self._lone_cr), tree)
         self._parse = None
         self.tree = self.structure_tree = tree
         self._bound_tree()
@@ -305,7 +317,8 @@ class Document:
         from its snapshot (nodes at the wrong offsets, reused): a 1 MiB file came out with 3,533
         top-level nodes where a fresh parse has 3,397."""
         assert self.spec is not None
-        return _SlicedParse(tree_sitter.Parser(self.spec.language), bytes(self._bytes),
+        return _SlicedParse(tree_sitter.Parser(self.spec.language),
+                            bytes(_parser_source(self._bytes, self._lone_cr)),
                             old_tree=edited.copy())
 
     def _parse_if_small(self) -> None:
@@ -313,7 +326,7 @@ class Document:
         self._parse = None
         limit = self.sync_limit
         if self.syntax and self.spec is not None and (limit is None or len(self._bytes) <= limit):
-            self.tree = self.spec.parser().parse(self._bytes)
+            self.tree = self.spec.parser().parse(_parser_source(self._bytes, self._lone_cr))
             self.structure_tree = self.tree
             self._bound_tree()
 
@@ -402,7 +415,8 @@ class Document:
             # in 4 MB of Python, 1.7 s in a 3.2 MB list): in slices, like the first one.
             self._parse, self.tree = self._incremental(self.tree), None
             return
-        self.tree = self.spec.parser().parse(self._bytes, self.tree)
+        self.tree = self.spec.parser().parse(_parser_source(self._bytes, self._lone_cr),
+                                             self.tree)
         if structure is None or _edit_is_sound(self.tree.root_node, start_b, new_end_b, self.spec):
             self.structure_tree = self.tree
         self._bound_tree()
@@ -439,13 +453,10 @@ class Document:
             self._lone_cr = any(m.start() <= new_end for m in found)
 
     def _ts_point(self, offset: int, byte: int) -> tuple[int, int]:
-        """tree-sitter point (row, byte column) of an offset; rows count "\\n" only."""
-        if not self._lone_cr:
-            line = self.line_of(offset)
-            return line, byte - int(self._byte_starts[line])
-        row = self.text.count("\n", 0, offset)
-        row_start = self.text.rfind("\n", 0, offset) + 1
-        return row, _byte_len(self.text[row_start:offset])
+        """tree-sitter point (row, byte column) of an offset: its rows are LSP lines, since
+        the parser reads a lone "\\r" as "\\n" (`_parser_source`)."""
+        line = self.line_of(offset)
+        return line, byte - int(self._byte_starts[line])
 
 
 def _index_lines(data: bytes, n_chars: int) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -73,7 +73,9 @@ def _ref_position(text: str, offset: int, encoding: str) -> tuple[int, int]:
 def _fresh_tree(doc: Document) -> str:
     spec = spec_for(doc.language_id, doc.uri)
     assert spec is not None
-    return str(tree_sitter.Parser(spec.language).parse(doc.text.encode("utf-8")).root_node)
+    # (The parser reads a lone "\r" as "\n": grammars break lines at "\n" only.)
+    source = re.sub(r"\r(?!\n)", "\n", doc.text).encode("utf-8")
+    return str(tree_sitter.Parser(spec.language).parse(source).root_node)
 
 
 def _assert_consistent(doc: Document, reference: str) -> None:
@@ -408,3 +410,49 @@ def test_an_edited_copy_leaves_the_document_as_it_was() -> None:
     assert doc.text == source.replace("res", "result")
     assert str(doc.tree.root_node) == str(Document("file:///c.py", "python", 1, doc.text)
                                           .tree.root_node)
+
+
+# ---------------------------------------------------------------- lone CR and the parser
+LONE_CR_PYTHON = ("import os\n\n\ndef mean(items):\n    total = 0\n    for item in items:\n"
+                  "        total += item\n    return total / len(items)\n\n\nclass Box:\n"
+                  "    def area(self):\n        return self.w\n\n\nx = mean([1])\n")
+
+
+def _shape(node: tree_sitter.Node) -> list[tuple[str, int, int, int]]:
+    """Each node's type, start byte and start and end rows, in order."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        found.append((current.type, current.start_byte, current.start_point[0],
+                      current.end_point[0]))
+        stack.extend(reversed(current.children))
+    return found
+
+
+@pytest.mark.parametrize("language,uri,text", [
+    ("python", "file:///cr.py", LONE_CR_PYTHON),
+    ("go", "file:///cr.go", "package main\n\nfunc f() int {\n\treturn 1\n}\n\nfunc g() {}\n"),
+])
+def test_a_file_of_lone_cr_breaks_has_the_tree_of_its_lf_twin(language: str, uri: str,
+                                                              text: str) -> None:
+    """tree-sitter grammars break lines at "\\n" only: Python's tree of a lone-CR file was a
+    few statements on row 0 (Go's had errors), so the head, the outline and block scopes had
+    no structure to read. The parser reads a lone "\\r" as "\\n": the same nodes at the same
+    bytes, and its rows are LSP lines, through edits too."""
+    lf = Document(uri, language, 1, text)
+    cr = Document(uri, language, 1, text.replace("\n", "\r"))
+    assert lf.tree is not None and cr.tree is not None
+    assert _shape(cr.tree.root_node) == _shape(lf.tree.root_node)
+    rng = random.Random(7)
+    ref = cr.text
+    for _ in range(200):  # edits that make, split and join "\r" + "\n" pairs among others
+        start = rng.randrange(len(ref) + 1)
+        end = min(len(ref), start + rng.choice((0, 0, 1, 2)))
+        if "\r\n" in (ref[start - 1:start + 1], ref[end - 1:end + 1]):
+            continue  # between "\r" and "\n": not a position an editor can name
+        ref = _edit(cr, ref, start, end, rng.choice(("\n", "\r", "\r\n", "x", "", "  y = 1\r")))
+        _assert_consistent(cr, ref)
+        assert cr.tree is not None
+        twin = Document(uri, language, 1, re.sub(r"\r(?!\n)", "\n", ref))
+        assert twin.tree is not None
+        assert _shape(cr.tree.root_node) == _shape(twin.tree.root_node)

@@ -862,3 +862,47 @@ def test_a_message_that_fails_to_structure_for_another_reason_keeps_its_tracebac
         protocol.structure_message(request(1, STATUS, {}))
     assert "Traceback" in caplog.text and "a converter hook that is broken" in caplog.text
     server.scheduler.stop()
+
+
+LONE_CR_SOURCE = (
+    "import os\n\n\ndef mean(items):\n    total = 0\n    for item in items:\n"
+    "        total += item\n    return total / len(items)\n\n\nclass Box:\n"
+    "    def __init__(self, w):\n        self.w = w\n\n    def area(self):\n"
+    "        return self.w * \n\n\nprint(mean([1, 2]))\n"
+    + "".join(f"x{i} = {i}\n" for i in range(40)))
+
+
+def test_a_file_of_lone_cr_breaks_gets_the_suggestions_of_its_lf_twin(
+        tiny_model_path: Path) -> None:
+    """LSP breaks lines at "\\r", "\\n" and "\\r\\n" alike. A lone-CR file's suggestions (the
+    inserted text, and the range, in an inline answer and in a completion menu item) are
+    those of the same file with LF or CRLF breaks: its prompt is the same. Before, the parser
+    read a lone-CR Python file as a few statements on one line: the prompt lost its head, and
+    the tiny model wrote something else."""
+    spots = [(4, 4), (6, 16), (15, 22), (18, 0), (58, 3)]
+    answers: dict[str, list[Any]] = {}
+    server = RawServer(tiny_model_path)
+    try:
+        server.initialize()
+        assert server.wait_ready()["model"]["state"] == "ready"
+        for name, brk in (("lf", "\n"), ("crlf", "\r\n"), ("cr", "\r")):
+            uri = f"file:///work/{name}.py"
+            server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+                "textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                 "text": LONE_CR_SOURCE.replace("\n", brk)}}})
+            found = []
+            for line, character in spots:
+                where = {"textDocument": {"uri": uri},
+                         "position": {"line": line, "character": character}}
+                inline = server.call("textDocument/inlineCompletion",
+                                     {**where, "context": {"triggerKind": 2}}, timeout=60)
+                menu = server.call("textDocument/completion", where, timeout=60)
+                found.append(([(i["insertText"], i["range"]) for i in inline["result"]["items"]],
+                              [(i["textEdit"]["newText"], i["textEdit"]["range"])
+                               for i in menu["result"]["items"]]))
+            answers[name] = found
+    finally:
+        server.close()
+    assert any(inline for inline, _ in answers["lf"])  # (the tiny model writes something)
+    assert answers["crlf"] == answers["lf"]
+    assert answers["cr"] == answers["lf"]

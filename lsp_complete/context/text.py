@@ -21,7 +21,8 @@ def clamp(doc: Document, offset: int) -> int:
 
 
 def node_row(doc: Document, node: tree_sitter.Node) -> int:
-    # tree-sitter rows count "\n" only; they equal LSP lines unless a lone "\r" breaks lines.
+    # A document's tree has LSP lines as rows (documents.py reads a lone "\r" as "\n" for the
+    # parser); the byte's line is the same, and holds for a tree from elsewhere too.
     if doc.has_lone_cr:
         return doc.line_of_byte(node.start_byte)
     return node.start_point[0]
