@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import re
+import sys
 import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
@@ -19,16 +20,24 @@ from typing import Any
 
 import cattrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.feature_manager import is_thread_function
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-)
 
 log = logging.getLogger(__name__)
+
+
+class _QuietValidationErrors(logging.Filter):
+    """pygls logs cattrs' whole exception group (~60 lines of traceback) for every message
+    whose params do not fit their type: a client's mistake, which `handle_payload` logs in one
+    line naming the field, and which a client may repeat on every key. Other failures to read
+    a message keep pygls' traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("Unable to deserialize message")
+                    and isinstance(sys.exc_info()[1], cattrs.BaseValidationError))
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietValidationErrors())
 
 STATUS_METHOD = "lsp-complete/status"
 # Client -> server notification {textDocument: {uri}, position}: the cursor moved there (a
@@ -79,7 +88,7 @@ class Protocol(LanguageServerProtocol):
     - a cursor notification (CURSOR_METHOD) that a newer one for the same document follows
       in what the client sent already is skipped (`handle_payload`);
     - a message whose params do not fit its type is one log line naming the field, not
-      pygls' traceback of cattrs' exception group (`structure_message`).
+      pygls' traceback of cattrs' exception group (`_QuietValidationErrors`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -175,32 +184,6 @@ class Protocol(LanguageServerProtocol):
         except Exception:
             # pygls answers requests whose handler fails; this is for what escapes it.
             log.exception("failed to handle %s", method)
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        """pygls' `structure_message` (lsprotocol's type of the method), without its log: it
-        logged cattrs' whole exception group at ERROR for every message that does not fit its
-        type, 60 lines for a didChange with a negative line, sent again on every key. That is
-        the client's mistake, and the callers log it in one line. Any other failure to
-        structure a message is still logged with its traceback."""
-        if "jsonrpc" not in data:
-            return data
-        try:
-            if "id" not in data:
-                method = data.get("method", "")
-                return self._converter.structure(
-                    data, self.get_message_type(method) or JsonRPCNotification)
-            if "error" in data:
-                return self._converter.structure(data, types.ResponseErrorMessage)
-            if "method" in data:
-                return self._converter.structure(
-                    data, self.get_message_type(data["method"]) or JsonRPCRequestMessage)
-            return self._converter.structure(
-                data, self._result_types.pop(data["id"], None) or JsonRPCResponseMessage)
-        except cattrs.BaseValidationError as exc:
-            raise JsonRpcInvalidParams() from exc
-        except Exception as exc:
-            log.exception("cannot structure a message: %.200r", data)
-            raise JsonRpcInternalError() from exc
 
     def _lost_notification(self, method: str, params: Any, exc: Exception) -> None:
         """A document's notification that could not be read: its text here may differ from
