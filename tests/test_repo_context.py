@@ -806,6 +806,25 @@ async def test_a_thousand_folders_added_at_once_are_resolved_once_in_one_trip(
     assert answer["result"]["repository"]["roots"] == [str(f) for f in added]
 
 
+@pytest.mark.parametrize("name, language", [("m.py", "python"), ("a.go", "go")])
+@pytest.mark.parametrize("line_break", ["\r\n", "\r"])
+def test_a_workspace_file_outlines_as_its_lf_twin_whatever_its_line_breaks(
+        tmp_path: Path, name: str, language: str, line_break: str) -> None:
+    # Read from disk as it is: tree-sitter breaks lines at "\n" only, so a lone-CR file came
+    # out as a statement or two, and a CRLF one put "\r" into every line the prompt shows.
+    text = {"m.py": "import math\n\nMAX = 3\n\n\nclass Shape:\n    sides: int = 3\n\n"
+                    "    def area(self, scale=1.0):\n        return math.pi * scale\n\n\n"
+                    "def build(kind: str) -> Shape:\n    return Shape()\n",
+            "a.go": "package shop\n\ntype Cart struct {\n\tItems []string\n}\n\n"
+                    "func (c *Cart) Add(it string) error {\n\treturn nil\n}\n"}[name]
+
+    def outline(source: str) -> object:
+        return file_outline(SourceText(path=tmp_path / name, root=tmp_path, text=source,
+                                       language_id=language, version=(1,)))
+
+    assert outline(text.replace("\n", line_break)) == outline(text)
+
+
 def test_commonjs_exports_are_definitions(tmp_path: Path) -> None:
     """Compiled TypeScript and Babel output define what a module exports by assignment."""
     text = ('"use strict";\n'
