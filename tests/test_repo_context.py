@@ -481,6 +481,29 @@ def test_similar_code_from_other_open_files(tmp_path: Path) -> None:
     assert block_for(ws, tmp_path / "a.py", others=others, previous=block) is block
 
 
+@pytest.mark.parametrize("line_break", ["\r\n", "\r"])
+def test_similar_code_of_a_file_of_other_line_breaks_is_its_lf_twins(
+        tmp_path: Path, line_break: str) -> None:
+    # An open file's lines were split at "\n" only: a lone-CR file was one line (the window
+    # the whole file, the edited line's window missed), and a CRLF file's lines kept "\r".
+    shared = "".join(f"    record_{i} = parse_record(stream, schema_{i}, strict=True)\n"
+                     for i in range(8))
+    other = "import os\n\n" * 40 + "def other(stream):\n" + shared + "    return 1\n"
+    other += "".join(f"def tail_{i}():\n    return {i}\n" for i in range(60))
+
+    def shown(text: str) -> str:
+        # b.py is open: its buffer's text as the client sent it (disk reads are normalized).
+        write(tmp_path, {"a.py": "def load(stream):\n" + shared[:300] + "    ", "b.py": ""})
+        ws = workspace(tmp_path)
+        ws.buffers = lambda path: (1, text) if path.name == "b.py" else None
+        block = block_for(ws, tmp_path / "a.py",
+                          others=(OpenText((tmp_path / "b.py").as_uri(), (81,)),))
+        assert block is not None
+        return block.files[0].text
+
+    assert shown(other.replace("\n", line_break)) == shown(other)
+
+
 def test_document_imports_ignore_a_half_typed_import(tmp_path: Path) -> None:
     text = "from .b import f\nfrom .c imp\n\nx = 1\n"
     doc = Document((tmp_path / "a.py").as_uri(), "python", 1, text)
@@ -818,7 +841,7 @@ def test_a_workspace_file_outlines_as_its_lf_twin_whatever_its_line_breaks(
             "a.go": "package shop\n\ntype Cart struct {\n\tItems []string\n}\n\n"
                     "func (c *Cart) Add(it string) error {\n\treturn nil\n}\n"}[name]
 
-    def outline(source: str) -> object:
+    def outline(source: str) -> object:  # (an open file's buffer: disk reads are normalized)
         return file_outline(SourceText(path=tmp_path / name, root=tmp_path, text=source,
                                        language_id=language, version=(1,)))
 
