@@ -112,6 +112,16 @@ def test_a_keystroke_cap_types_the_spans_drawn_without_one(tmp_path: Path) -> No
     assert spans(108) == spans(None)
 
 
+def test_tab_indented_code_is_typed_too() -> None:
+    # Go indents with tabs: its function bodies were never a span.
+    body = ["\tvalue := compute(left, right)", "\tif value > limit {",
+            "\t\treturn fmt.Errorf(\"too big: %d\", value)", "\t}"]
+    text = "\n".join(["package shop", ""] + ["func f() error {", *body, "}", ""] * 12)
+    starts = workload.choose_spans(text, n_spans=4, n_lines=1, rng=random.Random(0))
+    lines = text.split("\n")
+    assert any(lines[start].startswith("\t") for start in starts)
+
+
 def test_spans_skip_comments_and_do_not_overlap() -> None:
     text = "\n".join(["# comment line here"] * 30 + ["value = compute(1, 2)"] * 30)
     starts = workload.choose_spans(text, n_spans=4, n_lines=2, rng=random.Random(0))

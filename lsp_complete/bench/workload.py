@@ -300,10 +300,11 @@ _COMMENT_MARKS = ("#", "//", "/*", "*", "--", "<!--")
 
 
 def _line_ok(line: str) -> bool:
-    # Code people type, not comments (license headers are memorised boilerplate) or tabs
-    # (whose column arithmetic differs between editors).
+    # Code people type, not comments (license headers are memorised boilerplate) nor tabs
+    # inside the code (aligned columns). Tabs that indent are typed code: Go's, and C's in
+    # many projects; LSP counts a tab as one character.
     text = line.strip()
-    return 8 <= len(text) <= 80 and "\t" not in line and not text.startswith(_COMMENT_MARKS)
+    return 8 <= len(text) <= 80 and "\t" not in text and not text.startswith(_COMMENT_MARKS)
 
 
 def _span_ok(lines: list[str], start: int, n_lines: int) -> bool:
