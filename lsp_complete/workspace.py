@@ -89,7 +89,7 @@ class SourceText:
 
     path: Path  # resolved, inside `root`
     root: Path
-    text: str
+    text: str  # line breaks read as "\n"
     language_id: str
     version: tuple[Any, ...]  # ("disk", mtime_ns, size) or ("buffer", version)
 
@@ -443,7 +443,7 @@ class Workspace:
             version, text = buffer
             if Document.is_binary(text) or len(text) > cap.max_bytes:
                 return None
-            return SourceText(real, root, text, language, ("buffer", version))
+            return SourceText(real, root, _lf_text(text), language, ("buffer", version))
         try:  # lstat for the cache; what is read is checked again on the descriptor
             st = os.lstat(real)
         except OSError:
@@ -588,4 +588,12 @@ def _decode(data: bytes, limit: int) -> str | None:
     text = data.decode("utf-8", errors="replace")
     if Document.is_binary(text):
         return None
+    return _lf_text(text)
+
+
+def _lf_text(text: str) -> str:
+    """Every LSP line break as "\n": what the readers of a SourceText (outlines, similar code)
+    split lines at, whether the text came from disk or from an open buffer."""
+    if "\r" not in text:
+        return text
     return text.replace("\r\n", "\n").replace("\r", "\n")

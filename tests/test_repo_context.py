@@ -841,9 +841,13 @@ def test_a_workspace_file_outlines_as_its_lf_twin_whatever_its_line_breaks(
             "a.go": "package shop\n\ntype Cart struct {\n\tItems []string\n}\n\n"
                     "func (c *Cart) Add(it string) error {\n\treturn nil\n}\n"}[name]
 
-    def outline(source: str) -> object:  # (an open file's buffer: disk reads are normalized)
-        return file_outline(SourceText(path=tmp_path / name, root=tmp_path, text=source,
-                                       language_id=language, version=(1,)))
+    def outline(source: str) -> object:  # an open file's buffer, as the client sent it
+        write(tmp_path, {name: ""})
+        ws = workspace(tmp_path)
+        ws.buffers = lambda path: (1, source) if path.name == name else None
+        read = ws.read(tmp_path / name)
+        assert read is not None
+        return file_outline(read)
 
     assert outline(text.replace("\n", line_break)) == outline(text)
 

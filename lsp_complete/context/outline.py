@@ -11,7 +11,6 @@ import tree_sitter
 
 from lsp_complete.context.imports import ImportRef, extract_imports
 from lsp_complete.context.nodes import function_body, named_items, signature_end, unwrap
-from lsp_complete.context.text import normalize_newlines
 from lsp_complete.languages import LanguageSpec, spec_for
 from lsp_complete.workspace import SourceText
 
@@ -63,8 +62,7 @@ def file_outline(source: SourceText) -> Outline | None:
 class _Outliner:
     def __init__(self, text: str, spec: LanguageSpec) -> None:
         self.spec = spec
-        # tree-sitter breaks lines at "\n" only; the outline is shown, never mapped back.
-        self.data = normalize_newlines(text).encode("utf-8")
+        self.data = text.encode("utf-8")
         self.tree = spec.parser().parse(self.data)
 
     def text(self, start: int, end: int) -> str:

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lsp_complete.context.text import normalize_newlines
 from lsp_complete.workspace import SourceText, Workspace, path_of_uri
 
 SIMILAR_WINDOW = 60  # lines of one similar-code window (as Copilot's neighbouring tabs)
@@ -53,13 +52,8 @@ class SimilarPick:
     score: float
 
 
-def _lines(source: SourceText) -> list[str]:
-    """The file's LSP lines (an open file's buffer keeps the client's line breaks)."""
-    return normalize_newlines(source.text).split("\n")
-
-
 def _line_ids(source: SourceText) -> tuple[frozenset[str], ...]:
-    return tuple(identifiers(line) for line in _lines(source))
+    return tuple(identifiers(line) for line in source.text.split("\n"))
 
 
 def _windows(lines: Sequence[frozenset[str]], edited: Iterable[int]) -> Iterable[int]:
@@ -87,7 +81,7 @@ def _best_window(source: SourceText, workspace: Workspace, query: frozenset[str]
             best = (score, start)
     if best is None:
         return None
-    text_lines = _lines(source)[best[1]:best[1] + SIMILAR_WINDOW]
+    text_lines = source.text.split("\n")[best[1]:best[1] + SIMILAR_WINDOW]
     return SimilarPick(source.relative, best[1], "\n".join(text_lines).rstrip("\n"), best[0])
 
 
