@@ -109,6 +109,10 @@ class CompletionSettings:
     # probability than this, in percent, is not shown; an explicit request shows it. 0:
     # every suggestion is shown. The default may be set with LSP_COMPLETE_MIN_CONFIDENCE.
     min_confidence_percent: int = _int(default_min_confidence, 0, 100)
+    # A one-line suggestion may type through the closers and quotes an auto-closing editor put
+    # after the cursor (`foo(|)` + `o2);`): its range then ends past them and the client
+    # replaces them. Off unless the client renders such a range (VS Code's ghost text does).
+    replace_line_suffix: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ Pure functions over strings, one per rule, applied in a fixed order by `clean_co
 3. `truncate_lines`       - one line, or the lines that stay inside the enclosing block.
 4. `dedupe_suffix`        - never insert text that already follows the cursor.
 5. `balance_brackets`     - no closer (or quote) that the text after the cursor already provides.
+   Neither applies to a one-line completion that types through the closers after the cursor
+   where the client replaces them (`types_through`): nothing after the cursor stays.
 6. `trim_whitespace`      - no trailing whitespace, never a whitespace-only suggestion.
 
 Every rule has golden cases in `tests/data/postprocess/<rule>.toml`; a new rule is a new function
@@ -68,6 +70,9 @@ class CompletionSite:
     # The file puts a function body's opening brace on a line of its own
     # (`context.definition_brace_own_line`).
     brace_own_line: bool = False
+    # The client replaces an item's range past the cursor: a one-line completion may type
+    # through the closers the editor put after the cursor (`types_through`).
+    replace_line_suffix: bool = False
 
     @classmethod
     def make(
@@ -80,6 +85,7 @@ class CompletionSite:
         language_id: str = "",
         open_above: str = "",
         brace_own_line: bool = False,
+        replace_line_suffix: bool = False,
     ) -> CompletionSite:
         """Build a site from the cursor line's prefix and the text after the cursor."""
         line_suffix = suffix.split("\n", 1)[0]
@@ -93,6 +99,7 @@ class CompletionSite:
             language_id=language_id,
             open_above=open_above,
             brace_own_line=brace_own_line,
+            replace_line_suffix=replace_line_suffix,
         )
 
 
@@ -130,8 +137,12 @@ def _steps(
         ("cut_elision", lambda text: cut_elision(text, site.language_id, site.line_prefix,
                                                  site.brace_own_line)),
         ("truncate_lines", lambda text: truncate_lines(text, site, max_lines)),
-        ("dedupe_suffix", lambda text: dedupe_suffix(text, site)),
-        ("balance_brackets", lambda text: balance_brackets(text, site)),
+        # A completion that types through the line suffix replaces it: nothing after the
+        # cursor stays to be repeated or unbalanced.
+        ("dedupe_suffix", lambda text: text if _typed_through(text, site)
+         else dedupe_suffix(text, site)),
+        ("balance_brackets", lambda text: text if _typed_through(text, site)
+         else balance_brackets(text, site)),
         ("trim_whitespace", lambda text: trim_whitespace(text, site)),
     ]
 
@@ -575,6 +586,41 @@ def _non_blank_lines(lines: list[str], count: int) -> list[str]:
         if line.strip():
             found.append(line.rstrip())
     return found
+
+
+def types_through(text: str, line_prefix: str, line_suffix: str, language_id: str) -> int:
+    """How many characters of the line suffix a one-line completion writes again in their
+    place: the closers and quotes an auto-closing editor put after the cursor (`foo(|)` +
+    `o2);`, `"|"` + `hi";`). Its item replaces them (the range ends past them), as Tabby's
+    does; 0 when inserting at the cursor leaves the line as well balanced (`g(|)` + `f(x)`).
+
+    Only where the line suffix is nothing but closers and quotes (what auto-closing leaves);
+    code after them (`);`, `) + c`) is left to `dedupe_suffix`, which drops what the completion
+    repeats of it. Then the longest run of those closers that the completion holds in order
+    and whose replacement leaves the line better balanced than inserting does.
+    """
+    if not text.strip() or "\n" in text:
+        return 0
+    run = len(line_suffix) - len(line_suffix.lstrip(_CLOSERS + _QUOTES))
+    if not run or line_suffix[run:].strip():
+        return 0
+    inserted = _imbalance(line_prefix + text + line_suffix, language_id)
+    for size in range(run, 0, -1):
+        if not _holds_in_order(text, line_suffix[:size]):
+            continue
+        if _imbalance(line_prefix + text + line_suffix[size:], language_id) < inserted:
+            return size
+    return 0
+
+
+def _holds_in_order(text: str, chars: str) -> bool:
+    found = iter(text)
+    return all(ch in found for ch in chars)
+
+
+def _typed_through(text: str, site: CompletionSite) -> bool:
+    return site.replace_line_suffix and types_through(
+        text, site.line_prefix, site.line_suffix, site.language_id) > 0
 
 
 def _drop_line_suffix_overlap(text: str, site: CompletionSite) -> str:

@@ -46,6 +46,7 @@ CASE_FIELDS = {
     "forbidden",
     "open_above",
     "brace_own_line",
+    "replace_line_suffix",
 }
 # Control-token spellings that must never reach the editor, whatever the model family.
 LEAKS = ("<|", "|>", "<｜", "<fim_", "<fim-", "<file_sep>", "<PRE>", "<SUF>", "<MID>", "<EOT>")
@@ -78,6 +79,7 @@ def _case(file: str, data: dict[str, Any]) -> Case:
         language_id=data.get("language_id", "python"),
         open_above=data.get("open_above", ""),
         brace_own_line=data.get("brace_own_line", False),
+        replace_line_suffix=data.get("replace_line_suffix", False),
     )
     assert site.line_suffix == line_suffix, data["name"]
     return Case(
@@ -326,3 +328,46 @@ def test_a_plaintext_ruby_file_gets_rubys_lexer_when_prepared() -> None:
     site = prepare(doc, text.index("\"\n"), None, Settings()).site
     assert site.language_id == "ruby"
     assert syntax_for(site.language_id) is syntax_for("ruby")
+
+
+@pytest.mark.parametrize(
+    ("line_prefix", "text", "line_suffix", "language_id", "expected"),
+    [
+        ("foo(", "o2);", ")", "c", 1),  # the call's paren, then the statement's end
+        ("assert_eq!(0, prev(t, 1", "));", "))", "rust", 2),
+        ('split(flagList, " ', '") {', '")', "go", 2),
+        ("const hello = \"", 'hello";', '"', "typescript", 1),
+        ("g(", "f(x)", ")", "python", 0),  # closes its own paren: inserted before the editor's
+        ("foo(", "o2", ")", "c", 0),  # no closer of its own: inserted
+        ("foo(", "o2);\nbar();", ")", "c", 0),  # a block is not one line
+        ("x = ", "1", "  # note", "python", 0),  # nothing but closers and quotes is replaced
+        ("foo(", "a, b) + c", ") + c", "python", 0),  # code after the closers: dedupe's
+        ("foo(", "o2);", ");", "c", 0),
+        ("f(", "x) ", ")  ", "python", 1),  # trailing blanks after the closers
+    ],
+)
+def test_types_through_counts_the_closers_a_completion_writes_again(
+    line_prefix: str, text: str, line_suffix: str, language_id: str, expected: int
+) -> None:
+    from lsp_complete.postprocess import types_through
+
+    assert types_through(text, line_prefix, line_suffix, language_id) == expected
+
+
+def test_the_replaced_closers_are_taken_from_the_document_only_where_the_client_asked() -> None:
+    import dataclasses
+
+    from lsp_complete.config import Settings
+    from lsp_complete.documents import Document
+    from lsp_complete.pipeline import prepare, replaced_after_cursor
+
+    text = "int main() {\n    foo()\n}\n"
+    doc = Document("file:///p/main.c", "c", 1, text)
+    cursor = text.index("()\n") + 1
+    off = Settings()
+    on = dataclasses.replace(off, replace_line_suffix=True)
+    assert replaced_after_cursor(doc, cursor, "o2);", off) == 0
+    assert replaced_after_cursor(doc, cursor, "o2);", on) == 1
+    assert replaced_after_cursor(doc, cursor, "o2", on) == 0
+    assert prepare(doc, cursor, None, on).site.replace_line_suffix
+    assert not prepare(doc, cursor, None, off).site.replace_line_suffix

@@ -35,7 +35,7 @@ from lsp_complete.pipeline.planner import (
     wants_line_block,
     with_repo,
 )
-from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare
+from lsp_complete.pipeline.prepare import Prepared, fresh_anchor, prepare, replaced_after_cursor
 
 __all__ = [
     "FULL_PROMPT_SLACK",
@@ -57,6 +57,7 @@ __all__ = [
     "fresh_anchor",
     "load_completer",
     "prepare",
+    "replaced_after_cursor",
     "wants_line_block",
     "with_repo",
 ]

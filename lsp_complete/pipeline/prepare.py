@@ -23,7 +23,7 @@ from lsp_complete.context import (
 )
 from lsp_complete.documents import Document
 from lsp_complete.languages import language_name
-from lsp_complete.postprocess import CompletionSite
+from lsp_complete.postprocess import CompletionSite, types_through
 
 DEFAULT_LIMITS = ContextLimits()
 
@@ -52,12 +52,8 @@ def prepare(
     ctx = build_context(doc, cursor, anchor, limits)
     cold_ctx = build_context(doc, cursor, anchor, cold_limits(limits))
     line_start = doc.line_start(cursor)
-    line_end = doc.line_range(doc.line_of(cursor))[1]
-    # A huge line (minified code) is seen through `max_line_chars` either side of the cursor,
-    # as the windows see it: post-processing scans the site character by character, twice per
-    # suggestion, so it must never be handed a whole 4 MB line.
     bound = max(limits.max_line_chars, 1)
-    line_prefix = doc.text[max(line_start, cursor - bound) : cursor]
+    line_prefix, line_suffix = cursor_line(doc, cursor, limits)
     line_head = doc.text[line_start : min(cursor, line_start + bound)]
     # `auto` answers one line at a line's speed; where a block is wanted, idle work writes it
     # after that line (`block_after`, Completer.block).
@@ -69,23 +65,48 @@ def prepare(
     statements = settings.multiline != "never" and among_statements(doc, cursor)
     site = CompletionSite(
         line_prefix=line_prefix,
-        line_suffix=doc.text[cursor : min(line_end, cursor + bound)],
+        line_suffix=line_suffix,
         suffix=ctx.suffix,
         indent=indent,
         block_indent=(statements_indent(doc, cursor) if statements
                       else enclosing_block_indent(doc, cursor)),
         multiline=multiline,
-        # The language the document was resolved to (an alias, or "plaintext" for a .py or
-        # .rb file, gets that language's bracket lexer too).
-        language_id=(doc.spec.name if doc.spec is not None
-                     else language_name(doc.language_id, doc.uri)),
+        language_id=site_language(doc),
         statements=statements,
         open_above=open_above(doc, cursor),
         brace_own_line=definition_brace_own_line(doc),
+        replace_line_suffix=settings.replace_line_suffix,
     )
     block_after = auto and (wants_multiline(doc, cursor) or block_may_follow(doc, cursor))
     return Prepared(key=doc.uri, ctx=ctx, site=site, multiline=multiline, cold_ctx=cold_ctx,
                     block_after=block_after)
+
+
+def cursor_line(doc: Document, cursor: int,
+                limits: ContextLimits = DEFAULT_LIMITS) -> tuple[str, str]:
+    """The cursor line before and after the cursor. A huge line (minified code) is seen through
+    `max_line_chars` either side of the cursor, as the windows see it: post-processing scans
+    these character by character, twice per suggestion, so it must never be handed a whole
+    4 MB line."""
+    bound = max(limits.max_line_chars, 1)
+    line_end = doc.line_range(doc.line_of(cursor))[1]
+    return (doc.text[max(doc.line_start(cursor), cursor - bound) : cursor],
+            doc.text[cursor : min(line_end, cursor + bound)])
+
+
+def site_language(doc: Document) -> str:
+    """The language the document was resolved to (an alias, or "plaintext" for a .py or .rb
+    file, gets that language's bracket lexer too)."""
+    return doc.spec.name if doc.spec is not None else language_name(doc.language_id, doc.uri)
+
+
+def replaced_after_cursor(doc: Document, cursor: int, text: str, settings: Settings) -> int:
+    """Characters after the cursor that the suggestion `text` replaces: the closers it types
+    through where the client takes such a range (`postprocess.types_through`), else none."""
+    if not settings.replace_line_suffix:
+        return 0
+    line_prefix, line_suffix = cursor_line(doc, cursor)
+    return types_through(text, line_prefix, line_suffix, site_language(doc))
 
 
 def fresh_anchor(doc: Document, cursor: int, limits: ContextLimits = DEFAULT_LIMITS) -> int:

@@ -22,6 +22,7 @@ from lsp_complete.pipeline import (
     Completion,
     block_wanted,
     prepare,
+    replaced_after_cursor,
     wants_line_block,
     with_repo,
 )
@@ -50,7 +51,8 @@ MAX_ITEM_CHARS = 1000
 @dataclass(frozen=True)
 class Suggestion:
     """A suggestion as the client inserts it: it replaces the partly typed word (the spec's
-    preferred form), so `insert` is that word followed by the model's text."""
+    preferred form), so `insert` is that word followed by the model's text, and the closers
+    after the cursor that the text types through (`replaceLineSuffix`)."""
 
     insert: str
     typed: str  # the partly typed word
@@ -137,11 +139,16 @@ class Suggester:
         suggestion_id = self._telemetry.shown(uri, text, alternative=alternative)
         start_line, start_char = doc.position_at(start, self._client.encoding)
         typed = doc.text[start:cursor]
+        end = position
+        replaced = replaced_after_cursor(doc, cursor, text, self._settings())
+        if replaced:
+            end_line, end_char = doc.position_at(cursor + replaced, self._client.encoding)
+            end = types.Position(line=end_line, character=end_char)
         return Suggestion(
             insert=typed + text,
             typed=typed,
             range=types.Range(
-                start=types.Position(line=start_line, character=start_char), end=position
+                start=types.Position(line=start_line, character=start_char), end=end
             ),
             command=_accept_command(uri, suggestion_id),
         )

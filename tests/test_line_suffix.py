@@ -1,0 +1,55 @@
+"""A one-line suggestion that types through the closers an auto-closing editor put after the
+cursor (`foo(|)` + `o2);`): where the client asks for it (`replaceLineSuffix`), its item's
+range ends past them, so the client replaces them; otherwise the suggestion stops before them,
+as always. The real server, its model answers from a fake remote engine (what it writes is
+the test's to choose)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+
+from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
+from tests.lsp_helpers import start_server
+from tests.test_remote_engine import FakeLlamaServer, fake, remote_options  # noqa: F401
+
+SOURCE = "int main(void) {\n    foo()\n    return 0;\n}\n"
+LINE, COL = 1, len("    foo(")
+
+
+async def _item(fake: FakeLlamaServer, model: Any, **options: Any) -> types.InlineCompletionItem:  # noqa: F811
+    fake.pieces = ["o2);"]
+    client = await start_server(None, remote_options(fake.url, model, remoteHealing="off",
+                                                     debounceMs=0, **options))
+    try:
+        uri = "file:///work/main.c"
+        open_doc(client, uri, SOURCE, "c")
+        _, item = suggestion_of(await inline(client, uri, LINE, COL))
+        assert item is not None
+        if options.get("replaceLineSuffix"):
+            # Typed on, the rest comes from typing-ahead with the same closers replaced.
+            insert(client, uri, 2, LINE, COL, "o")
+            _, after = suggestion_of(await inline(client, uri, LINE, COL + 1))
+            assert after is not None and after.insert_text == "o2);"
+            assert after.range is not None and after.range.end.character == COL + 2
+            assert (await status(client))["counters"]["typeahead"] == 1
+        return item
+    finally:
+        await client.shutdown_session()
+
+
+async def test_the_item_replaces_the_closers_its_text_types_through(
+        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
+    item = await _item(fake, tiny_model_path, replaceLineSuffix=True)
+    assert item.insert_text == "o2);"
+    assert item.range is not None
+    assert (item.range.start.line, item.range.start.character) == (LINE, COL)
+    assert (item.range.end.line, item.range.end.character) == (LINE, COL + 1)
+
+
+async def test_without_the_setting_the_suggestion_stops_before_the_closer(
+        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
+    item = await _item(fake, tiny_model_path)
+    assert item.insert_text == "o2"
+    assert item.range is not None and item.range.end.character == COL
