@@ -265,12 +265,21 @@ def parse_settings(options: Any, base: Settings | None = None) -> tuple[Settings
         if spec is None:
             problems.append(f"{_UNKNOWN}{key!r}")
             continue
+        value = _on_off(spec, value)
         error = _check(spec, value)
         if error:
             problems.append(f"setting {key!r}: {error}")
             continue
         changes[name] = value
     return dataclasses.replace(settings, **changes), problems
+
+
+def _on_off(spec: dataclasses.Field[Any], value: Any) -> Any:
+    """true/false for a setting whose choices include "on" and "off": VS Code's settings
+    (which the server pulls with workspace/configuration) hold `nextEdit` as a checkbox."""
+    if isinstance(value, bool) and {"on", "off"} <= set(spec.metadata.get("choices", ())):
+        return "on" if value else "off"
+    return value
 
 
 def _check(spec: dataclasses.Field[Any], value: Any) -> str | None:

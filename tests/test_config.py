@@ -164,3 +164,14 @@ def test_the_confidence_floor_is_off_unless_the_environment_sets_it(monkeypatch)
         assert default_min_confidence() == 0
     monkeypatch.setenv("LSP_COMPLETE_MIN_CONFIDENCE", "400")
     assert default_min_confidence() == 100
+
+
+def test_an_on_off_setting_takes_true_and_false() -> None:
+    # VS Code's settings hold `nextEdit` as a checkbox; the server pulls them as they are.
+    on, problems = parse_settings({"nextEdit": True})
+    off, more = parse_settings({"nextEdit": False}, on)
+    assert problems == more == []
+    assert (on.next_edit, off.next_edit) == ("on", "off")
+    # A boolean for a choice without on/off, or a number for one with, is still refused.
+    _, refused = parse_settings({"multiline": True, "nextEdit": 1})
+    assert len(refused) == 2

@@ -370,3 +370,36 @@ async def test_settings_come_from_workspace_configuration(tiny_model_path):
         assert (await status(c))["recent"][-1]["generatedTokens"] <= 2
     finally:
         await c.shutdown_session()
+
+
+async def test_vscodes_own_settings_for_the_section_are_taken_without_a_warning(
+        tiny_model_path):
+    """VS Code answers workspace/configuration with its `lspComplete` section as the
+    extension declares it (package.json): every default there, `nextEdit` a checkbox
+    (false), client-only keys beside the server's. None is worth a warning to the user."""
+    from pytest_lsp.client import make_test_lsp_client
+
+    from lsp_complete.testing.lsp_client import SERVER, wait_for_state
+
+    package = Path(__file__).parent.parent / "editors" / "vscode" / "package.json"
+    declared = json.loads(package.read_text())["contributes"]["configuration"]["properties"]
+    section = {key.removeprefix("lspComplete."): spec.get("default")
+               for key, spec in declared.items() if key.startswith("lspComplete.")}
+    assert section["nextEdit"] is False
+    section["nextEdit"] = True  # a user who turned them on
+    c = make_test_lsp_client()
+    c.set_configuration(section, section="lspComplete")
+    await c.start_io(*SERVER, "--model", str(tiny_model_path))
+    try:
+        await c.initialize_session(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(
+                    workspace=types.WorkspaceClientCapabilities(configuration=True)
+                ),
+            )
+        )
+        await wait_for_state(c, ("ready",))
+        await asyncio.sleep(0.2)
+        assert [m.message for m in c.messages if m.type <= types.MessageType.Warning] == []
+    finally:
+        await c.shutdown_session()
