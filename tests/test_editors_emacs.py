@@ -390,7 +390,37 @@ def test_next_edit_off_is_told_to_the_server(tmp_path: Path, tiny_model_path: Pa
         (setq lsp-complete-next-edit t lsp-complete-initialization-options nil)
         (test-print "ON" (test-options))""")
     out = _run_emacs(script, tmp_path)
-    assert _values(out, "OFF") == [{"nextEdit": "off"}], out[-3000:]
+    assert _values(out, "OFF") == [{"nextEdit": "off", "replaceLineSuffix": True}], out[-3000:]
     assert _values(out, "ASKED") == [{"edits": []}]
-    assert _values(out, "KEPT") == [{"nextEdit": "on"}]
-    assert _values(out, "ON") == [{"nextEdit": "on"}]
+    assert _values(out, "KEPT") == [{"nextEdit": "on", "replaceLineSuffix": True}]
+    assert _values(out, "ON") == [{"nextEdit": "on", "replaceLineSuffix": True}]
+
+
+def test_a_suggestion_over_the_closer_after_point_shows_the_line_and_tab_gives_it(
+    tmp_path: Path, tiny_model_path: Path, fake  # noqa: F811  (the fixture)
+) -> None:
+    """The closer an auto-closing editor (electric-pair-mode) put after point: the server's
+    item writes it again in its place (`x = foo(1|)` + `) + 2`, the range ends past the
+    `)`; its model answer is scripted). The overlay over the `)` shows the line as it will
+    read, and TAB gives that line, the `)` not doubled."""
+    fake.pieces = [") + 2"]
+    source = tmp_path / "calc.py"
+    source.write_text("def foo(a):\n    return a\n\n\nx = foo()\n")
+    options = remote_options(fake.url, tiny_model_path, remoteHealing="off", debounceMs=0)
+    plist = " ".join(f":{k} {json.dumps(v)}" for k, v in options.items())
+    script = _in_eglot(tiny_model_path, source, """
+        (goto-char (point-min))
+        (search-forward "x = foo(")
+        (execute-kbd-macro (kbd "1"))
+        (test-wait "ghost" #'lsp-complete-current 30)
+        (test-print "GHOST" (list (lsp-complete-current)
+                                  (buffer-substring-no-properties
+                                   (overlay-start lsp-complete--overlay)
+                                   (overlay-end lsp-complete--overlay))))
+        (execute-kbd-macro (kbd "TAB"))
+        (test-print "LINE" (list (test-line) (- (point) (line-beginning-position))))""",
+        options=f"(setq lsp-complete-initialization-options '({plist}))")
+    out = _run_emacs(script, tmp_path)
+    assert not _values(out, "TIMEOUT"), out[-3000:]
+    assert _values(out, "GHOST") == [[") + 2", ")"]]
+    assert _values(out, "LINE") == [["x = foo(1) + 2", len("x = foo(1) + 2")]]

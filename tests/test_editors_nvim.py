@@ -1050,3 +1050,79 @@ def test_cursor_hold_asks_once_per_text(nvim_session, tmp_path):
     nvim.input("x")
     _wait_for("a request for the new text", lambda: len(versions()) == len(before) + 2,
               timeout=10)
+
+
+@pytest.fixture
+def nvim_fake_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture)
+    """A headless Neovim with the plugin set up (its own renderer) against the real server,
+    whose model answers come from the scripted stand-in: what it writes is the test's."""
+    _nvim_or_skip()
+    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
+    options = remote_options(fake.url, Path(model_path), remoteHealing="off", debounceMs=0)
+    init = textwrap.dedent(
+        f"""
+        vim.opt.rtp:prepend({str(PLUGIN)!r})
+        vim.opt.swapfile = false
+        vim.opt.shadafile = "NONE"
+        require("lsp_complete").setup({{
+          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
+          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
+          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
+          use_builtin = false,
+        }})
+        """
+    )
+    with _headless_nvim(init, tmp_path) as nvim:
+        yield nvim
+
+
+def _marks(nvim) -> list:
+    """The plugin's extmarks on screen: [col, text] each, in column order."""
+    return _lua(
+        nvim,
+        """
+        local marks = vim.api.nvim_buf_get_extmarks(0, require("lsp_complete").ns, 0, -1,
+                                                    { details = true })
+        local out = {}
+        for _, m in ipairs(marks) do
+          local s = ""
+          for _, chunk in ipairs(m[4].virt_text or {}) do s = s .. chunk[1] end
+          out[#out + 1] = { m[3], s }
+        end
+        table.sort(out, function(a, b) return a[1] < b[1] end)
+        return out
+        """,
+    )
+
+
+def test_a_suggestion_around_the_closer_after_the_cursor_is_drawn_and_accepted(
+        nvim_fake_session, fake, tmp_path):  # noqa: F811
+    """The closer an auto-closing editor (or the user) put after the cursor: the server's
+    item writes it again in its place (`x = foo(1|)` + `) + 2`, its range ends past the `)`).
+    The plugin asks for that (replaceLineSuffix), draws the text after the `)` where it goes,
+    and Tab gives the line the item describes, the `)` not doubled."""
+    nvim = nvim_fake_session
+    fake.pieces = [") + 2"]
+    _open_ready(nvim, tmp_path / "calc.py", "def foo(a):\n    return a\n\n\nx = foo()\n")
+    buf = nvim.current.buffer
+    nvim.current.window.cursor = (5, len("x = foo("))
+    nvim.input("i1")
+    current = "return require('lsp_complete').current(0) or vim.NIL"
+    cur = _wait_for("the suggestion",
+                    lambda: (c := _lua(nvim, current))
+                    and not c.get("pending") and c.get("remainder") and c, interval=0.2)
+    assert cur["item"]["range"]["end"]["character"] == len("x = foo(1)")
+    assert _marks(nvim) == [[len("x = foo(1)"), " + 2"]]
+    nvim.input("<Tab>")
+    _wait_for("the suggestion accepted", lambda: buf[4] == "x = foo(1) + 2", timeout=10)
+    assert tuple(nvim.current.window.cursor) == (5, len("x = foo(1) + 2"))
+
+
+def test_pieces_of_a_suggestion_around_the_replaced_closers(nvim_session):
+    pieces = lambda rest, replaced: _lua(  # noqa: E731
+        nvim_session, "return require('lsp_complete')._pieces(...) or vim.NIL", rest, replaced)
+    assert pieces("o2);", ")") == [[0, "o2"], [1, ";"]]
+    assert pieces('hi", x)', '")') == [[0, "hi"], [1, ", x"]]
+    assert pieces(");", ")") == [[1, ";"]]
+    assert pieces("o2", ")") is None  # the text does not write the closer again
+    assert pieces("o2\n);", ")") is None

@@ -111,10 +111,14 @@ they are rarely right yet.  The server is told to compute them ahead
   :documentation "The lsp-complete language server.")
 
 (cl-defmethod eglot-initialization-options ((_server eglot-lsp-complete))
-  "Send `lsp-complete-initialization-options' (an empty object when nil)."
+  "Send `lsp-complete-initialization-options' (an empty object when nil).
+With ghost text, the server is also told that the overlay shows a suggestion
+that replaces the closers after point (`:replaceLineSuffix')."
   (let ((options lsp-complete-initialization-options))
     (unless (plist-member options :nextEdit)
       (setq options (append options (list :nextEdit (if lsp-complete-next-edit "on" "off")))))
+    (when (and lsp-complete-ghost-text (not (plist-member options :replaceLineSuffix)))
+      (setq options (append options (list :replaceLineSuffix t))))
     (or options eglot--{})))
 
 (cl-defmethod eglot-client-capabilities :around ((_server eglot-lsp-complete))
@@ -197,9 +201,11 @@ get `lsp-complete-mode'."
 (defvar lsp-complete-mode)
 (defvar-local lsp-complete--overlay nil)
 (defvar-local lsp-complete--suggestion nil
-  "The suggestion: (START TEXT AFTER COMMAND).
-TEXT replaces the buffer from the marker START to point; AFTER is the rest of
-the line after point when it was asked for; COMMAND the server's command.")
+  "The suggestion: (START TEXT AFTER COMMAND REPLACE).
+TEXT replaces the buffer from the marker START to point, and the string REPLACE
+after point (the closers an auto-closing editor put there, which TEXT writes
+again; usually empty); AFTER is the rest of the line after point when it was
+asked for; COMMAND the server's command.")
 (defvar-local lsp-complete--timer nil)
 (defvar-local lsp-complete--seq 0 "Number of the newest request; older answers are dropped.")
 (defvar-local lsp-complete--tick nil "`buffer-chars-modified-tick' after the last command.")
@@ -225,7 +231,7 @@ the line after point when it was asked for; COMMAND the server's command.")
   "The part of the suggestion still to show at point.
 Nil when it no longer fits what is typed."
   (pcase lsp-complete--suggestion
-    (`(,start ,text ,after ,_command)
+    (`(,start ,text ,after ,_command ,_replace)
      (when (and (markerp start) (eq (marker-buffer start) (current-buffer))
                 (<= start (point)))
        (let ((typed (buffer-substring-no-properties start (point))))
@@ -242,11 +248,13 @@ A suggestion that no longer fits is forgotten."
   (let ((rest (lsp-complete--remainder)))
     (if (not rest)
         (setq lsp-complete--suggestion nil)
-      (let ((ghost (propertize rest 'face 'lsp-complete-ghost-face))
-            (overlay (make-overlay (point) (point) nil nil t)))
+      (let* ((replace (nth 4 lsp-complete--suggestion))
+             (ghost (propertize rest 'face 'lsp-complete-ghost-face))
+             (overlay (make-overlay (point) (+ (point) (length replace)) nil nil t)))
         ;; The cursor stays before the ghost text, not after it.
         (put-text-property 0 1 'cursor t ghost)
-        (overlay-put overlay 'after-string ghost)
+        ;; Over the closers it replaces, the suggestion shows the line as it will read.
+        (overlay-put overlay (if (string-empty-p replace) 'after-string 'display) ghost)
         (overlay-put overlay 'lsp-complete t)
         (setq lsp-complete--overlay overlay
               lsp-complete--active t)))))
@@ -254,7 +262,8 @@ A suggestion that no longer fits is forgotten."
 (defun lsp-complete-current ()
   "The ghost text shown now, or nil."
   (and lsp-complete--overlay
-       (substring-no-properties (overlay-get lsp-complete--overlay 'after-string))))
+       (substring-no-properties (or (overlay-get lsp-complete--overlay 'after-string)
+                                    (overlay-get lsp-complete--overlay 'display)))))
 
 (defun lsp-complete--item-text (item)
   "The insertText of ITEM (a string or a StringValue), or nil."
@@ -271,19 +280,38 @@ A suggestion that no longer fits is forgotten."
       (forward-line (plist-get position :line))
       (min (+ (point) (plist-get position :character)) (line-end-position)))))
 
+(defun lsp-complete--holds-in-order (text chars)
+  "Non-nil when the one-line TEXT holds the characters of CHARS in order."
+  (and (not (string-search "\n" text))
+       (let ((at 0))
+         (cl-every (lambda (ch)
+                     (let ((found (string-search (string ch) text at)))
+                       (and found (setq at (1+ found)))))
+                   chars))))
+
 (defun lsp-complete--suggestion-of (item)
-  "ITEM as a suggestion at point: (START TEXT AFTER COMMAND), or nil."
+  "ITEM as a suggestion at point: (START TEXT AFTER COMMAND REPLACE), or nil.
+A range that ends past point on its line replaces what lies there: the
+closers TEXT writes again in their place."
   (let* ((text (lsp-complete--item-text item))
          (range (plist-get item :range))
          (start (if range
                     (lsp-complete--position-point (plist-get range :start))
-                  (point))))
-    (when (and text (not (string-empty-p text))
-               (<= (line-beginning-position) start (point))
-               (string-prefix-p (buffer-substring-no-properties start (point)) text))
+                  (point)))
+         (end (if range
+                  (lsp-complete--position-point (plist-get range :end))
+                (point)))
+         (replace (if (and (> end (point)) (<= end (line-end-position)))
+                      (buffer-substring-no-properties (point) end)
+                    ""))
+         (typed (and (<= (line-beginning-position) start (point))
+                     (buffer-substring-no-properties start (point)))))
+    (when (and text (not (string-empty-p text)) typed
+               (string-prefix-p typed text)
+               (lsp-complete--holds-in-order (substring text (length typed)) replace))
       (list (copy-marker start) text
             (buffer-substring-no-properties (point) (line-end-position))
-            (plist-get item :command)))))
+            (plist-get item :command) replace))))
 
 (defun lsp-complete--show (result)
   "Show the first usable item of RESULT (a list or an array of items)."
@@ -400,14 +428,17 @@ Any other command hides it."
   (interactive)
   (let ((rest (lsp-complete--remainder)))
     (when rest
-      (let ((part (pcase how
-                    ('word (lsp-complete--next-word rest))
-                    ('line (lsp-complete--next-line rest))
-                    (_ rest)))
-            (command (nth 3 lsp-complete--suggestion)))
+      (let* ((replace (nth 4 lsp-complete--suggestion))
+             (part (pcase how
+                     ((guard (not (string-empty-p replace))) rest)  ; around the closers: all
+                     ('word (lsp-complete--next-word rest))
+                     ('line (lsp-complete--next-line rest))
+                     (_ rest)))
+             (command (nth 3 lsp-complete--suggestion)))
         (when (string-empty-p part)
           (setq part rest))
         (lsp-complete--clear)
+        (delete-region (point) (+ (point) (length replace)))
         (insert part)
         (setq lsp-complete--tick (buffer-chars-modified-tick))
         (if (< (length part) (length rest))

@@ -55,6 +55,7 @@ import {
   setLanguageEnabled,
   snoozeLeftMs,
   toInitializationOptions,
+  CLIENT_OPTIONS,
   toLspTriggerKind,
   venvLayout,
 } from "./logic";
@@ -127,7 +128,7 @@ function createClient(): LanguageClient {
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: SELECTOR,
-    initializationOptions: toInitializationOptions(settings),
+    initializationOptions: { ...toInitializationOptions(settings), ...CLIENT_OPTIONS },
     outputChannel: output,
     middleware: {
       // The server also puts its suggestion into textDocument/completion for editors without

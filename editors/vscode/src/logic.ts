@@ -90,6 +90,13 @@ export interface InitializationOptions {
   nextEditModel?: string;
 }
 
+/**
+ * What VS Code itself renders, sent beside the user's settings: an inline item whose range
+ * ends past the cursor (the closers an auto-closing editor put there, which the suggestion
+ * writes again in their place) is shown as ghost text around them and replaces them on Tab.
+ */
+export const CLIENT_OPTIONS = { replaceLineSuffix: true } as const;
+
 /** The setting keys that become initializationOptions (same name on both sides). */
 export const INIT_OPTION_KEYS = [
   "model",

@@ -164,6 +164,7 @@ end
 ---@field col integer       byte column of the anchor
 ---@field text string       the full text that replaces [anchor, cursor) on accept
 ---@field after string      the cursor line's text after the cursor when it was requested
+---@field replace string    the start of `after` the item replaces (closers its text writes again)
 ---@field command table?    the server's command to run after accept
 ---@field item table        the raw LSP item, for tests and debugging
 
@@ -217,6 +218,10 @@ local function clear_extmark(bufnr, st)
     pcall(api.nvim_buf_del_extmark, bufnr, M.ns, st.extmark)
     st.extmark = nil
   end
+  for _, id in ipairs(st.more_marks or {}) do
+    pcall(api.nvim_buf_del_extmark, bufnr, M.ns, id)
+  end
+  st.more_marks = nil
 end
 
 --- Hide the suggestion and stop everything pending for the buffer.
@@ -300,6 +305,25 @@ local function render(bufnr)
   end
   local lines = vim.split(rest, "\n", { plain = true })
   local hl = "LspCompleteGhost"
+  if s.replace ~= "" and #lines == 1 and M.config.virt_text_pos == "inline" then
+    -- The text writes the closers after the cursor again: draw what goes before, between
+    -- and after them, each where it goes.
+    local ids = {}
+    for _, piece in ipairs(M._pieces(rest, s.replace)) do
+      local ok, id = pcall(api.nvim_buf_set_extmark, bufnr, M.ns, row, col + piece[1], {
+        virt_text = { { display_text(piece[2]), hl } },
+        virt_text_pos = "inline",
+        hl_mode = "combine",
+        right_gravity = false,
+      })
+      if ok then
+        ids[#ids + 1] = id
+      end
+    end
+    st.extmark = table.remove(ids, 1)
+    st.more_marks = ids
+    return
+  end
   local opts = {
     virt_text = { { display_text(lines[1]), hl } },
     virt_text_pos = M.config.virt_text_pos,
@@ -346,6 +370,7 @@ local function to_suggestion(client, item, req)
     col = col,
     text = text,
     after = req.line:sub(req.col + 1),
+    replace = "",
     command = item.command,
     item = item,
   }
@@ -354,6 +379,18 @@ local function to_suggestion(client, item, req)
   local typed = req.line:sub(col + 1, req.col)
   if text:sub(1, #typed) ~= typed then
     return nil
+  end
+  -- A range that ends past the cursor (on its line) replaces what lies there: the closers an
+  -- auto-closing editor put, which the text writes again in their place.
+  local e = type(r) == "table" and r["end"] or nil
+  if type(e) == "table" and e.line == req.row then
+    local end_col = byte_index(req.line, e.character, client.offset_encoding or "utf-16")
+    if end_col > req.col then
+      s.replace = req.line:sub(req.col + 1, end_col)
+      if not M._pieces(text:sub(#typed + 1), s.replace) then
+        return nil
+      end
+    end
   end
   return s
 end
@@ -577,10 +614,35 @@ function M._next_line(rest)
   return rest:match("^[^\n]*")
 end
 
---- Insert `text` at the cursor and put the cursor after it.
-local function insert_at_cursor(bufnr, row, col, text)
+--- `rest` (one line) around `replaced`, whose characters it holds in order: a list of
+--- {offset, text}, each piece of `rest` that goes `offset` bytes of `replaced` after the
+--- cursor; nil when `rest` does not hold them (or is not one line).
+function M._pieces(rest, replaced)
+  if rest:find("\n", 1, true) then
+    return nil
+  end
+  local pieces, start = {}, 1
+  for i = 1, #replaced do
+    local at = rest:find(replaced:sub(i, i), start, true)
+    if not at then
+      return nil
+    end
+    if at > start then
+      pieces[#pieces + 1] = { i - 1, rest:sub(start, at - 1) }
+    end
+    start = at + 1
+  end
+  if start <= #rest then
+    pieces[#pieces + 1] = { #replaced, rest:sub(start) }
+  end
+  return pieces
+end
+
+--- Insert `text` at the cursor, replacing the `replace` bytes after it, and put the cursor
+--- after it.
+local function insert_at_cursor(bufnr, row, col, text, replace)
   local lines = vim.split(text, "\n", { plain = true })
-  api.nvim_buf_set_text(bufnr, row, col, row, col, lines)
+  api.nvim_buf_set_text(bufnr, row, col, row, col + (replace or 0), lines)
   local end_row = row + #lines - 1
   local end_col = (#lines == 1 and col or 0) + #lines[#lines]
   api.nvim_win_set_cursor(0, { end_row + 1, end_col })
@@ -613,10 +675,15 @@ function M.accept(how)
   if part == "" then
     part = rest
   end
+  -- A word that reaches the closers the suggestion replaces takes all of it.
+  local first = s.replace ~= "" and (M._pieces(rest, s.replace) or {})[1]
+  if s.replace ~= "" and not (first and first[1] == 0 and #part <= #first[2]) then
+    part = rest
+  end
   stop_timer(st)
   cancel_inflight(st)
   clear_extmark(bufnr, st)
-  insert_at_cursor(bufnr, row, col, part)
+  insert_at_cursor(bufnr, row, col, part, #part >= #rest and #s.replace or 0)
   if #part >= #rest then
     st.suggestion = nil
     st.items = nil
@@ -985,6 +1052,10 @@ local function init_options()
   end
   if M.config.next_edit == true and opts.nextEdit == nil then
     opts.nextEdit = "on"
+  end
+  -- Our renderer draws a suggestion around the closers after the cursor that it replaces.
+  if opts.replaceLineSuffix == nil and not using_builtin() then
+    opts.replaceLineSuffix = true
   end
   return opts
 end
