@@ -608,6 +608,8 @@ def types_through(text: str, line_prefix: str, line_suffix: str, language_id: st
     for size in range(run, 0, -1):
         if not _holds_in_order(text, line_suffix[:size]):
             continue
+        if text.rstrip() == line_suffix[:size]:
+            return 0  # writes only what is there: nothing to suggest (`dedupe_suffix`)
         if _imbalance(line_prefix + text + line_suffix[size:], language_id) < inserted:
             return size
     return 0

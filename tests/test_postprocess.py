@@ -343,6 +343,7 @@ def test_a_plaintext_ruby_file_gets_rubys_lexer_when_prepared() -> None:
         ("x = ", "1", "  # note", "python", 0),  # nothing but closers and quotes is replaced
         ("foo(", "a, b) + c", ") + c", "python", 0),  # code after the closers: dedupe's
         ("foo(", "o2);", ");", "c", 0),
+        ("foo(o2", ")", ")", "c", 0),  # only what is there already
         ("f(", "x) ", ")  ", "python", 1),  # trailing blanks after the closers
     ],
 )
