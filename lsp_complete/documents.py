@@ -49,6 +49,7 @@ def max_tree_nodes(max_bytes: int) -> int:
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
 _LONE_CR_BYTES = re.compile(rb"\r(?!\n)")
+_CODE = re.compile(r"\S")
 # Control characters that do not occur in text files (tab, LF, VT, FF, CR and ESC do).
 _BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
@@ -390,6 +391,9 @@ class Document:
         # Points of the old text must be taken before the text changes.
         start_point = self._ts_point(start, start_b)
         old_end_point = self._ts_point(end, end_b)
+        # Whether the edit replaces lines of code, not a line break alone (see below).
+        lines_go = (start_point[0] != old_end_point[0]
+                    and _CODE.search(self.text, start, end) is not None)
 
         self.text = "".join((self.text[:start], new, self.text[end:]))
         self._bytes[start_b:end_b] = new_b
@@ -417,7 +421,12 @@ class Document:
             return
         self.tree = self.spec.parser().parse(_parser_source(self._bytes, self._lone_cr),
                                              self.tree)
-        if structure is None or _edit_is_sound(self.tree.root_node, start_b, new_end_b, self.spec):
+        # Tree.edit moves the nodes after an edit but squashes those it replaced: the kept
+        # tree no longer describes lines an edit replaced (a formatter's edit of the whole
+        # text, a cut), and the head read a column of " ..." there. The fresh tree is kept
+        # then, sound or not. A line break removed alone (a backspace) replaces nothing.
+        if (structure is None or lines_go
+                or _edit_is_sound(self.tree.root_node, start_b, new_end_b, self.spec)):
             self.structure_tree = self.tree
         self._bound_tree()
 

@@ -280,6 +280,43 @@ def test_structure_tree_skips_half_typed_statements() -> None:
     assert doc.structure_tree is doc.tree
 
 
+BROKEN_JAVA = ("class Shapes {\n" + "".join(
+    f"    int area{i}(int w) {{\n        return w * {i};\n    }}\n\n" for i in range(6))
+    + "    int broken() {\n        return f(1,\n    }\n}\n")
+
+
+@pytest.mark.parametrize(("uri", "text", "old", "new"), [
+    ("file:///f.py", "import os\n\n\n" + "".join(
+        f"def f{i}(a):\n    return a * {i}\n\n\n" for i in range(6))
+     + "def broken(x):\n    y = g(x,\n", "    return", "  return"),
+    ("file:///Shapes.java", BROKEN_JAVA, "        return w", "      return w"),
+], ids=["python", "java"])
+def test_an_edit_replacing_whole_nodes_of_a_broken_file_keeps_no_squashed_tree(
+        uri: str, text: str, old: str, new: str) -> None:
+    """A file with a syntax error keeps its previous tree for context while an edit's new
+    tree is not sound; but an edit of lines that replaced whole nodes (a formatter's) leaves
+    that tree's nodes there squashed by Tree.edit, not moved: the fresh tree is kept then.
+    The whole text replaced, and (Java) the lines inside a class body, from the first changed
+    line to the end."""
+    formatted = text.replace(old, new)
+    lines = text.splitlines(keepends=True)
+    first = next(i for i, (a, b) in enumerate(
+        zip(lines, formatted.splitlines(keepends=True), strict=True)) if a != b)
+    for start_line in (0, first):
+        doc = Document(uri, "", 1, text)
+        assert doc.tree is not None and doc.tree.root_node.has_error
+        new_text = "".join(formatted.splitlines(keepends=True)[start_line:])
+        doc.apply_change(new_text, (start_line, 0, len(lines), 0))
+        assert doc.text == formatted
+        assert doc.structure_tree is doc.tree
+        assert str(doc.tree.root_node) == _fresh_tree(doc)
+    # Typing a half statement still keeps the previous tree (nothing whole was replaced).
+    doc = Document(uri, "", 1, formatted)
+    at = formatted.index(new)
+    doc.apply_change("x = (\n", (formatted[:at].count("\n"), 0, formatted[:at].count("\n"), 0))
+    assert doc.structure_tree is not doc.tree
+
+
 class _ScanCounter:
     """A compiled pattern that adds to `scanned` the characters each search is given."""
 

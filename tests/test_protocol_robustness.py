@@ -906,3 +906,46 @@ def test_a_file_of_lone_cr_breaks_gets_the_suggestions_of_its_lf_twin(
     assert any(inline for inline, _ in answers["lf"])  # (the tiny model writes something)
     assert answers["crlf"] == answers["lf"]
     assert answers["cr"] == answers["lf"]
+
+
+BROKEN_SOURCE = ("import os\n\n\n"
+                 + "".join(f"def func_{i}(a, b):\n    return a + b * {i}\n\n\n" for i in range(8))
+                 + "def broken(x):\n    y = foo(x,\n")
+
+
+@pytest.mark.parametrize("first_line", [0, 4])
+def test_lines_a_formatter_replaces_in_a_broken_file_give_a_fresh_files_suggestions(
+        tiny_model_path: Path, first_line: int) -> None:
+    """Format on save sends one change: the whole text, or the lines from the first one it
+    changed on (Neovim). In a file with a syntax error the new tree is not sound there, and
+    the document kept its previous tree for the prompt's head, edited: Tree.edit squashes the
+    nodes such an edit replaced, and the head became a column of " ...". The suggestion
+    after the edit is now the one a freshly opened file with that text gets."""
+    formatted = BROKEN_SOURCE.replace("    return", "  return").replace("    y =", "  y =")
+    last = BROKEN_SOURCE.count("\n")  # (the empty line after the last line break)
+    new_text = "".join(formatted.splitlines(keepends=True)[first_line:])
+    assert BROKEN_SOURCE.splitlines(keepends=True)[:first_line] == \
+        formatted.splitlines(keepends=True)[:first_line]
+    edited, fresh = "file:///work/edited/fmt.py", "file:///work/fresh/fmt.py"
+    server = RawServer(tiny_model_path)
+    try:
+        server.initialize()
+        assert server.wait_ready()["model"]["state"] == "ready"
+        server.send(did_open(edited, BROKEN_SOURCE))
+        server.notify("textDocument/didChange", {
+            "textDocument": {"uri": edited, "version": 2}, "contentChanges": [{
+                "range": {"start": {"line": first_line, "character": 0},
+                          "end": {"line": last, "character": 0}},
+                "text": new_text}]})
+        server.send(did_open(fresh, formatted))
+        answers = {}
+        for uri in (edited, fresh):
+            found = server.call("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri}, "position": {"line": 3, "character": 0},
+                "context": {"triggerKind": 2}}, timeout=60)["result"]["items"]
+            answers[uri] = [(item["insertText"], item["range"]) for item in found]
+        assert "Traceback" not in server.stderr()
+    finally:
+        server.close()
+    assert answers[fresh]  # (the tiny model writes something)
+    assert answers[edited] == answers[fresh]
