@@ -29,6 +29,17 @@ from lsp_complete.engine import llama_backend
 # --- scenarios ---------------------------------------------------------------------------------
 
 
+def test_the_autoclosing_client_asks_for_replacing_items_and_never_presses_tab() -> None:
+    (burst,) = scenarios.parse("autoclose:burst")
+    assert (burst.client, burst.timing, burst.awaited) == ("autoclose", "burst", True)
+    assert burst.options == {"replaceLineSuffix": True}
+    ep = workload.Episode("e", "e.py", "python", "\n", 0, "x", ())
+    assert scenarios.span_timing(burst, ep, 0, 100.0).autoclose
+    assert not scenarios.span_timing(scenarios.parse("burst")[0], ep, 0, 100.0).autoclose
+    with pytest.raises(ValueError, match="autoclose:saved"):
+        scenarios.parse("autoclose:saved")
+
+
 def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
     parsed = scenarios.parse("burst, ours:rest2s,generic:think,open,he-pause,burst")
     assert [s.name for s in parsed] == ["burst", "ours:rest2s", "think", "open", "he-pause"]
@@ -183,9 +194,74 @@ class ScriptedSession:
         self.text = self.text[:offset] + text + self.text[offset:]
         self.edits.append(text)
 
-    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, None]:
+    async def inline(self, uri: str, text: str, offset: int) -> lsp_driver.InlineAnswer:
         assert text == self.text
-        return self.answer(self.original[offset:].split("\n", 1)[0]), 1.0, None
+        return lsp_driver.InlineAnswer(
+            self.answer(self.original[offset:].split("\n", 1)[0]), 1.0, None)
+
+
+class AutoclosingSession(ScriptedSession):
+    """ScriptedSession that also takes a replace (typing over a closer) and answers with the
+    rest of the line as an item that replaces the closers after the cursor."""
+
+    def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
+        start = spans.position_at(self.text, 0)  # (the document's start, for the offsets)
+        lines = self.text.split("\n")
+
+        def offset(p: types.Position) -> int:
+            return sum(len(line) + 1 for line in lines[: p.line]) + p.character
+
+        assert (where.start.line, start.line) == (where.end.line, 0)
+        a, b = offset(where.start), offset(where.end)
+        assert self.text[a:b] == text  # the same character, typed over
+        self.edits.append("")
+
+    async def inline(self, uri: str, text: str, offset: int) -> lsp_driver.InlineAnswer:
+        assert text == self.text
+        after = text[offset:].split("\n", 1)[0]
+        return lsp_driver.InlineAnswer(self.original[offset:].split("\n", 1)[0], 1.0, None,
+                                       replaced=len(after))
+
+
+def test_an_autoclosing_editor_puts_the_closers_in_and_types_over_them(tmp_path: Path) -> None:
+    import asyncio
+
+    path = tmp_path / "a.py"
+    path.write_text("".join(f"x{i} = f(a[{i}], \"s\")\n" for i in range(30)))
+    ep = workload.make_episode(workload.read_source(str(path)), 25, 1)
+    assert ep.typed == 'x25 = f(a[25], "s")'
+    edits = spans.autoclosed(ep)
+    assert [e for e, _ in edits] == [*"x25 = ", "f", "()", "a", "[]", "2", "5", "", ",", " ",
+                                     '""', "s", "", ""]
+    assert [c for _, c in edits][6:] == ["", ")", ")", "])", "])", "])", ")", ")", ")",
+                                         '")', '")', ")", ""]
+    # A quote after a word character is not closed; a bracket only before what allows it.
+    (ep2,) = [workload.make_episode(workload.read_source(str(_file(tmp_path, "it's(x)"))), 25,
+                                    1)]
+    assert [e for e, _ in spans.autoclosed(ep2)][:5] == ["i", "t", "'", "s", "()"]
+
+    # Typed as such an editor does, the span is the original line, and each answer (the rest
+    # of the line as an item over the closers) completes the line exactly.
+    session = AutoclosingSession(lambda rest: rest, ep.original_text)
+    answers = asyncio.run(spans.type_span(session, ep, 100, spans.SpanTiming(autoclose=True)))
+    assert session.text == ep.original_text
+    assert session.edits.count("") == 3  # `]`, `"`, `)` typed over
+    assert all(a.after == "" for a in answers)
+    samples = spans.key_samples("d", "autoclose:burst", ep, answers, {}, "B")
+    assert all(s.line_exact for s in samples[:-1])
+    # Inserted at the cursor instead (no replace), the same text leaves the closers doubled.
+    session = ScriptedSession(lambda rest: rest, ep.original_text)
+    session.replace = AutoclosingSession.replace.__get__(session)  # type: ignore[method-assign]
+    answers = asyncio.run(spans.type_span(session, ep, 100, spans.SpanTiming(autoclose=True)))
+    samples = spans.key_samples("d", "autoclose:burst", ep, answers, {}, "B")
+    assert [a.after for a in answers][7] == ")"
+    assert not samples[7].line_exact and samples[0].line_exact
+
+
+def _file(tmp_path: Path, line: str) -> Path:
+    path = tmp_path / "q.py"
+    path.write_text("".join(f"{line} + {i}\n" for i in range(30)))
+    return path
 
 
 def _typist_episode(tmp_path: Path) -> workload.Episode:
@@ -251,9 +327,10 @@ class BlockSession(ScriptedSession):
         super().__init__(lambda rest: rest, original)
         self.span_end, self.tail = span_end, tail
 
-    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, None]:
+    async def inline(self, uri: str, text: str, offset: int) -> lsp_driver.InlineAnswer:
         assert text == self.text
-        return self.original[offset:self.span_end] + self.tail, 1.0, None
+        return lsp_driver.InlineAnswer(self.original[offset:self.span_end] + self.tail, 1.0,
+                                       None)
 
 
 @pytest.mark.parametrize(("tail", "block"), [("", True), ("\nprint(total_0)", False)])
@@ -722,7 +799,8 @@ def test_multi_line_holes_end_to_end(tiny_model_path: Path, tmp_path: Path) -> N
 def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
                                                    tmp_path: Path) -> None:
     """Two git refs of this repository as the baselines, this checkout as the candidate, in
-    the moved scenarios and the typist who presses Tab, on one-line and 3-line spans: every
+    the moved scenarios, an auto-closing editor's burst and the typist who presses Tab, on
+    one-line and 3-line spans: every
     unit on all three servers, each side in each place in turn, B compared with each baseline
     on its own, and each moved span's first key reported apart from the keys after it. Times
     are not checked."""
@@ -732,7 +810,7 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     except install.InstallError:
         pytest.skip("not a git checkout with two commits")
     out, cache = tmp_path / "ab", tmp_path / "cache"
-    names = ("moved", "moved-pause", "saved")
+    names = ("moved", "moved-pause", "autoclose:burst", "saved")
     proc = subprocess.run([
         sys.executable, "-m", "lsp_complete", "bench", "--baseline", "HEAD,HEAD~1",
         "--quick", "--model", str(tiny_model_path), "--out", str(out), "--baseline-cache",
@@ -745,6 +823,7 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
     assert meta["baselines"] == ["A1", "A2"]
     assert [meta["sides"][key]["commit"] for key in ("A1", "A2")] == refs
     assert meta["sides"]["A1"]["kind"] == "git" and meta["sides"]["B"]["role"] == "candidate"
+    assert meta["settings"]["scenario_options"]["autoclose:burst"] == {"replaceLineSuffix": True}
     rows = data["rows"]
     for baseline in ("A1", "A2"):
         for name in names:
@@ -767,6 +846,10 @@ def test_two_baselines_and_moved_spans_end_to_end(tiny_model_path: Path,
         assert unit["samples"] and {s["side"] for s in unit["samples"]} == {unit["side"]}
         if unit["scenario"] == "saved":  # the span's characters, by keys and Tab
             assert unit["samples"][0]["extra"]["span_chars"] >= len(unit["samples"])
+            continue
+        if unit["scenario"] == "autoclose:burst":  # a request a key, types-over included
+            assert unit["keystrokes"] == len(unit["samples"])
+            assert all(s["source"] != "error" for s in unit["samples"])
             continue
         # The request before the move, then every key of the span, first and later apart.
         assert unit["keystrokes"] == len(unit["samples"]) + 1

@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
@@ -43,6 +43,17 @@ def _ignore_log_message(_client: LanguageClient, _params: types.LogMessageParams
     pass
 
 
+class InlineAnswer(NamedTuple):
+    """An inline request's answer as the client sees it."""
+
+    suggestion: str  # what the first item adds at the cursor
+    latency_ms: float
+    error: str | None  # a server error answers one request; it is recorded, not fatal
+    # Characters after the cursor the item replaces: the closers its text writes again in
+    # their place (replaceLineSuffix); 0: it is inserted at the cursor.
+    replaced: int = 0
+
+
 class Session(Protocol):
     """What a driver types into: an `lsp-complete serve` (ServerSession) or a stateless
     baseline answering in this process (servers.StatelessSession)."""
@@ -55,7 +66,7 @@ class Session(Protocol):
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None: ...
     def move_cursor(self, uri: str, position: types.Position) -> None: ...
     def close(self, uri: str) -> None: ...
-    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]: ...
+    async def inline(self, uri: str, text: str, offset: int) -> InlineAnswer: ...
     def cancel_pending(self) -> None: ...
     def peak_rss_mb(self) -> float | None: ...
     def cpu_s(self) -> float | None: ...
@@ -194,12 +205,8 @@ class ServerSession:
     def close(self, uri: str) -> None:
         lsp_client.close_doc(self._alive(), uri)
 
-    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]:
-        """Request a suggestion at `offset` of `text`.
-
-        Returns (suggestion, client latency ms, error): a server error answers one request, it
-        is recorded in the samples rather than ending the run.
-        """
+    async def inline(self, uri: str, text: str, offset: int) -> InlineAnswer:
+        """Request a suggestion at `offset` of `text`."""
         position = lsp_client.position_at(text, offset)
         self._asked += 1
         request_id = f"inline-{self._asked}"
@@ -214,14 +221,15 @@ class ServerSession:
                 REQUEST_TIMEOUT_S,
             )
         except JsonRpcRequestCancelled:  # the client cancelled it: no suggestion, no error
-            return "", (time.perf_counter() - start) * 1000, None
+            return InlineAnswer("", (time.perf_counter() - start) * 1000, None)
         except JsonRpcException as exc:
-            return "", (time.perf_counter() - start) * 1000, str(exc)
+            return InlineAnswer("", (time.perf_counter() - start) * 1000, str(exc))
         finally:
             self._pending.discard(request_id)
         latency = (time.perf_counter() - start) * 1000
         line_prefix = lsp_client.line_before(text, offset)
-        return lsp_client.suggestion_from_answer(answer, line_prefix), latency, None
+        return InlineAnswer(lsp_client.suggestion_from_answer(answer, line_prefix), latency, None,
+                            lsp_client.replaced_after(answer, text, offset))
 
     def cancel_pending(self) -> None:
         """$/cancelRequest for every inline request not answered yet, as VS Code's
@@ -281,7 +289,7 @@ async def ask(session: Session, uri: str, version: int, text: str, offset: int,
     """One inline request at `offset` of `text` (the document at `version`), with the server's
     record of it, and its error; its latency runs from `opened_at` (the event loop's time at
     didOpen) when given, else from the request."""
-    suggestion, latency, error = await session.inline(uri, text, offset)
+    suggestion, latency, error, _ = await session.inline(uri, text, offset)
     if opened_at is not None:
         latency = (asyncio.get_running_loop().time() - opened_at) * 1000
     return recorded(await session.status(), uri, version, suggestion, latency, error), error

@@ -28,7 +28,7 @@ from lsprotocol import types
 from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
 from lsp_complete.bench.install import CHECKOUT_ROOT, ServerVersion
 from lsp_complete.bench.llama_server import LlamaServerClient
-from lsp_complete.bench.lsp_driver import ServerSession, Session
+from lsp_complete.bench.lsp_driver import InlineAnswer, ServerSession, Session
 from lsp_complete.bench.records import Completion, StatelessEngine
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
@@ -151,7 +151,7 @@ class StatelessSession:
     def cancel_pending(self) -> None:
         pass  # a waiting request is superseded by the next anyway; a running one runs out
 
-    async def inline(self, uri: str, text: str, offset: int) -> tuple[str, float, str | None]:
+    async def inline(self, uri: str, text: str, offset: int) -> InlineAnswer:
         self._latest += 1
         ticket, version = self._latest, self._versions.get(uri)
         begin = time.perf_counter()
@@ -167,7 +167,7 @@ class StatelessSession:
         self._records.append({"uri": uri, "version": version, "source": c.source,
                               "promptTokens": c.prompt_tokens, "encodedTokens": c.encoded_tokens,
                               "generatedTokens": c.generated_tokens})
-        return c.text, (time.perf_counter() - begin) * 1000, error
+        return InlineAnswer(c.text, (time.perf_counter() - begin) * 1000, error)
 
     def _complete(self, text: str, offset: int, path: str) -> Completion:
         assert self.engine is not None

@@ -40,6 +40,9 @@ class SpanTiming:
     # $/cancelRequest for the request not answered yet as the next one goes out (VS Code's
     # client with the provider's token, our Neovim plugin, most others do).
     cancels: bool = False
+    # The editor closes the brackets and quotes typed (VS Code's and JetBrains' default):
+    # `(` puts `()` in, typing `)` there types over it (`autoclosed`).
+    autoclose: bool = False
 
     @property
     def awaited(self) -> bool:
@@ -56,6 +59,9 @@ class KeyAnswer:
     version: int
     sent_at: float  # event-loop time the request went out
     done_at: float  # event-loop time its answer arrived
+    # The cursor line after the cursor that stays once the answer is taken: the closers an
+    # auto-closing editor put there, less those the answer replaces ("" without them).
+    after: str = ""
 
 
 def span_version(index: int) -> int:
@@ -90,15 +96,22 @@ async def type_span(
     answered: list[KeyAnswer] = []
     pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
     text = ep.initial_text
+    edits = autoclosed(ep) if timing.autoclose else [(ks.text, "") for ks in ep.keystrokes]
     due = loop.time()
-    for k, ks in enumerate(ep.keystrokes):
+    for k, (ks, (typed, closers)) in enumerate(zip(ep.keystrokes, edits, strict=True)):
         if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
             due += timing.delays_ms[k] / 1000
             await asyncio.sleep(max(0.0, due - loop.time()))
-        before = position_at(text, ks.offset - len(ks.text))
-        text = ep.text_after(ks.typed)
+        at = ks.offset - len(ks.text)
+        before = position_at(text, at)
+        plain = ep.text_after(ks.typed)
+        text = plain[: ks.offset] + closers + plain[ks.offset :]
         version += 1
-        session.insert(uri, version, before, ks.text)
+        if typed:
+            session.insert(uri, version, before, typed)
+        else:  # typed over the closer the editor put: it replaces it by the same character
+            session.replace(uri, version, types.Range(start=before, end=position_at(
+                text, ks.offset)), ks.text)
         if timing.cancels:
             session.cancel_pending()
         request = _ask(session, uri, text, ks.offset, version)
@@ -133,6 +146,68 @@ async def type_moved_span(
     if timing.cursor:
         session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
     return first, await type_span(session, ep, version, timing, opened=True)
+
+
+_PAIRS = {"(": ")", "[": "]", "{": "}", '"': '"', "'": "'"}
+# An editor closes a bracket only before these (VS Code's autoCloseBefore), or at a line's end.
+_CLOSE_BEFORE = frozenset(";:.,=}])> \t")
+
+
+def autoclosed(ep: Episode) -> list[tuple[str, str]]:
+    """Each key of `ep` as an auto-closing editor makes it: (what it inserts, the closers it
+    has put after the cursor once the key is in). An opener whose closer the line has later
+    inserts both, when what follows the cursor allows; typing that closer then types over it
+    (inserts nothing). Quotes too, but not after a word character. Pairs are matched within a
+    line (`_line_pairs`), so none is left open at a line's end."""
+    lines = ep.original_text.split("\n")
+    edits: list[tuple[str, str]] = []
+    closers: list[int] = []  # columns (of the original line) of the closers put, innermost first
+    row = -1
+    for ks in ep.keystrokes:
+        if ks.line != row:
+            row, pairs, closers = ks.line, _line_pairs(lines[ks.line]), []
+        line, col = lines[row], ks.col
+        if ks.text[0] == "\n":
+            edits.append((ks.text, ""))
+            continue
+        if closers and closers[0] == col:
+            closers = closers[1:]
+            edits.append(("", "".join(line[c] for c in closers)))
+            continue
+        after = line[closers[0]] if closers else ""
+        word_before = col > 0 and (line[col - 1].isalnum() or line[col - 1] == "_")
+        if col in pairs and (after == "" or after in _CLOSE_BEFORE) and not (
+                ks.text in "\"'" and word_before):
+            closers = [pairs[col], *closers]
+            edits.append((ks.text + line[pairs[col]], "".join(line[c] for c in closers)))
+            continue
+        edits.append((ks.text, "".join(line[c] for c in closers)))
+    return edits
+
+
+def _line_pairs(line: str) -> dict[int, int]:
+    """Openers of `line` and the columns of their closers on it: brackets matched as nested,
+    quotes to the next unescaped same quote."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch in "\"'":
+            end = line.find(ch, i + 1)
+            while end > 0 and line[end - 1] == "\\":
+                end = line.find(ch, end + 1)
+            if end > 0:
+                pairs[i], i = end, end + 1
+                continue
+        if ch in "([{":
+            stack.append(i)
+        elif ch in ")]}" and stack:
+            opener = stack.pop()
+            if _PAIRS[line[opener]] == ch:
+                pairs[opener] = i
+        i += 1
+    return pairs
 
 
 def span_range(ep: Episode) -> types.Range:
@@ -226,8 +301,10 @@ async def _ask(session: lsp_driver.Session, uri: str, text: str, offset: int,
                version: int) -> KeyAnswer:
     loop = asyncio.get_running_loop()
     sent = loop.time()
-    suggestion, latency, error = await session.inline(uri, text, offset)
-    return KeyAnswer(suggestion, latency, error, version, sent, loop.time())
+    suggestion, latency, error, replaced = await session.inline(uri, text, offset)
+    end = text.find("\n", offset)
+    after = text[offset : len(text) if end < 0 else end][replaced:]
+    return KeyAnswer(suggestion, latency, error, version, sent, loop.time(), after)
 
 
 def is_newest(answers: Sequence[KeyAnswer], k: int) -> bool:
@@ -259,7 +336,8 @@ def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAn
                  if shown else 0, "line_end": line_end, "language": ep.language_id}
         samples.append(Sample.of(engine, workload, ep.name, k, c, answer.error, side=side,
                                  fresh=shown,
-                                 line_exact=line_exact(ks.typed_prefix, c.text, ks.full_line),
+                                 line_exact=line_exact(ks.typed_prefix, c.text, ks.full_line,
+                                                       answer.after),
                                  extra=extra))
     return samples
 

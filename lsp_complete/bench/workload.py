@@ -414,9 +414,10 @@ def first_line(text: str) -> str:
     return text.split("\n", 1)[0]
 
 
-def line_exact(typed_prefix: str, suggestion: str, full_line: str) -> bool:
-    """The suggestion's first line completes the line exactly as it was actually typed."""
-    return (typed_prefix + first_line(suggestion)).rstrip() == full_line.rstrip()
+def line_exact(typed_prefix: str, suggestion: str, full_line: str, after: str = "") -> bool:
+    """The suggestion's first line completes the line exactly as it was actually typed (with
+    `after`, what stays of the line after the cursor once it is taken)."""
+    return (typed_prefix + first_line(suggestion) + after).rstrip() == full_line.rstrip()
 
 
 def elsewhere_offset(ep: Episode) -> int:

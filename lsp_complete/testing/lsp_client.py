@@ -90,6 +90,21 @@ def suggestion_from_answer(answer: Any, line_prefix: str) -> str:
     return text[len(typed) :] if text.startswith(typed) else text
 
 
+def replaced_after(answer: Any, text: str, offset: int) -> int:
+    """Characters after the cursor (`offset` in `text`) that the first item replaces: its
+    range ends past the cursor, on its line, where its text writes again the closers there
+    (`replaceLineSuffix`); 0 when it ends at the cursor."""
+    _, item = suggestion_of(answer)
+    if item is None or item.range is None:
+        return 0
+    cursor = position_at(text, offset)
+    if item.range.end.line != cursor.line or item.range.end.character <= cursor.character:
+        return 0
+    end = text.find("\n", offset)
+    after = text[offset : len(text) if end < 0 else end]
+    return _code_points_from_utf16(after, item.range.end.character - cursor.character)
+
+
 # --- session ----------------------------------------------------------------------------------
 
 

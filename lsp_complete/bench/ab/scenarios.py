@@ -4,7 +4,10 @@ Clients: `generic` sends only didOpen / didChange / inlineCompletion, as most Ne
 Emacs setups do (the default); `cancelling` also cancels the request not answered yet as it
 sends the next ($/cancelRequest, as VS Code's languageclient does with the provider's token);
 `ours` does that and also says where the cursor rests when a span starts
-(lsp-complete/didMoveCursor), as the VS Code extension and the Neovim plugin do.
+(lsp-complete/didMoveCursor), as the VS Code extension and the Neovim plugin do; `autoclose`
+is the generic client in an editor that closes brackets and quotes as they are typed (VS
+Code's and JetBrains' default: `(` puts `()` in, `)` types over it) and takes an item whose
+range replaces those closers (replaceLineSuffix, as our clients ask).
 
 Each scenario's timing or work is ABOUT's entry; the report says it for the scenarios run.
 
@@ -61,7 +64,9 @@ ABOUT = {
                        "before typing)",
 }
 TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
-CLIENTS = ("generic", "cancelling", "ours")
+CLIENTS = ("generic", "cancelling", "ours", "autoclose")
+# What the auto-closing client asks of every server (an older one reports it unknown).
+AUTOCLOSE_OPTIONS = {"replaceLineSuffix": True}
 CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
 OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "he-multi", "large-file",
                   *CROSSFILE_SCENARIOS)
@@ -133,6 +138,8 @@ class Scenario:
         """What every server of the scenario is given beside the run's settings."""
         if self.holes or self.saves:
             return dict(AS_EDITORS_ASK)
+        if self.client == "autoclose":
+            return dict(AUTOCLOSE_OPTIONS)
         return dict(BLOCK_OPTIONS) if self.blocks else {}
 
     @property
@@ -179,10 +186,11 @@ def _one(item: str) -> Scenario:
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
     client = client or "generic"
-    if client not in CLIENTS or timing not in TIMINGS:
+    if client not in CLIENTS or timing not in TIMINGS or (client, timing) == ("autoclose",
+                                                                            "saved"):
         raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
-                         "(optionally cancelling:TIMING or ours:TIMING) or "
-                         f"{', '.join(OPEN_SCENARIOS)}")
+                         "(optionally cancelling:TIMING, ours:TIMING or autoclose:TIMING, "
+                         f"not autoclose:saved) or {', '.join(OPEN_SCENARIOS)}")
     name = timing if client == "generic" else f"{client}:{timing}"
     pause_s = MOVED_PAUSE_S if timing == "moved-pause" else 0.0
     return Scenario(name, "typing", client=client, timing=timing, pause_s=pause_s)
@@ -203,19 +211,23 @@ def think_intervals(n: int, rng: random.Random) -> list[float]:
 def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> SpanTiming:
     """How `ep` is typed in `scenario`: the same for both versions (think intervals are
     seeded by the span)."""
-    cursor, cancels = scenario.client == "ours", scenario.client != "generic"
+    cursor = scenario.client == "ours"
+    cancels = scenario.client in ("cancelling", "ours")
+    autoclose = scenario.client == "autoclose"
     rest = REST_MS[scenario.timing]
     n = len(ep.keystrokes)
     if scenario.timing in ("think", "busy", "saved"):  # the same intervals as think
         rng = random.Random(f"think:{seed}:{ep.name}")
         return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]),
-                          cancels)
+                          cancels, autoclose)
     if scenario.timing == "paced":
-        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n], cancels)
-    return SpanTiming(cursor, rest, cancels=cancels)
+        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n], cancels,
+                          autoclose)
+    return SpanTiming(cursor, rest, cancels=cancels, autoclose=autoclose)
 
 
 def about(name: str) -> str:
     """What scenario `name` does (a typing one's timing; `cancelling:` cancels the request
-    not answered yet, `ours:` that and sends the cursor too)."""
+    not answered yet, `ours:` that and sends the cursor too, `autoclose:` types in an editor
+    that closes brackets and quotes)."""
     return ABOUT[name.rpartition(":")[2]]
