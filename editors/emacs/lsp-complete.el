@@ -250,7 +250,9 @@ A suggestion that no longer fits is forgotten."
         (setq lsp-complete--suggestion nil)
       (let* ((replace (nth 4 lsp-complete--suggestion))
              (ghost (propertize rest 'face 'lsp-complete-ghost-face))
-             (overlay (make-overlay (point) (+ (point) (length replace)) nil nil t)))
+             ;; Over closers, text typed at point stays out of the overlay (front-advance).
+             (overlay (make-overlay (point) (+ (point) (length replace)) nil
+                                    (not (string-empty-p replace)) t)))
         ;; The cursor stays before the ghost text, not after it.
         (put-text-property 0 1 'cursor t ghost)
         ;; Over the closers it replaces, the suggestion shows the line as it will read.
