@@ -303,31 +303,34 @@ class OpenFiles:
         was_disabled = state.disabled_reason
         recheck = bool(was_disabled)
         encoding = self._client.encoding
-        for change in params.content_changes:
-            if isinstance(change, types.TextDocumentContentChangePartial):
-                r = change.range
-                rng = (r.start.line, r.start.character, r.end.line, r.end.character)
-                first = min(max(r.start.line, 0), doc.line_count - 1)
-                last = min(max(r.end.line, first), doc.line_count - 1)
-                added = line_breaks(change.text)
-                small = last - first <= HISTORY_MAX_LINES and added <= HISTORY_MAX_LINES
-                before = [doc.line_text(n) for n in range(first, last + 1)] if small else []
-                start = doc.apply_change(change.text, rng, encoding)
-                if small:
-                    state.history.record(
-                        first, before, [doc.line_text(n) for n in range(first, first + added + 1)])
-                else:  # a big paste or cut: the blocks' line numbers say nothing any more
-                    state.history.clear()
-                state.edit_cursor = start + len(change.text)
-                # A keystroke must not rescan the file: only big pastes are checked again.
-                recheck = recheck or len(change.text) > 4096 or "\x00" in change.text
-            else:
-                start = doc.apply_change(change.text, None, encoding)
-                state.history.clear()  # (no client of ours sends whole texts as edits)
-                state.edit_cursor = None
-                state.out_of_sync = False
-                recheck = True
-            state.edited_at(start)
+        # Parsed once, after the last change: a replace-all, a formatter's edits or many
+        # cursors send hundreds of changes in one didChange.
+        with doc.one_parse():
+            for change in params.content_changes:
+                if isinstance(change, types.TextDocumentContentChangePartial):
+                    r = change.range
+                    rng = (r.start.line, r.start.character, r.end.line, r.end.character)
+                    first = min(max(r.start.line, 0), doc.line_count - 1)
+                    last = min(max(r.end.line, first), doc.line_count - 1)
+                    added = line_breaks(change.text)
+                    small = last - first <= HISTORY_MAX_LINES and added <= HISTORY_MAX_LINES
+                    before = [doc.line_text(n) for n in range(first, last + 1)] if small else []
+                    start = doc.apply_change(change.text, rng, encoding)
+                    if small:
+                        after = [doc.line_text(n) for n in range(first, first + added + 1)]
+                        state.history.record(first, before, after)
+                    else:  # a big paste or cut: the blocks' line numbers say nothing any more
+                        state.history.clear()
+                    state.edit_cursor = start + len(change.text)
+                    # A keystroke must not rescan the file: only big pastes are checked again.
+                    recheck = recheck or len(change.text) > 4096 or "\x00" in change.text
+                else:
+                    start = doc.apply_change(change.text, None, encoding)
+                    state.history.clear()  # (no client of ours sends whole texts as edits)
+                    state.edit_cursor = None
+                    state.out_of_sync = False
+                    recheck = True
+                state.edited_at(start)
         doc.version = params.text_document.version
         # The size is checked on every change (it costs nothing): a file that grows over the
         # limit drops its tree, one cut back under it is parsed again.
