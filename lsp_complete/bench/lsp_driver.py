@@ -102,6 +102,9 @@ class ServerSession:
         self.client.feature(types.WINDOW_LOG_MESSAGE)(_ignore_log_message)
         # a generic client ignores our notification (a block is ready); pygls warns without
         self.client.feature(BLOCK_READY_METHOD)(_ignore_log_message)
+        # an older version's popup about a setting it does not know (replaceLineSuffix): the
+        # log has it
+        self.client.feature(types.WINDOW_SHOW_MESSAGE)(_ignore_log_message)
         self.startup_ms = 0.0
         self._stderr_task: asyncio.Task[None] | None = None
         self._asked = 0  # inline requests sent: their ids
