@@ -25,8 +25,8 @@ WIRE_KEYS = {
     "multiline", "enabled", "debounceMs", "timeBudgetMs", "tokenHealing", "persistCache",
     "cacheSizeMb", "idleReanchorMs", "maxFileBytes", "engine", "engineUrl", "apiKeyEnv",
     "remoteModel", "requestTimeoutMs", "connectTimeoutMs", "remoteSlots", "remoteHealing",
-    "speculation", "repoContextTokens", "alternatives", "minConfidencePercent", "nextEdit",
-    "nextEditDelayMs", "nextEditModel",
+    "speculation", "repoContextTokens", "alternatives", "minConfidencePercent",
+    "replaceLineSuffix", "nextEdit", "nextEditDelayMs", "nextEditModel",
 }
 # What needs a new engine when it changes (the model is loaded again).
 RELOAD_KEYS = {
