@@ -29,15 +29,16 @@ from lsp_complete.engine import llama_backend
 # --- scenarios ---------------------------------------------------------------------------------
 
 
-def test_the_autoclosing_client_asks_for_replacing_items_and_never_presses_tab() -> None:
+def test_the_autoclosing_client_asks_for_items_that_replace_the_closers() -> None:
     (burst,) = scenarios.parse("autoclose:burst")
     assert (burst.client, burst.timing, burst.awaited) == ("autoclose", "burst", True)
     assert burst.options == {"replaceLineSuffix": True}
     ep = workload.Episode("e", "e.py", "python", "\n", 0, "x", ())
     assert scenarios.span_timing(burst, ep, 0, 100.0).autoclose
     assert not scenarios.span_timing(scenarios.parse("burst")[0], ep, 0, 100.0).autoclose
-    with pytest.raises(ValueError, match="autoclose:saved"):
-        scenarios.parse("autoclose:saved")
+    (saved,) = scenarios.parse("autoclose:saved")
+    assert saved.saves and saved.options == {"multiline": "auto", "replaceLineSuffix": True}
+    assert scenarios.span_timing(saved, ep, 0, 100.0).autoclose
 
 
 def test_scenarios_are_parsed_with_the_generic_client_by_default() -> None:
@@ -205,22 +206,22 @@ class AutoclosingSession(ScriptedSession):
     rest of the line as an item that replaces the closers after the cursor."""
 
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
-        start = spans.position_at(self.text, 0)  # (the document's start, for the offsets)
         lines = self.text.split("\n")
 
         def offset(p: types.Position) -> int:
             return sum(len(line) + 1 for line in lines[: p.line]) + p.character
 
-        assert (where.start.line, start.line) == (where.end.line, 0)
+        assert where.start.line == where.end.line
         a, b = offset(where.start), offset(where.end)
-        assert self.text[a:b] == text  # the same character, typed over
-        self.edits.append("")
+        # Typed over (the same character: recorded as ""), or an item that replaces closers.
+        self.edits.append("" if self.text[a:b] == text else text)
+        self.text = self.text[:a] + text + self.text[b:]
 
     async def inline(self, uri: str, text: str, offset: int) -> lsp_driver.InlineAnswer:
         assert text == self.text
         after = text[offset:].split("\n", 1)[0]
-        return lsp_driver.InlineAnswer(self.original[offset:].split("\n", 1)[0], 1.0, None,
-                                       replaced=len(after))
+        return lsp_driver.InlineAnswer(self.answer(self.original[offset:].split("\n", 1)[0]),
+                                       1.0, None, replaced=len(after))
 
 
 def test_an_autoclosing_editor_puts_the_closers_in_and_types_over_them(tmp_path: Path) -> None:
@@ -256,6 +257,35 @@ def test_an_autoclosing_editor_puts_the_closers_in_and_types_over_them(tmp_path:
     samples = spans.key_samples("d", "autoclose:burst", ep, answers, {}, "B")
     assert [a.after for a in answers][7] == ")"
     assert not samples[7].line_exact and samples[0].line_exact
+
+
+@pytest.mark.parametrize(("replacing", "tabs"), [(True, True), (False, False)])
+def test_the_typist_in_an_autoclosing_editor_takes_a_line_over_the_closers(
+        tmp_path: Path, replacing: bool, tabs: bool) -> None:
+    """The rest of the line as an item over the closers the editor put: Tab takes it, the
+    closers replaced (the span typed back). The same text inserted at the cursor would leave
+    them doubled: the typist types on, and the answers are not line-exact."""
+    import asyncio
+
+    path = tmp_path / "a.py"
+    path.write_text("".join(f"x{i} = f(a[{i}], 2)\n" for i in range(30)))
+    ep = workload.make_episode(workload.read_source(str(path)), 25, 1)
+    # Suggestions only once the call's paren is typed (the editor has put its `)` then).
+    session = AutoclosingSession(lambda rest: "" if "(" in rest else rest, ep.original_text)
+    if not replacing:
+        async def inserting(uri: str, text: str, offset: int) -> lsp_driver.InlineAnswer:
+            answer = await AutoclosingSession.inline(session, uri, text, offset)
+            return answer._replace(replaced=0)
+        session.inline = inserting  # type: ignore[method-assign]
+    delays = tuple([0.0] + [15.0] * (len(ep.keystrokes) - 1))
+    steps = asyncio.run(spans.type_with_tab(session, ep, 100, spans.SpanTiming(
+        delays_ms=delays, autoclose=True)))
+    assert session.text == ep.original_text
+    assert any(s.accepted for s in steps) == tabs
+    if tabs:  # `x25 = f(` typed, then Tab: the rest of the line, the editor's `)` replaced
+        typed = len("x25 = f(")
+        assert [s.accepted for s in steps][typed - 1 :] == [0, len(ep.typed) - typed]
+        assert session.edits[typed] == ep.typed[typed:]
 
 
 def _file(tmp_path: Path, line: str) -> Path:

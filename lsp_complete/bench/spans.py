@@ -107,11 +107,8 @@ async def type_span(
         plain = ep.text_after(ks.typed)
         text = plain[: ks.offset] + closers + plain[ks.offset :]
         version += 1
-        if typed:
-            session.insert(uri, version, before, typed)
-        else:  # typed over the closer the editor put: it replaces it by the same character
-            session.replace(uri, version, types.Range(start=before, end=position_at(
-                text, ks.offset)), ks.text)
+        # ("" types over the closer the editor put: it replaces it by the same character)
+        _replace(session, uri, version, before, 0 if typed else len(ks.text), typed or ks.text)
         if timing.cancels:
             session.cancel_pending()
         request = _ask(session, uri, text, ks.offset, version)
@@ -260,15 +257,22 @@ async def type_with_tab(
     as it is, and is either a block whose lines are exactly the lines still to be typed
     (`block_rest`: the block goes in) or its first line is exactly the rest of the line (that
     rest goes in, and typing goes on at the line break). It stops after the span's
-    keystrokes (a Tab may take it past a keystroke cap). The document stays open."""
+    keystrokes (a Tab may take it past a keystroke cap). In an auto-closing editor the
+    closers it put stay after the cursor (`autoclosed`): Tab takes a line whose first line and
+    what stays of those closers are the rest of the line (the item replaces the others); a
+    block only with none there. The document stays open."""
     assert timing.delays_ms is not None
     uri = span_uri(ep)
     session.open(uri, ep.language_id, ep.initial_text, version)
     loop = asyncio.get_running_loop()
     made: list[tuple[asyncio.Task[KeyAnswer], int, int]] = []  # request, accepted, k after
-    keys = {ks.typed - len(ks.text): ks.text for ks in ep.keystrokes}  # by where each starts
+    # Each key by where it starts: what it inserts ("" types over a closer) and the closers
+    # after the cursor once it is in.
+    edits = autoclosed(ep) if timing.autoclose else [(ks.text, "") for ks in ep.keystrokes]
+    keys = {ks.typed - len(ks.text): (ks.text, *edit)
+            for ks, edit in zip(ep.keystrokes, edits, strict=True)}
     end = ep.keystrokes[-1].typed if ep.keystrokes else 0
-    k, due = 0, loop.time()
+    k, closers, due = 0, "", loop.time()
     while k < end:
         due += timing.delays_ms[len(made)] / 1000
         await asyncio.sleep(max(0.0, due - loop.time()))
@@ -276,25 +280,40 @@ async def type_with_tab(
         rest = line_rest(ep, k)
         where = position_at(ep.text_after(k), ep.start_offset + k)
         version += 1
-        arrived = newest.result().suggestion if newest is not None and newest.done() else ""
-        block = block_rest(ep, k, arrived)
+        answer = newest.result() if newest is not None and newest.done() else None
+        arrived = answer.suggestion if answer is not None else ""
+        block = "" if closers else block_rest(ep, k, arrived)
         if block:
             session.insert(uri, version, where, block)
             accepted, k = len(block), k + len(block)
-        elif rest and arrived and first_line(arrived) == rest:
-            session.insert(uri, version, where, rest)
-            accepted, k = len(rest), k + len(rest)
+        elif rest and arrived and answer is not None and first_line(arrived) + answer.after \
+                == rest:
+            _replace(session, uri, version, where, len(closers) - len(answer.after),
+                     first_line(arrived))
+            accepted, k, closers = len(rest), k + len(rest), ""
         else:
-            key = keys.get(k, ep.typed[k])
-            session.insert(uri, version, where, key)
+            key, typed, closers = keys.get(k, (ep.typed[k], ep.typed[k], closers))
+            _replace(session, uri, version, where, 0 if typed else len(key), typed or key)
             accepted, k = 0, k + len(key)
         if timing.cancels:
             session.cancel_pending()
-        request = _ask(session, uri, ep.text_after(k), ep.start_offset + k, version)
+        plain, at = ep.text_after(k), ep.start_offset + k
+        request = _ask(session, uri, plain[:at] + closers + plain[at:], at, version)
         made.append((asyncio.create_task(request), accepted, k))
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))
     return [TypistStep(answer, accepted, line_rest(ep, after), shown=is_newest(answers, i))
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
+
+
+def _replace(session: lsp_driver.Session, uri: str, version: int, where: types.Position,
+             replaced: int, text: str) -> None:
+    """`text` in place of the `replaced` characters after `where` (on its line), as an editor
+    applies an item or types over a closer: an insert when none is replaced."""
+    if not replaced:
+        session.insert(uri, version, where, text)
+        return
+    end = types.Position(line=where.line, character=where.character + replaced)
+    session.replace(uri, version, types.Range(start=where, end=end), text)
 
 
 async def _ask(session: lsp_driver.Session, uri: str, text: str, offset: int,

@@ -255,7 +255,8 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
         samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, a.error,
                                  side=side.key, fresh=shown,
-                                 line_exact=bool(step.rest) and first_line(c.text) == step.rest,
+                                 line_exact=bool(step.rest)
+                                 and first_line(c.text) + a.after == step.rest,
                                  extra=extra))
     return samples
 

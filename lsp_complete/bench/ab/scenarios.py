@@ -136,11 +136,11 @@ class Scenario:
     @property
     def options(self) -> dict[str, object]:
         """What every server of the scenario is given beside the run's settings."""
+        client: dict[str, object] = dict(AUTOCLOSE_OPTIONS) if self.client == "autoclose" \
+            else {}
         if self.holes or self.saves:
-            return dict(AS_EDITORS_ASK)
-        if self.client == "autoclose":
-            return dict(AUTOCLOSE_OPTIONS)
-        return dict(BLOCK_OPTIONS) if self.blocks else {}
+            return {**AS_EDITORS_ASK, **client}
+        return dict(BLOCK_OPTIONS) if self.blocks else client
 
     @property
     def opens_imported(self) -> bool:
@@ -186,11 +186,10 @@ def _one(item: str) -> Scenario:
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
     client = client or "generic"
-    if client not in CLIENTS or timing not in TIMINGS or (client, timing) == ("autoclose",
-                                                                            "saved"):
+    if client not in CLIENTS or timing not in TIMINGS:
         raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
-                         "(optionally cancelling:TIMING, ours:TIMING or autoclose:TIMING, "
-                         f"not autoclose:saved) or {', '.join(OPEN_SCENARIOS)}")
+                         "(optionally cancelling:TIMING, ours:TIMING or autoclose:TIMING) or "
+                         f"{', '.join(OPEN_SCENARIOS)}")
     name = timing if client == "generic" else f"{client}:{timing}"
     pause_s = MOVED_PAUSE_S if timing == "moved-pause" else 0.0
     return Scenario(name, "typing", client=client, timing=timing, pause_s=pause_s)
