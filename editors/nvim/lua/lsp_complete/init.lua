@@ -305,11 +305,12 @@ local function render(bufnr)
   end
   local lines = vim.split(rest, "\n", { plain = true })
   local hl = "LspCompleteGhost"
-  if s.replace ~= "" and #lines == 1 and M.config.virt_text_pos == "inline" then
+  local pieces = s.replace ~= "" and M.config.virt_text_pos == "inline" and M._pieces(rest, s.replace)
+  if pieces then
     -- The text writes the closers after the cursor again: draw what goes before, between
     -- and after them, each where it goes.
     local ids = {}
-    for _, piece in ipairs(M._pieces(rest, s.replace)) do
+    for _, piece in ipairs(pieces) do
       local ok, id = pcall(api.nvim_buf_set_extmark, bufnr, M.ns, row, col + piece[1], {
         virt_text = { { display_text(piece[2]), hl } },
         virt_text_pos = "inline",
