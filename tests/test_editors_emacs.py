@@ -424,3 +424,24 @@ def test_a_suggestion_over_the_closer_after_point_shows_the_line_and_tab_gives_i
     assert not _values(out, "TIMEOUT"), out[-3000:]
     assert _values(out, "GHOST") == [[") + 2", ")"]]
     assert _values(out, "LINE") == [["x = foo(1) + 2", len("x = foo(1) + 2")]]
+
+
+def test_an_item_is_a_suggestion_with_or_without_closers_to_replace(tmp_path: Path) -> None:
+    """A block (no range past point) is shown as before; an item over the closers after point
+    only when its text writes them again."""
+    script = _script("""
+        (with-temp-buffer
+          (insert "x = foo()")
+          (backward-char 1)
+          (let ((over (list :start (list :line 0 :character 8)
+                            :end (list :line 0 :character 9))))
+            (test-print "BLOCK" (nth 1 (lsp-complete--suggestion-of
+                                        (list :insertText (concat "a," "\n" "  b")))))
+            (test-print "OVER" (nth 4 (lsp-complete--suggestion-of
+                                       (list :insertText "1) + 2" :range over))))
+            (test-print "NOT-HELD" (lsp-complete--suggestion-of
+                                    (list :insertText "1" :range over)))))""")
+    out = _run_emacs(script, tmp_path)
+    assert _values(out, "BLOCK") == ["a,\n  b"], out[-2000:]
+    assert _values(out, "OVER") == [")"]
+    assert _values(out, "NOT-HELD") == [None]

@@ -310,7 +310,8 @@ closers TEXT writes again in their place."
                      (buffer-substring-no-properties start (point)))))
     (when (and text (not (string-empty-p text)) typed
                (string-prefix-p typed text)
-               (lsp-complete--holds-in-order (substring text (length typed)) replace))
+               (or (string-empty-p replace)
+                   (lsp-complete--holds-in-order (substring text (length typed)) replace)))
       (list (copy-marker start) text
             (buffer-substring-no-properties (point) (line-end-position))
             (plist-get item :command) replace))))
