@@ -787,10 +787,17 @@ def nvim_remote_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture
     """A headless Neovim with the plugin set up against the real server, whose model answers
     come from the scripted llama-server stand-in (tests/test_remote_engine.py): the tiny
     model writes gibberish, which no next-edit guard accepts."""
+    options = remote_options(fake.url, Path(model_path), remoteHealing="off", nextEditDelayMs=0)
+    with _headless_nvim(_remote_init(tmp_path, options, "next_edit = true,"), tmp_path) as nvim:
+        yield nvim
+
+
+def _remote_init(tmp_path: Path, options: dict, more: str = "") -> str:
+    """init.lua: the plugin (its own renderer) set up against the real server, sent `options`
+    (a remote engine's: the scripted stand-in answers for the model), and `more` settings."""
     _nvim_or_skip()
     cmd = [sys.executable, "-m", "lsp_complete", "serve"]
-    options = remote_options(fake.url, Path(model_path), remoteHealing="off", nextEditDelayMs=0)
-    init = textwrap.dedent(
+    return textwrap.dedent(
         f"""
         vim.opt.rtp:prepend({str(PLUGIN)!r})
         vim.opt.swapfile = false
@@ -800,12 +807,10 @@ def nvim_remote_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture
           cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
           init_options = vim.json.decode({json.dumps(json.dumps(options))}),
           use_builtin = false,
-          next_edit = true,
+          {more}
         }})
         """
     )
-    with _headless_nvim(init, tmp_path) as nvim:
-        yield nvim
 
 
 def test_next_edit_from_the_server_is_shown_and_accepted_exactly(
@@ -1056,23 +1061,8 @@ def test_cursor_hold_asks_once_per_text(nvim_session, tmp_path):
 def nvim_fake_session(tmp_path, model_path, fake):  # noqa: F811  (the fixture)
     """A headless Neovim with the plugin set up (its own renderer) against the real server,
     whose model answers come from the scripted stand-in: what it writes is the test's."""
-    _nvim_or_skip()
-    cmd = [sys.executable, "-m", "lsp_complete", "serve"]
     options = remote_options(fake.url, Path(model_path), remoteHealing="off", debounceMs=0)
-    init = textwrap.dedent(
-        f"""
-        vim.opt.rtp:prepend({str(PLUGIN)!r})
-        vim.opt.swapfile = false
-        vim.opt.shadafile = "NONE"
-        require("lsp_complete").setup({{
-          cmd = {{ {", ".join(repr(c) for c in cmd)} }},
-          cmd_env = {{ {", ".join(f"{k} = {v!r}" for k, v in _server_env(tmp_path).items())} }},
-          init_options = vim.json.decode({json.dumps(json.dumps(options))}),
-          use_builtin = false,
-        }})
-        """
-    )
-    with _headless_nvim(init, tmp_path) as nvim:
+    with _headless_nvim(_remote_init(tmp_path, options), tmp_path) as nvim:
         yield nvim
 
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -347,23 +348,30 @@ async def test_clients_with_inline_completion_get_no_duplicate_menu_item(tiny_mo
         await c.shutdown_session()
 
 
-async def test_settings_come_from_workspace_configuration(tiny_model_path):
+async def _pulling_settings(model: Path, section: dict) -> Any:
+    """The real server, started by a client that holds `section` as its `lspComplete`
+    settings and answers workspace/configuration with it; the model ready."""
     from pytest_lsp.client import make_test_lsp_client
 
     from lsp_complete.testing.lsp_client import SERVER, wait_for_state
 
     c = make_test_lsp_client()
-    c.set_configuration({"maxTokens": 2, "multiline": "never"}, section="lspComplete")
-    await c.start_io(*SERVER, "--model", str(tiny_model_path))
-    try:
-        await c.initialize_session(
-            types.InitializeParams(
-                capabilities=types.ClientCapabilities(
-                    workspace=types.WorkspaceClientCapabilities(configuration=True)
-                ),
-            )
+    c.set_configuration(section, section="lspComplete")
+    await c.start_io(*SERVER, "--model", str(model))
+    await c.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(
+                workspace=types.WorkspaceClientCapabilities(configuration=True)
+            ),
         )
-        await wait_for_state(c, ("ready",))
+    )
+    await wait_for_state(c, ("ready",))
+    return c
+
+
+async def test_settings_come_from_workspace_configuration(tiny_model_path):
+    c = await _pulling_settings(tiny_model_path, {"maxTokens": 2, "multiline": "never"})
+    try:
         uri = "file:///work/pulled.py"
         open_doc(c, uri, SOURCE)
         await inline(c, uri, 11, len("    for line in read_li"))
@@ -377,28 +385,14 @@ async def test_vscodes_own_settings_for_the_section_are_taken_without_a_warning(
     """VS Code answers workspace/configuration with its `lspComplete` section as the
     extension declares it (package.json): every default there, `nextEdit` a checkbox
     (false), client-only keys beside the server's. None is worth a warning to the user."""
-    from pytest_lsp.client import make_test_lsp_client
-
-    from lsp_complete.testing.lsp_client import SERVER, wait_for_state
-
     package = Path(__file__).parent.parent / "editors" / "vscode" / "package.json"
     declared = json.loads(package.read_text())["contributes"]["configuration"]["properties"]
     section = {key.removeprefix("lspComplete."): spec.get("default")
                for key, spec in declared.items() if key.startswith("lspComplete.")}
     assert section["nextEdit"] is False
     section["nextEdit"] = True  # a user who turned them on
-    c = make_test_lsp_client()
-    c.set_configuration(section, section="lspComplete")
-    await c.start_io(*SERVER, "--model", str(tiny_model_path))
+    c = await _pulling_settings(tiny_model_path, section)
     try:
-        await c.initialize_session(
-            types.InitializeParams(
-                capabilities=types.ClientCapabilities(
-                    workspace=types.WorkspaceClientCapabilities(configuration=True)
-                ),
-            )
-        )
-        await wait_for_state(c, ("ready",))
         await asyncio.sleep(0.2)
         assert [m.message for m in c.messages if m.type <= types.MessageType.Warning] == []
     finally:
