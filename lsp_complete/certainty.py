@@ -1,8 +1,7 @@
 """How sure the model was of a suggestion: its generated tokens' probabilities placed in the
-suggestion's text, and the probability of the first line still to be typed. The server shows
-only the part of a suggestion's first line the model was sure of (`minConfidencePercent`):
-most lines it was unsure of are wrong from the unsure token on, a wrong suggestion costs the
-user a read, and the part before it is what a word-by-word accept takes."""
+suggestion's text, and the probability of the first line still to be typed. The server holds
+back a suggestion whose line the model was unsure of (`minConfidencePercent`): most such lines
+are wrong, and a wrong suggestion costs the user a read."""
 
 from __future__ import annotations
 
@@ -32,47 +31,19 @@ def place(result: GenerationResult, heal_chars: int, text: str) -> Certainty | N
     return tuple(placed)
 
 
-def rest_of(certainty: Certainty | None, typed: int) -> Certainty | None:
-    """The tokens of a suggestion once its first `typed` characters are typed, in the
-    coordinates of what is left of it: those that end after `typed` (one typed partway
-    counts whole: the model was as unsure of it)."""
+def line_confidence(certainty: Certainty | None, text: str, typed: int = 0) -> float:
+    """The probability of the first line of `text[typed:]`: the product of the tokens that
+    end after `typed` and start before the end of that line (the token that ends it
+    included). 1.0 when unknown."""
     if certainty is None:
-        return None
-    return tuple((end - typed, probability) for end, probability in certainty if end > typed)
-
-
-def line_confidence(certainty: Certainty | None, text: str) -> float:
-    """The probability of the first line of `text`: the product of the tokens that start
-    before the end of that line (the token that ends it included). 1.0 when unknown."""
-    confidence = 1.0
-    for _, probability in _first_line_tokens(certainty, text):
-        confidence *= probability
-    return confidence
-
-
-def sure_part(text: str, certainty: Certainty | None, minimum: float) -> str:
-    """`text` up to the first token of its first line at which the probability of the line
-    so far falls under `minimum` (all of it, later lines included, when none does; "" when
-    the first token does)."""
-    confidence = 1.0
-    for start, probability in _first_line_tokens(certainty, text):
-        confidence *= probability
-        if confidence < minimum:
-            return text[:start]
-    return text
-
-
-def _first_line_tokens(certainty: Certainty | None, text: str) -> list[tuple[int, float]]:
-    """(where it starts, its probability) for each token that starts within the first line
-    of `text`, the line break included."""
-    if certainty is None:
-        return []
-    newline = text.find("\n")
+        return 1.0
+    newline = text.find("\n", typed)
     line_end = len(text) if newline < 0 else newline + 1
-    tokens, start = [], 0
+    confidence, start = 1.0, 0
     for end, probability in certainty:
         if start >= line_end:
             break
-        tokens.append((start, probability))
+        if end > typed:
+            confidence *= probability
         start = end
-    return tokens
+    return confidence

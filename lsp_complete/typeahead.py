@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from lsp_complete.certainty import Certainty, line_confidence, rest_of
+from lsp_complete.certainty import Certainty, line_confidence
 
 TAIL_CHARS = 256
 _DIGEST_SIZE = 16
@@ -34,15 +34,10 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class Hit:
-    """The rest of a remembered suggestion, and how sure the model was of each part of it."""
+    """The rest of a remembered suggestion, and the probability of its first line."""
 
     text: str
-    certainty: Certainty | None = None
-
-    @property
-    def confidence(self) -> float:
-        """The probability the model gave the first line of `text`."""
-        return line_confidence(self.certainty, self.text)
+    confidence: float
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,8 @@ class _Entry:
             return None  # (when length <= TAIL_CHARS the tail comparison was the whole text)
         if self.after_len > TAIL_CHARS and after_digest.get() != self.after_digest:
             return None
-        return Hit(text[typed_len:], rest_of(self.suggestion.certainty, typed_len))
+        return Hit(text[typed_len:],
+                   line_confidence(self.suggestion.certainty, text, typed_len))
 
 
 class _LazyDigest:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lsp_complete.certainty import line_confidence, place, rest_of, sure_part
+from lsp_complete.certainty import line_confidence, place
 from lsp_complete.engine.base import GenerationResult
 from tests.raw_lsp import RawServer
 
@@ -25,11 +25,8 @@ def test_the_first_lines_tokens_make_the_confidence() -> None:
     assert certainty == ((2, 0.5), (5, 0.8), (6, 0.5), (10, 0.1))
     assert line_confidence(certainty, "ab(c)\nnext") == pytest.approx(0.5 * 0.8 * 0.5)
     # Typed along: only the tokens not yet typed count; on the next line, its own tokens.
-    assert rest_of(certainty, 2) == ((3, 0.8), (4, 0.5), (8, 0.1))
-    assert line_confidence(rest_of(certainty, 2), "(c)\nnext") == pytest.approx(0.8 * 0.5)
-    assert line_confidence(rest_of(certainty, 6), "next") == pytest.approx(0.1)
-    # A token typed partway counts whole: the model was as unsure of what is left of it.
-    assert rest_of(certainty, 1) == ((1, 0.5), (4, 0.8), (5, 0.5), (9, 0.1))
+    assert line_confidence(certainty, "ab(c)\nnext", 2) == pytest.approx(0.8 * 0.5)
+    assert line_confidence(certainty, "ab(c)\nnext", 6) == pytest.approx(0.1)
     assert line_confidence(None, "remote") == 1.0
     assert place(GenerationResult(text="remote"), 0, "remote") is None  # none given
     # Healed: tokens that only spell the typed characters are left out, the coordinates are
@@ -43,20 +40,6 @@ def test_the_first_lines_tokens_make_the_confidence() -> None:
     assert place(healed, 2, "x = 2") is None
 
 
-def test_only_the_part_the_model_was_sure_of_is_shown() -> None:
-    text = "ab(c)\nnext"
-    certainty = ((2, 0.5), (5, 0.8), (6, 0.5), (10, 0.1))
-    # The line so far: 0.5 after "ab", 0.4 after "(c)", 0.2 with its line break.
-    assert sure_part(text, certainty, 0.1) == text  # the next line's token does not count
-    assert sure_part(text, certainty, 0.3) == "ab(c)"  # the line, without what follows it
-    assert sure_part(text, certainty, 0.45) == "ab"
-    assert sure_part(text, certainty, 0.6) == ""  # unsure from the first token
-    assert sure_part(text, certainty, 0.0) == text  # the rule off
-    assert sure_part(text, None, 0.9) == text  # unknown: a remote engine's
-    # Typed along: judged by what is left of it.
-    assert sure_part(text[2:], rest_of(certainty, 2), 0.6) == "(c)"
-
-
 def test_typing_ahead_says_how_sure_the_model_was_of_the_rest() -> None:
     from lsp_complete.typeahead import TypeAhead
 
@@ -65,10 +48,8 @@ def test_typing_ahead_says_how_sure_the_model_was_of_the_rest() -> None:
     first = ahead.find("u", "f(", ")")
     assert first is not None and first.text == "abcde"
     assert first.confidence == pytest.approx(0.045)
-    assert first.certainty == ((2, 0.05), (5, 0.9))
     past = ahead.find("u", "f(ab", ")")  # typed past the unsure token
     assert past is not None and past.text == "cde" and past.confidence == pytest.approx(0.9)
-    assert past.certainty == ((3, 0.9),)
     ahead.remember("u", "g(", ")", "xyz")  # without probabilities: sure
     found = ahead.find("u", "g(x", ")")
     assert found is not None and found.confidence == 1.0
@@ -150,48 +131,5 @@ def test_an_unsure_suggestion_is_held_back_unless_asked_for(tiny_model_path: Pat
             "textDocument": {"uri": URI, "version": 3},
             "contentChanges": [{"text": TEXT.replace("return a", "return b")}]})
         assert _inline(server, 1, 12, invoked=False), "shown when the setting is 0"
-    finally:
-        server.close()
-
-
-def test_a_suggestion_is_shown_up_to_where_the_model_became_unsure(
-        tiny_model_path: Path) -> None:
-    """The tiny model is sure of its first token here and unsure of the second (0.999, then
-    0.72): at 80% an automatic request shows the suggestion up to that token, an explicit
-    one all of it; typed past the unsure token, the rest shows from typing-ahead."""
-    server = RawServer(tiny_model_path)
-    try:
-        server.initialize({"minConfidencePercent": 80})
-        server.wait_ready()
-        server.notify("textDocument/didOpen", {"textDocument": {
-            "uri": URI, "languageId": "python", "version": 1, "text": TEXT}})
-        cut = _inline(server, 1, 12, invoked=False)
-        whole = _inline(server, 1, 12, invoked=True)
-        assert cut and whole
-        shown, text = cut[0]["insertText"], whole[0]["insertText"]
-        assert len("a") < len(shown) < len(text) and text.startswith(shown), (shown, text)
-        assert cut[0]["range"] == whole[0]["range"]
-        counters = server.call("lsp-complete/status", {})["result"]["counters"]
-        assert counters["cutShort"] == 1 and counters["heldBack"] == 0
-        # Typed up to where it was cut: the unsure token is next, nothing shows. Typed on
-        # along the suggestion, what is left is judged anew, and shows once past it.
-        version, column, rest = 1, 12, []
-        for ch in text[1:]:
-            version += 1
-            server.notify("textDocument/didChange", {
-                "textDocument": {"uri": URI, "version": version},
-                "contentChanges": [{"range": {"start": {"line": 1, "character": column},
-                                              "end": {"line": 1, "character": column}},
-                                    "text": ch}]})
-            column += 1
-            rest = _inline(server, 1, column, invoked=False)
-            if column == 11 + len(shown):
-                assert rest == [], "the unsure token is still to be typed"
-            if rest:
-                break
-        assert column > 11 + len(shown) and rest, (shown, text)
-        assert text.endswith(rest[0]["insertText"][column - 11:])
-        counters = server.call("lsp-complete/status", {})["result"]["counters"]
-        assert counters["heldBack"] >= 1 and counters["typeahead"] >= 2
     finally:
         server.close()

@@ -14,7 +14,6 @@ from typing import Any
 
 from lsprotocol import types
 
-from lsp_complete.certainty import Certainty, sure_part
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
 from lsp_complete.jobkey import JobKey
@@ -156,9 +155,9 @@ class Suggester:
 
     async def suggest(self, uri: str, position: types.Position,
                       explicit: bool = False) -> tuple[str, int] | None:
-        """The text to insert at `position` and the cursor offset, or None. Of a suggestion,
-        fresh or typed along, only the part the model was sure of is shown unless asked for
-        `explicit`ly (`_sure`)."""
+        """The text to insert at `position` and the cursor offset, or None. A suggestion the
+        model is unsure of, fresh or typed along, is held back unless asked for `explicit`ly
+        (`_held_back`)."""
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
         settings = self._settings()
         started = time.perf_counter()
@@ -182,8 +181,7 @@ class Suggester:
         found = typeahead.find(uri, before, after)
         if found is not None:
             self._typed_ahead(uri, version, started)
-            shown = self._sure(found.text, found.certainty, explicit)
-            return (shown, cursor) if shown else None
+            return None if self._held_back(found.confidence, explicit) else (found.text, cursor)
         completer = self._ready_completer(uri, version, started)
         if completer is None:
             return None
@@ -220,8 +218,8 @@ class Suggester:
             if found is not None:
                 telemetry.counters["joined"] += 1
                 telemetry.record(uri, version, started, "typeahead")
-                shown = self._sure(found.text, found.certainty, explicit)
-                return (shown, cursor) if shown else None
+                return (None if self._held_back(found.confidence, explicit)
+                        else (found.text, cursor))
         if not await self._debounced(uri, file, asked, started):
             return None
         prepared = prepare(doc, cursor, state.anchor, settings)
@@ -255,32 +253,25 @@ class Suggester:
         if completion is None:
             return None
         files.forget_shown(state)
-        shown = self._sure(completion.text, completion.certainty, explicit)
+        held_back = bool(completion.text) and self._held_back(completion.confidence, explicit)
         if completion.text:  # an explicit request at this spot computes its alternatives
             state.shown = Shown(version, cursor, prepared, completion, completer)
-            if shown == completion.text and block_wanted(prepared, completion):
+            if not held_back and block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
         files.answered(uri, state, Answered(prepared, completion, before, after, position))
-        return (shown, cursor) if shown else None
+        if not completion.text or held_back:
+            return None
+        return completion.text, cursor
 
-    def _sure(self, text: str, certainty: Certainty | None, explicit: bool) -> str:
-        """What is shown of `text`: its first line up to where the model's probability for
-        it falls under `minConfidencePercent` (`certainty.sure_part`), or all of it when
-        asked for explicitly. Most lines the model was unsure of are wrong from there on,
-        and a wrong suggestion costs the user a read; the part before is what a word-by-word
-        accept takes. The whole text stays in typing-ahead: typed past the unsure token, the
-        rest shows. "" when nothing but space is left (counted `heldBack`; `cutShort` when
-        a part is shown)."""
-        if not text or explicit:
-            return text
-        shown = sure_part(text, certainty, self._settings().min_confidence_percent / 100)
-        if shown == text:
-            return text
-        if not shown.strip():
-            self._telemetry.counters["heldBack"] += 1
-            return ""
-        self._telemetry.counters["cutShort"] += 1
-        return shown
+    def _held_back(self, confidence: float, explicit: bool) -> bool:
+        """The model gave the first line to be shown less probability than
+        `minConfidencePercent`: most such lines are wrong, and a wrong suggestion costs the
+        user a read. Not shown, unless asked for explicitly; it stays in typing-ahead, and
+        shows once the user has typed past what the model was unsure of."""
+        if explicit or confidence * 100 >= self._settings().min_confidence_percent:
+            return False
+        self._telemetry.counters["heldBack"] += 1
+        return True
 
     def _keep_or_cancel(self, inflight: InFlight, file: OpenFile) -> None:
         """A request waiting for `inflight` was cancelled ($/cancelRequest). Clients cancel

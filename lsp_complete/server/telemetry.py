@@ -65,9 +65,8 @@ class Telemetry:
             # Keystrokes answered from a smaller prompt answered again from a richer one, and
             # of those, the ones whose suggestion changed.
             "refined": 0, "refinedChanged": 0,
-            # Answers not shown (the model was unsure of their first token), and answers shown
-            # only up to where it became unsure.
-            "heldBack": 0, "cutShort": 0,
+            # Fresh answers not shown: the model was unsure of their first line.
+            "heldBack": 0,
             # Next edits: computed (each answer of the model, or the last edit made again
             # without it: nextEditRepeated), what the model's came to (an edit, nothing to
             # change, an answer the guards refused, an edit that does not follow from the last
