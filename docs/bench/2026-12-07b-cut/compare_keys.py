@@ -1,22 +1,34 @@
-import json, sys, collections
-d = json.load(open(sys.argv[1]))
-by = collections.defaultdict(dict)
-for u in d["units"]:
-    for s in u["samples"]:
-        by[(u["scenario"], u["name"], s["index"])][u["side"]] = s
-stats = collections.Counter()
-for k, sides in sorted(by.items()):
+"""Compare B's answers with A1's key by key in an awaited run (the keys are the same on every
+side): same, cut (B's a prefix of A1's), or other; and whether a cut lost characters a
+partial accept takes. `python compare_keys.py ab-samples.json [-v]`."""
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+data = json.loads(Path(sys.argv[1]).read_text())
+verbose = len(sys.argv) > 2
+answers: dict[tuple[str, str, int], dict[str, dict]] = collections.defaultdict(dict)
+for unit in data["units"]:
+    for sample in unit["samples"]:
+        answers[(unit["scenario"], unit["name"], sample["index"])][unit["side"]] = sample
+counts: collections.Counter[str] = collections.Counter()
+for key, sides in sorted(answers.items()):
     a, b = sides.get("A1"), sides.get("B")
-    if not a or not b: continue
-    sa, sb = a["suggestion"] or "", b["suggestion"] or ""
-    if sa == sb: stats["same"] += 1; continue
-    if sa.startswith(sb):
-        kind = "held" if not sb.strip() else "cut"
-        # accepted_chars: common prefix with the rest of the line
-        stats[kind] += 1
-        stats[kind + (" A-exact" if a["line_exact"] else " A-not-exact")] += 1
-        stats[kind + " acc A=%s B=%s" % ("hi" if a["extra"]["accepted_chars"] > b["extra"]["accepted_chars"] else "eq", "")] += 1
-        if len(sys.argv) > 2: print(k, repr(sa), "->", repr(sb), a["line_exact"], a["extra"]["accepted_chars"], b["extra"]["accepted_chars"])
+    if not a or not b:
+        continue
+    shown_a, shown_b = a["suggestion"] or "", b["suggestion"] or ""
+    if shown_a == shown_b:
+        counts["same"] += 1
+    elif shown_a.startswith(shown_b):
+        kind = "cut" if shown_b.strip() else "held back"
+        counts[kind] += 1
+        counts[f"{kind}, A1 line-exact"] += bool(a["line_exact"])
+        lost = a["extra"]["accepted_chars"] > b["extra"]["accepted_chars"]
+        counts[f"{kind}, lost accepted characters"] += lost
+        if verbose:
+            print(key, repr(shown_a), "->", repr(shown_b))
     else:
-        stats["differ"] += 1
-print(dict(stats))
+        counts["other"] += 1
+print(dict(counts))
