@@ -180,3 +180,8 @@ class TypeAhead:
     def forget(self, uri: str) -> None:
         with self._lock:
             self._docs.pop(uri, None)
+
+    def clear(self) -> None:
+        """Forget every document's suggestions."""
+        with self._lock:
+            self._docs.clear()

@@ -53,3 +53,32 @@ async def test_without_the_setting_the_suggestion_stops_before_the_closer(
     item = await _item(fake, tiny_model_path)
     assert item.insert_text == "o2"
     assert item.range is not None and item.range.end.character == COL
+
+
+async def test_turned_off_the_closers_are_not_written_twice(
+        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
+    """A suggestion remembered with the setting on wrote the closers again; served after the
+    client turned the setting off, its item would insert them before the ones there (`o2);)`).
+    A change of settings forgets what was remembered: the next key asks anew."""
+    fake.pieces = ["o2);"]
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0,
+                                                     replaceLineSuffix=True))
+    try:
+        uri = "file:///work/main.c"
+        open_doc(client, uri, SOURCE, "c")
+        _, item = suggestion_of(await inline(client, uri, LINE, COL))
+        assert item is not None and item.insert_text == "o2);"
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"lspComplete": {"replaceLineSuffix": False}}))
+        fake.pieces = ["2);"]  # what the model writes after `foo(o`
+        insert(client, uri, 2, LINE, COL, "o")
+        _, after = suggestion_of(await inline(client, uri, LINE, COL + 1))
+        assert after is not None and after.range is not None
+        line = "    foo(o)"
+        applied = (line[:after.range.start.character] + after.insert_text
+                   + line[after.range.end.character:])
+        assert applied == "    foo(o2)", applied
+        assert (await status(client))["counters"]["typeahead"] == 0
+    finally:
+        await client.shutdown_session()

@@ -152,6 +152,10 @@ class CompletionServer(LanguageServer):
         for problem in combined_problems(problems, SECTION):  # a popup per change, not key
             self.client.tell(f"lsp-complete: {problem}", types.MessageType.Warning)
         reload = new.engine_settings != self.settings.engine_settings
+        if new != self.settings:
+            # Remembered suggestions were shaped by the old settings (a range past the
+            # closers, a block, a length): served now, they could double a `)`.
+            self.typeahead.clear()
         self.settings = new
         self.model.use_settings(new)
         if reload and self._model_wanted:  # before `initialized`, its load reads them
