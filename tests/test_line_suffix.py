@@ -6,6 +6,8 @@ the test's to choose)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from lsprotocol import types
@@ -16,27 +18,36 @@ from tests.test_remote_engine import FakeLlamaServer, fake, remote_options  # no
 
 SOURCE = "int main(void) {\n    foo()\n    return 0;\n}\n"
 LINE, COL = 1, len("    foo(")
+URI = "file:///work/main.c"
 
 
-async def _item(fake: FakeLlamaServer, model: Any, **options: Any) -> types.InlineCompletionItem:  # noqa: F811
+@asynccontextmanager
+async def _asked(fake: FakeLlamaServer, model: Any,  # noqa: F811
+                 **options: Any) -> AsyncIterator[tuple[Any, types.InlineCompletionItem]]:
+    """The real server with `options`, SOURCE open, the model writing `o2);` at `foo(|)`:
+    the client and the item it got there."""
     fake.pieces = ["o2);"]
     client = await start_server(None, remote_options(fake.url, model, remoteHealing="off",
                                                      debounceMs=0, **options))
     try:
-        uri = "file:///work/main.c"
-        open_doc(client, uri, SOURCE, "c")
-        _, item = suggestion_of(await inline(client, uri, LINE, COL))
+        open_doc(client, URI, SOURCE, "c")
+        _, item = suggestion_of(await inline(client, URI, LINE, COL))
         assert item is not None
+        yield client, item
+    finally:
+        await client.shutdown_session()
+
+
+async def _item(fake: FakeLlamaServer, model: Any, **options: Any) -> types.InlineCompletionItem:  # noqa: F811
+    async with _asked(fake, model, **options) as (client, item):
         if options.get("replaceLineSuffix"):
             # Typed on, the rest comes from typing-ahead with the same closers replaced.
-            insert(client, uri, 2, LINE, COL, "o")
-            _, after = suggestion_of(await inline(client, uri, LINE, COL + 1))
+            insert(client, URI, 2, LINE, COL, "o")
+            _, after = suggestion_of(await inline(client, URI, LINE, COL + 1))
             assert after is not None and after.insert_text == "o2);"
             assert after.range is not None and after.range.end.character == COL + 2
             assert (await status(client))["counters"]["typeahead"] == 1
         return item
-    finally:
-        await client.shutdown_session()
 
 
 async def test_the_item_replaces_the_closers_its_text_types_through(
@@ -60,25 +71,16 @@ async def test_turned_off_the_closers_are_not_written_twice(
     """A suggestion remembered with the setting on wrote the closers again; served after the
     client turned the setting off, its item would insert them before the ones there (`o2);)`).
     A change of settings forgets what was remembered: the next key asks anew."""
-    fake.pieces = ["o2);"]
-    client = await start_server(None, remote_options(fake.url, tiny_model_path,
-                                                     remoteHealing="off", debounceMs=0,
-                                                     replaceLineSuffix=True))
-    try:
-        uri = "file:///work/main.c"
-        open_doc(client, uri, SOURCE, "c")
-        _, item = suggestion_of(await inline(client, uri, LINE, COL))
-        assert item is not None and item.insert_text == "o2);"
+    async with _asked(fake, tiny_model_path, replaceLineSuffix=True) as (client, item):
+        assert item.insert_text == "o2);"
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
             settings={"lspComplete": {"replaceLineSuffix": False}}))
         fake.pieces = ["2);"]  # what the model writes after `foo(o`
-        insert(client, uri, 2, LINE, COL, "o")
-        _, after = suggestion_of(await inline(client, uri, LINE, COL + 1))
+        insert(client, URI, 2, LINE, COL, "o")
+        _, after = suggestion_of(await inline(client, URI, LINE, COL + 1))
         assert after is not None and after.range is not None
         line = "    foo(o)"
         applied = (line[:after.range.start.character] + after.insert_text
                    + line[after.range.end.character:])
         assert applied == "    foo(o2)", applied
         assert (await status(client))["counters"]["typeahead"] == 0
-    finally:
-        await client.shutdown_session()

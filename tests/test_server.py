@@ -358,14 +358,18 @@ async def _pulling_settings(model: Path, section: dict) -> Any:
     c = make_test_lsp_client()
     c.set_configuration(section, section="lspComplete")
     await c.start_io(*SERVER, "--model", str(model))
-    await c.initialize_session(
-        types.InitializeParams(
-            capabilities=types.ClientCapabilities(
-                workspace=types.WorkspaceClientCapabilities(configuration=True)
-            ),
+    try:
+        await c.initialize_session(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(
+                    workspace=types.WorkspaceClientCapabilities(configuration=True)
+                ),
+            )
         )
-    )
-    await wait_for_state(c, ("ready",))
+        await wait_for_state(c, ("ready",))
+    except BaseException:
+        await c.shutdown_session()  # the caller's `finally` is not reached
+        raise
     return c
 
 
