@@ -4,6 +4,12 @@ When the user types the characters a suggestion predicted, the rest of that sugg
 the answer: `lookup` finds it from the document state alone. Backspacing to an earlier state
 finds that state's suggestion again. Editing anything after the cursor invalidates it.
 
+`clear` forgets every suggestion (a change of settings: they were shaped by the old ones) and
+starts a new `generation`. Work that computes a suggestion captures the generation when it
+reads the settings it uses, and `remember` keeps nothing from an older one: a job already
+queued when the settings changed would otherwise remember its old-settings answer after the
+clear.
+
 Memory stays bounded however large the document: an entry keeps the text before the cursor as
 its length, a 128-bit blake2b digest and its last `TAIL_CHARS` characters, and the text after
 the cursor as its length, a digest and its first `TAIL_CHARS` characters. A false match needs
@@ -105,6 +111,7 @@ class TypeAhead:
         self._docs: OrderedDict[str, OrderedDict[tuple[int, bytes, int, bytes], _Entry]]
         self._docs = OrderedDict()
         self._lock = threading.Lock()
+        self._generation = 0  # one more at each `clear`
         self.stats: dict[str, int] = {
             "hits": 0,
             "misses": 0,
@@ -114,11 +121,12 @@ class TypeAhead:
         }
 
     def remember(self, uri: str, before: str, after: str, text: str,
-                 certainty: Certainty | None = None) -> None:
+                 certainty: Certainty | None = None, *, generation: int) -> bool:
         """Keep `text`, suggested when the document was `before` + cursor + `after` (and how
-        sure the model was of it)."""
+        sure the model was of it), unless `clear` ran since `generation` (captured when the
+        work read its settings); whether it was kept."""
         if not text.strip():
-            return  # nothing worth showing again
+            return False  # nothing worth showing again
         before_digest = _digest(before)
         after_digest = _digest(after)
         entry = _Entry(
@@ -132,6 +140,8 @@ class TypeAhead:
         )
         key = (len(before), before_digest, len(after), after_digest)
         with self._lock:
+            if generation != self._generation:
+                return False  # shaped by settings a `clear` has replaced since
             entries = self._docs.get(uri)
             if entries is None:
                 entries = self._docs[uri] = OrderedDict()
@@ -144,6 +154,7 @@ class TypeAhead:
             while len(entries) > self.max_entries_per_doc:
                 entries.popitem(last=False)
                 self.stats["evicted"] += 1
+            return True
 
     def lookup(self, uri: str, before: str, after: str) -> str | None:
         """The rest of a remembered suggestion that the typed text agrees with, or None."""
@@ -181,7 +192,14 @@ class TypeAhead:
         with self._lock:
             self._docs.pop(uri, None)
 
+    @property
+    def generation(self) -> int:
+        """The one `remember` accepts now: capture it where the work reads its settings."""
+        with self._lock:
+            return self._generation
+
     def clear(self) -> None:
-        """Forget every document's suggestions."""
+        """Forget every document's suggestions, and those of work planned before now."""
         with self._lock:
             self._docs.clear()
+            self._generation += 1

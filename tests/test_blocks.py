@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from lsprotocol import types
 
 from lsp_complete.context.block_shape import (
     among_statements,
@@ -29,6 +30,7 @@ from lsp_complete.testing.lsp_client import (
     open_doc,
     status,
     suggestion_of,
+    wait_idle,
 )
 from tests.lsp_helpers import start_server
 from tests.test_remote_engine import fake, remote_options  # noqa: F401  (the fixture)
@@ -394,6 +396,24 @@ async def test_a_cursor_moved_off_the_suggestion_stops_its_block(fake, tiny_mode
         await status(client)  # (after the notifications before it)
         fake.release.set()  # the rest of the block, were it still asked for
         await asyncio.sleep(1.0)  # past the end the block would have had
+        assert (await status(client))["counters"]["blocks"] == 0
+    finally:
+        await client.shutdown_session()
+
+
+async def test_a_block_being_written_when_the_settings_change_is_not_kept(
+        fake, tiny_model_path) -> None:  # noqa: F811
+    """The settings changed (typing-ahead was cleared) while the block after the line shown
+    was being written: the block was planned with the old ones, and is neither kept for
+    typing-ahead nor announced."""
+    uri = "file:///work/settings.py"
+    client = await _writing_a_block(fake, tiny_model_path, uri)
+    try:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"lspComplete": {"replaceLineSuffix": True}}))
+        await status(client)  # (answered once the change is applied)
+        fake.release.set()  # the rest of the block
+        assert (await wait_idle(client))["scheduler"]["idle"]  # written to its end
         assert (await status(client))["counters"]["blocks"] == 0
     finally:
         await client.shutdown_session()

@@ -44,13 +44,14 @@ def test_typing_ahead_says_how_sure_the_model_was_of_the_rest() -> None:
     from lsp_complete.typeahead import TypeAhead
 
     ahead = TypeAhead()
-    ahead.remember("u", "f(", ")", "abcde", ((2, 0.05), (5, 0.9)))
+    ahead.remember("u", "f(", ")", "abcde", ((2, 0.05), (5, 0.9)), generation=ahead.generation)
     first = ahead.find("u", "f(", ")")
     assert first is not None and first.text == "abcde"
     assert first.confidence == pytest.approx(0.045)
     past = ahead.find("u", "f(ab", ")")  # typed past the unsure token
     assert past is not None and past.text == "cde" and past.confidence == pytest.approx(0.9)
-    ahead.remember("u", "g(", ")", "xyz")  # without probabilities: sure
+    # Without probabilities: sure.
+    ahead.remember("u", "g(", ")", "xyz", generation=ahead.generation)
     found = ahead.find("u", "g(x", ")")
     assert found is not None and found.confidence == 1.0
 

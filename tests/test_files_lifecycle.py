@@ -97,9 +97,10 @@ async def test_a_close_while_a_suggestion_is_remembered_leaves_no_typing_ahead()
 
     class ClosingTypeAhead(TypeAhead):
         def remember(self, uri: str, before: str, after: str, text: str,
-                     certainty: Certainty | None = None) -> None:
+                     certainty: Certainty | None = None, *, generation: int) -> bool:
             close_on_the_loop(server, loop)
-            super().remember(uri, before, after, text, certainty)
+            return super().remember(uri, before, after, text, certainty,
+                                    generation=generation)
 
     server, _ = make_server()
     server.typeahead.__class__ = ClosingTypeAhead  # (the one every part holds)

@@ -6,6 +6,7 @@ the test's to choose)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,20 +23,29 @@ URI = "file:///work/main.c"
 
 
 @asynccontextmanager
-async def _asked(fake: FakeLlamaServer, model: Any,  # noqa: F811
-                 **options: Any) -> AsyncIterator[tuple[Any, types.InlineCompletionItem]]:
+async def _started(fake: FakeLlamaServer, model: Any,  # noqa: F811
+                   **options: Any) -> AsyncIterator[Any]:
     """The real server with `options`, SOURCE open, the model writing `o2);` at `foo(|)`:
-    the client and the item it got there."""
+    the client."""
     fake.pieces = ["o2);"]
     client = await start_server(None, remote_options(fake.url, model, remoteHealing="off",
                                                      debounceMs=0, **options))
     try:
         open_doc(client, URI, SOURCE, "c")
+        yield client
+    finally:
+        fake.release.set()  # (an answer still held)
+        await client.shutdown_session()
+
+
+@asynccontextmanager
+async def _asked(fake: FakeLlamaServer, model: Any,  # noqa: F811
+                 **options: Any) -> AsyncIterator[tuple[Any, types.InlineCompletionItem]]:
+    """`_started`, asked at `foo(|)`: the client and the item it got there."""
+    async with _started(fake, model, **options) as client:
         _, item = suggestion_of(await inline(client, URI, LINE, COL))
         assert item is not None
         yield client, item
-    finally:
-        await client.shutdown_session()
 
 
 async def _item(fake: FakeLlamaServer, model: Any, **options: Any) -> types.InlineCompletionItem:  # noqa: F811
@@ -73,14 +83,45 @@ async def test_turned_off_the_closers_are_not_written_twice(
     A change of settings forgets what was remembered: the next key asks anew."""
     async with _asked(fake, tiny_model_path, replaceLineSuffix=True) as (client, item):
         assert item.insert_text == "o2);"
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"lspComplete": {"replaceLineSuffix": False}}))
-        fake.pieces = ["2);"]  # what the model writes after `foo(o`
-        insert(client, URI, 2, LINE, COL, "o")
-        _, after = suggestion_of(await inline(client, URI, LINE, COL + 1))
-        assert after is not None and after.range is not None
-        line = "    foo(o)"
-        applied = (line[:after.range.start.character] + after.insert_text
-                   + line[after.range.end.character:])
-        assert applied == "    foo(o2)", applied
-        assert (await status(client))["counters"]["typeahead"] == 0
+        _turn_off(client)
+        await _typed_on_asks_anew(fake, client)
+
+
+async def test_an_answer_computed_while_the_setting_was_turned_off_is_not_typed_ahead(
+        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
+    """The request was made with the setting on, and the client turned it off while the model
+    wrote `o2);`: that answer, shaped by the old setting, ends after the change cleared
+    typing-ahead, and must not be kept there (typed on through, `foo(o2);)`)."""
+    fake.hold_at = 0  # the model writes nothing until `fake.release`
+    async with _started(fake, tiny_model_path, replaceLineSuffix=True) as client:
+        asked = asyncio.ensure_future(inline(client, URI, LINE, COL))
+        for _ in range(1000):  # until the job is on the worker, asking the model
+            if fake.posts("/v1/completions"):
+                break
+            await asyncio.sleep(0.01)
+        assert len(fake.posts("/v1/completions")) == 1
+        _turn_off(client)
+        await status(client)  # (answered once the change is applied: messages are in order)
+        fake.release.set()
+        await asked
+        fake.hold_at = None
+        await _typed_on_asks_anew(fake, client)
+
+
+def _turn_off(client: Any) -> None:
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"lspComplete": {"replaceLineSuffix": False}}))
+
+
+async def _typed_on_asks_anew(fake: FakeLlamaServer, client: Any) -> None:  # noqa: F811
+    """With the setting off, `o` typed at `foo(|)`: the model is asked again (nothing from
+    typing-ahead) and its suggestion stops before the closer."""
+    fake.pieces = ["2);"]  # what the model writes after `foo(o`
+    insert(client, URI, 2, LINE, COL, "o")
+    _, after = suggestion_of(await inline(client, URI, LINE, COL + 1))
+    assert after is not None and after.range is not None
+    line = "    foo(o)"
+    applied = (line[:after.range.start.character] + after.insert_text
+               + line[after.range.end.character:])
+    assert applied == "    foo(o2)", applied
+    assert (await status(client))["counters"]["typeahead"] == 0

@@ -128,3 +128,46 @@ async def test_an_answer_from_the_full_prompt_is_not_answered_again() -> None:
         assert completer.refined == [] and server.telemetry.counters["refined"] == 0
     finally:
         server.scheduler.stop()
+
+
+async def test_a_change_of_settings_while_a_keystroke_is_answered_keeps_neither_answer() -> None:
+    """The settings changed (and typing-ahead was cleared) while the model answered a
+    keystroke: that answer and the climb's, built on the keystroke's prompt, were shaped by
+    the old settings, and neither is kept for typing-ahead, though both end after the clear
+    (the climb is even planned after it)."""
+    loop = asyncio.get_running_loop()
+
+    class SettingsChangeWhileAnswering(SmallThenRich):
+        changing = False
+
+        def run(self, prepared: Prepared, cancel: CancelToken,
+                progress: Any = None) -> Completion:
+            if self.changing:  # (on the worker; the change lands on the loop meanwhile)
+                asyncio.run_coroutine_threadsafe(
+                    server.apply_settings({"replaceLineSuffix": True}), loop).result(5)
+            return super().run(prepared, cancel, progress)
+
+    server, _, told = serve()
+    completer = SettingsChangeWhileAnswering()
+    server.model.completer = completer  # type: ignore[assignment]
+    first_spot = types.Position(line=LINE, character=CHARACTER)
+    try:
+        open_file(server)
+        await server.suggester.suggestion(URI, first_spot)  # the file's first small answer
+        completer.changing = True
+        type_at(server, 2, first_spot, "x")
+        second = await server.suggester.suggestion(
+            URI, types.Position(line=LINE, character=CHARACTER + 1))
+        assert second is not None and second.insert == "valx" + "ue + 1"
+        assert server.settings.replace_line_suffix
+        for _ in range(200):  # until the climb has answered again and ended
+            if completer.refined and server.scheduler.idle:
+                break
+            await asyncio.sleep(0.01)
+        assert [c.text for c in completer.refined] == ["ue + 1"]
+        text = server.files.get(URI).doc.text  # type: ignore[union-attr]
+        cursor = text.index("return valx") + len("return valx")
+        assert server.typeahead.lookup(URI, text[:cursor], text[cursor:]) is None
+        assert server.telemetry.counters["refined"] == 0 and told == []
+    finally:
+        server.scheduler.stop()

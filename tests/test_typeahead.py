@@ -14,7 +14,7 @@ AFTER = "\n\nprint(f(1))\n"
 
 
 def _shown(cache: TypeAhead, typed: str, text: str, uri: str = URI, head: str = HEAD) -> None:
-    cache.remember(uri, head + typed, AFTER, text)
+    cache.remember(uri, head + typed, AFTER, text, generation=cache.generation)
 
 
 def test_typing_through_a_suggestion() -> None:
@@ -131,6 +131,29 @@ def test_whitespace_suggestions_are_not_remembered() -> None:
     assert cache.lookup(URI, HEAD + "x", AFTER) is None
 
 
+def test_clear_forgets_every_document() -> None:
+    cache = TypeAhead()
+    _shown(cache, "x", "yz")
+    _shown(cache, "x", "yz", uri=OTHER)
+    cache.clear()
+    assert cache.lookup(URI, HEAD + "x", AFTER) is None
+    assert cache.lookup(OTHER, HEAD + "x", AFTER) is None
+
+
+def test_work_planned_before_a_clear_remembers_nothing_after_it() -> None:
+    """A job queued before a change of settings (which clears typing-ahead) ends after it:
+    its answer, shaped by the old settings, is not kept. Work planned after the clear is."""
+    cache = TypeAhead()
+    planned_before = cache.generation
+    cache.clear()
+    assert not cache.remember(URI, HEAD + "x", AFTER, "yz", generation=planned_before)
+    assert cache.lookup(URI, HEAD + "x", AFTER) is None
+    assert cache.stats["remembered"] == 0
+    planned_after = cache.generation
+    assert cache.remember(URI, HEAD + "x", AFTER, "yz", generation=planned_after)
+    assert cache.lookup(URI, HEAD + "x", AFTER) == "yz"
+
+
 def test_accepted_counts() -> None:
     cache = TypeAhead()
     cache.accepted(URI, HEAD, AFTER)
@@ -145,7 +168,7 @@ def test_bad_bounds_are_rejected() -> None:
 def test_memory_is_bounded_for_a_large_document() -> None:
     big = "x = 1\n" * 200_000  # 1.2 MB
     cache = TypeAhead()
-    cache.remember(URI, big, big, "print(x)")
+    cache.remember(URI, big, big, "print(x)", generation=cache.generation)
     entry = next(iter(cache._docs[URI].values()))
     assert len(entry.before_tail) == TAIL_CHARS and len(entry.after_head) == TAIL_CHARS
     assert cache.lookup(URI, big + "pri", big) == "nt(x)"
@@ -158,7 +181,7 @@ def test_memory_is_bounded_for_a_large_document() -> None:
 def test_lone_surrogates_hash() -> None:
     cache = TypeAhead()
     text = "s = '\ud83d'" * 100  # clients can send broken UTF-16
-    cache.remember(URI, text, "", "  # done")
+    cache.remember(URI, text, "", "  # done", generation=cache.generation)
     assert cache.lookup(URI, text + "  #", "") == " done"
 
 
@@ -167,7 +190,7 @@ def test_a_miss_costs_no_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
     big = "a" * 1_000_000
     cache = TypeAhead()
     for i in range(64):
-        cache.remember(URI, big + str(i), big, "suggestion")
+        cache.remember(URI, big + str(i), big, "suggestion", generation=cache.generation)
     calls = 0
     real = typeahead_module._digest
 
@@ -192,7 +215,7 @@ def test_lookup_on_a_megabyte_document_hashes_each_side_once(
     big = "x = 1\n" * 170_000  # ~1 MB each side
     cache = TypeAhead()
     for i in range(64):
-        cache.remember(URI, big + f"v{i}", big, " = compute()")
+        cache.remember(URI, big + f"v{i}", big, " = compute()", generation=cache.generation)
     hashed: list[int] = []
     real = typeahead_module._digest
 

@@ -159,7 +159,9 @@ class Suggester:
         model is unsure of, fresh or typed along, is held back unless asked for `explicit`ly
         (`_held_back`)."""
         files, telemetry, typeahead = self._files, self._telemetry, self._typeahead
-        settings = self._settings()
+        # With the settings this answer is shaped by: a change of them meanwhile clears
+        # typing-ahead, and this answer must not be kept after that clear.
+        settings, generation = self._settings(), typeahead.generation
         started = time.perf_counter()
         file = files.get(uri)
         if file is None:
@@ -242,8 +244,9 @@ class Suggester:
             if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this
                 # job (see _join_inflight) finds it the moment the job ends. Not once the file
-                # was closed: its typing-ahead was dropped then.
-                files.remember(file, before, after, completion.text, completion.certainty)
+                # was closed, nor the settings changed: its typing-ahead was dropped then.
+                files.remember(file, before, after, completion.text, completion.certainty,
+                               generation=generation)
             return completion
 
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
@@ -255,10 +258,12 @@ class Suggester:
         files.forget_shown(state)
         held_back = bool(completion.text) and self._held_back(completion.confidence, explicit)
         if completion.text:  # an explicit request at this spot computes its alternatives
-            state.shown = Shown(version, cursor, prepared, completion, completer)
+            state.shown = Shown(version, cursor, prepared, completion, completer,
+                                typeahead_generation=generation)
             if not held_back and block_wanted(prepared, completion):
                 files.schedule_block(uri, state, state.shown, before, after, position)
-        files.answered(uri, state, Answered(prepared, completion, before, after, position))
+        files.answered(uri, state, Answered(prepared, completion, before, after, position,
+                                            typeahead_generation=generation))
         if not completion.text or held_back:
             return None
         return completion.text, cursor
@@ -323,14 +328,16 @@ class Suggester:
         if completer is None or not await self._debounced(uri, file, asked, started):
             return None
         doc, (start, end) = file.doc, span
+        # With the settings it is shaped by (see `suggest`).
+        settings, generation = self._settings(), self._typeahead.generation
         prepared = prepare(doc.edited(start, end, item_text), start + len(item_text),
-                           file.state.anchor, self._settings())
+                           file.state.anchor, settings)
         repo, files = self._repo, self._files
 
         def run(cancel: CancelToken) -> Completion:
             completion = completer.run(with_repo(prepared, repo.active_for(uri)), cancel)
-            if completion.text and not cancel.cancelled:
-                files.remember(file, before, after, completion.text)  # accepting the item
+            if completion.text and not cancel.cancelled:  # (as if accepting the item)
+                files.remember(file, before, after, completion.text, generation=generation)
             return completion
 
         completion = await self._computed(

@@ -154,7 +154,8 @@ class CompletionServer(LanguageServer):
         reload = new.engine_settings != self.settings.engine_settings
         if new != self.settings:
             # Remembered suggestions were shaped by the old settings (a range past the
-            # closers, a block, a length): served now, they could double a `)`.
+            # closers, a block, a length): served now, they could double a `)`. Work planned
+            # before now remembers nothing either (its `TypeAhead.generation` is past).
             self.typeahead.clear()
         self.settings = new
         self.model.use_settings(new)

@@ -137,6 +137,9 @@ class Answered:
     before: str
     after: str
     position: types.Position
+    # TypeAhead's generation when the keystroke read its settings: work built on its prompt
+    # (a climb's answer) is shaped by them, and is not kept once they changed.
+    typeahead_generation: int
 
 
 class OpenFiles:
@@ -181,9 +184,11 @@ class OpenFiles:
         return self._files.ticket(file)
 
     def remember(self, file: OpenFile, before: str, after: str, text: str,
-                 certainty: Certainty | None = None) -> bool:
-        """(On the worker) keep a suggestion for typing-ahead in `file` unless it was closed."""
-        return self._files.remember(file, before, after, text, certainty)
+                 certainty: Certainty | None = None, *, generation: int) -> bool:
+        """(On the worker) keep a suggestion for typing-ahead in `file` unless it was closed
+        or the settings changed since `generation` (`OpenFileRegistry.remember`)."""
+        return self._files.remember(file, before, after, text, certainty,
+                                    generation=generation)
 
     # ------------------------------------------------------------------ text sync
 
@@ -570,7 +575,7 @@ class OpenFiles:
             if better is None or not better.text:
                 return
             if self._files.remember(file, answer.before, answer.after, better.text,
-                                    better.certainty):
+                                    better.certainty, generation=answer.typeahead_generation):
                 changed = better.text != answer.completion.text
                 self._post(loop, Refined(ticket, params, changed))
 
@@ -655,7 +660,8 @@ class OpenFiles:
         kept: list[str] = []  # what typing-ahead holds of it so far
 
         def keep(block: str) -> None:  # (on the worker)
-            if block not in kept and self._files.remember(file, before, after, block):
+            if block not in kept and self._files.remember(
+                    file, before, after, block, generation=shown.typeahead_generation):
                 kept.append(block)
                 self._post(loop, BlockReady(ticket, params))
 
@@ -667,7 +673,7 @@ class OpenFiles:
             if block is None or cancel.cancelled:
                 return None
             keep(block)  # (the better one, when the second layout found it; else kept)
-            return block if block in kept else None  # (None: closed meanwhile)
+            return block if block in kept else None  # (None: closed, or settings changed)
 
         writing.job = self._idle(JobKey.block(uri), run, first=True)
         writing.job.future.add_done_callback(lambda _: poke())

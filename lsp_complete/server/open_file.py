@@ -14,7 +14,7 @@ user only moves the cursor or asks again).
 Threads: the registry's map is the event loop's (open, close); the worker reads it. Two
 things the worker writes for a file, its repository block (`RepoHost.apply`) and a suggestion
 remembered for typing-ahead, are written under the registry's lock and only while the file is
-registered (`while_open`), and `close` unregisters the file and forgets its typing-ahead
+registered (`while_open`, `remember`), and `close` unregisters the file and forgets its typing-ahead
 under the same lock: a close never lands between the worker's check and its write.
 """
 
@@ -144,11 +144,13 @@ class OpenFileRegistry:
             return True
 
     def remember(self, file: OpenFile, before: str, after: str, text: str,
-                 certainty: Certainty | None = None) -> bool:
+                 certainty: Certainty | None = None, *, generation: int) -> bool:
         """Keep a suggestion for typing-ahead in `file`, unless it was closed (its
-        typing-ahead was forgotten then); whether it was kept."""
-        return self.while_open(file, lambda: self._typeahead.remember(file.uri, before, after,
-                                                                        text, certainty))
+        typing-ahead was forgotten then) or typing-ahead was cleared since `generation`
+        (`TypeAhead.remember`); whether it was kept."""
+        with self._lock:
+            return self.holds(file) and self._typeahead.remember(
+                file.uri, before, after, text, certainty, generation=generation)
 
     def clear_blocks(self) -> None:
         """New workspace roots: no open file keeps its repository block."""

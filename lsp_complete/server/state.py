@@ -120,6 +120,8 @@ class Shown(LoopOwned):
     prepared: Prepared
     completion: Completion
     completer: Completer  # the one that made it: a reloaded model cannot use its prompt
+    # TypeAhead's generation when it read its settings: its block is not kept once they changed.
+    typeahead_generation: int
     alternatives: list[str] | None = None  # None: not computed (yet)
     job: Job | None = None  # the work computing them
 
