@@ -91,7 +91,8 @@ async def test_an_answer_computed_while_the_setting_was_turned_off_is_not_typed_
         fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
     """The request was made with the setting on, and the client turned it off while the model
     wrote `o2);`: that answer, shaped by the old setting, ends after the change cleared
-    typing-ahead, and must not be kept there (typed on through, `foo(o2);)`)."""
+    typing-ahead. It is not sent (its item's range would be placed by the new setting: the
+    editor applies `foo(o2);)`), nor kept in typing-ahead (typed on through, the same)."""
     fake.hold_at = 0  # the model writes nothing until `fake.release`
     async with _started(fake, tiny_model_path, replaceLineSuffix=True) as client:
         asked = asyncio.ensure_future(inline(client, URI, LINE, COL))
@@ -103,7 +104,7 @@ async def test_an_answer_computed_while_the_setting_was_turned_off_is_not_typed_
         _turn_off(client)
         await status(client)  # (answered once the change is applied: messages are in order)
         fake.release.set()
-        await asked
+        assert suggestion_of(await asked) == ("", None)
         fake.hold_at = None
         await _typed_on_asks_anew(fake, client)
 

@@ -130,44 +130,91 @@ async def test_an_answer_from_the_full_prompt_is_not_answered_again() -> None:
         server.scheduler.stop()
 
 
-async def test_a_change_of_settings_while_a_keystroke_is_answered_keeps_neither_answer() -> None:
-    """The settings changed (and typing-ahead was cleared) while the model answered a
-    keystroke: that answer and the climb's, built on the keystroke's prompt, were shaped by
-    the old settings, and neither is kept for typing-ahead, though both end after the clear
-    (the climb is even planned after it)."""
-    loop = asyncio.get_running_loop()
+class SettingsChange(SmallThenRich):
+    """Changes the settings (on the loop) while it answers a keystroke (`in_run`) or answers
+    the spot again (`in_refine`)."""
 
-    class SettingsChangeWhileAnswering(SmallThenRich):
-        changing = False
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.loop = loop
+        self.server: CompletionServer | None = None
+        self.in_run = self.in_refine = False
 
-        def run(self, prepared: Prepared, cancel: CancelToken,
-                progress: Any = None) -> Completion:
-            if self.changing:  # (on the worker; the change lands on the loop meanwhile)
-                asyncio.run_coroutine_threadsafe(
-                    server.apply_settings({"replaceLineSuffix": True}), loop).result(5)
-            return super().run(prepared, cancel, progress)
+    def _change(self) -> None:  # (on the worker; the change lands on the loop meanwhile)
+        assert self.server is not None
+        asyncio.run_coroutine_threadsafe(
+            self.server.apply_settings({"replaceLineSuffix": True}), self.loop).result(5)
 
+    def run(self, prepared: Prepared, cancel: CancelToken, progress: Any = None) -> Completion:
+        if self.in_run:
+            self._change()
+        return super().run(prepared, cancel, progress)
+
+    def refine(self, prepared: Prepared, primary: Completion,
+               cancel: CancelToken) -> Completion | None:
+        if self.in_refine:
+            self._change()
+        return super().refine(prepared, primary, cancel)
+
+
+def serve_changing() -> tuple[CompletionServer, SettingsChange, list[Any]]:
     server, _, told = serve()
-    completer = SettingsChangeWhileAnswering()
+    completer = SettingsChange(asyncio.get_running_loop())
+    completer.server = server
     server.model.completer = completer  # type: ignore[assignment]
+    return server, completer, told
+
+
+def remembered_after_valx(server: CompletionServer) -> str | None:
+    text = server.files.get(URI).doc.text  # type: ignore[union-attr]
+    cursor = text.index("return valx") + len("return valx")
+    return server.typeahead.lookup(URI, text[:cursor], text[cursor:])
+
+
+async def test_a_change_of_settings_while_a_keystroke_is_answered_keeps_nothing() -> None:
+    """The settings changed (and typing-ahead was cleared) while the model answered a
+    keystroke: that answer was shaped by the old settings, and its item would be placed by
+    the new ones, so it is neither sent nor kept for typing-ahead (though it ends after the
+    clear), and nothing is climbed from it."""
+    server, completer, told = serve_changing()
     first_spot = types.Position(line=LINE, character=CHARACTER)
     try:
         open_file(server)
         await server.suggester.suggestion(URI, first_spot)  # the file's first small answer
-        completer.changing = True
+        completer.in_run = True
+        type_at(server, 2, first_spot, "x")
+        second = await server.suggester.suggestion(
+            URI, types.Position(line=LINE, character=CHARACTER + 1))
+        assert second is None
+        assert server.settings.replace_line_suffix
+        await asyncio.sleep(0.1)
+        assert completer.refined == [] and remembered_after_valx(server) is None
+        assert server.telemetry.counters["superseded"] == 1 and told == []
+    finally:
+        server.scheduler.stop()
+
+
+async def test_a_change_of_settings_while_the_spot_is_answered_again_keeps_nothing() -> None:
+    """The settings changed while the climb answered a keystroke's spot again: built on the
+    keystroke's prompt, that answer was shaped by the old settings, and is not kept for
+    typing-ahead (the keystroke's own answer was cleared with the rest), nor announced."""
+    server, completer, told = serve_changing()
+    first_spot = types.Position(line=LINE, character=CHARACTER)
+    try:
+        open_file(server)
+        await server.suggester.suggestion(URI, first_spot)  # the file's first small answer
+        completer.in_refine = True
         type_at(server, 2, first_spot, "x")
         second = await server.suggester.suggestion(
             URI, types.Position(line=LINE, character=CHARACTER + 1))
         assert second is not None and second.insert == "valx" + "ue + 1"
-        assert server.settings.replace_line_suffix
         for _ in range(200):  # until the climb has answered again and ended
             if completer.refined and server.scheduler.idle:
                 break
             await asyncio.sleep(0.01)
         assert [c.text for c in completer.refined] == ["ue + 1"]
-        text = server.files.get(URI).doc.text  # type: ignore[union-attr]
-        cursor = text.index("return valx") + len("return valx")
-        assert server.typeahead.lookup(URI, text[:cursor], text[cursor:]) is None
+        assert server.settings.replace_line_suffix
+        assert remembered_after_valx(server) is None
         assert server.telemetry.counters["refined"] == 0 and told == []
     finally:
         server.scheduler.stop()

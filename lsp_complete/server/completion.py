@@ -252,7 +252,7 @@ class Suggester:
         job = inflight.job = self._scheduler.submit(JobKey.suggest(uri), run)
         state.inflight = inflight
         completion = await self._computed(
-            uri, job, asked, started, lambda: self._keep_or_cancel(inflight, file))
+            uri, job, asked, started, generation, lambda: self._keep_or_cancel(inflight, file))
         if completion is None:
             return None
         files.forget_shown(state)
@@ -341,7 +341,7 @@ class Suggester:
             return completion
 
         completion = await self._computed(
-            uri, self._scheduler.submit(JobKey.suggest(uri), run), asked, started)
+            uri, self._scheduler.submit(JobKey.suggest(uri), run), asked, started, generation)
         return completion.text if completion is not None else None
 
     async def _servable(self, uri: str, file: OpenFile, asked: Ticket, started: float) -> bool:
@@ -384,10 +384,12 @@ class Suggester:
         return False
 
     async def _computed(self, uri: str, job: Job, asked: Ticket, started: float,
+                        generation: int,
                         cancelled: Callable[[], None] | None = None) -> Completion | None:
         """The suggestion job's completion, recorded; None when it is stale (superseded, or
-        the text changed or was closed while computing). $/cancelRequest cancels the job, or
-        hands it to `cancelled`."""
+        the text changed or was closed while computing, or the settings changed since
+        `generation`: its text was shaped by the old ones, its item's range would be placed
+        by the new ones). $/cancelRequest cancels the job, or hands it to `cancelled`."""
         telemetry, version = self._telemetry, asked.version
         try:
             # Shielded: a cancelled wait must not cancel the future others may wait for.
@@ -404,7 +406,8 @@ class Suggester:
             self._client.tell_engine(completion.error)
             if completion.error:
                 self._model.check_file()  # a model file rewritten under a decode: reload it
-        if completion is None or job.cancel.cancelled or not asked.same_text():
+        if (completion is None or job.cancel.cancelled or not asked.same_text()
+                or self._typeahead.generation != generation):
             telemetry.counters["superseded"] += 1
             telemetry.record(uri, version, started, "superseded")
             return None
