@@ -702,6 +702,8 @@ def _cut_to_balance(text: str, site: CompletionSite) -> str:
     baseline = _imbalance(site.line_prefix + site.line_suffix, lang)
     if _imbalance(site.line_prefix + text + site.line_suffix, lang) <= baseline:
         return text
+    if _opens_ahead_of_the_closers(text, site.line_prefix, lang):
+        return text
     offset = len(site.line_prefix)
     masked = _scan(site.line_prefix + text, lang).masked[offset:]
     # Cut points: before each closer or quote delimiter (not inside a run like `"""`), longest
@@ -714,6 +716,29 @@ def _cut_to_balance(text: str, site: CompletionSite) -> str:
         if _imbalance(site.line_prefix + candidate + site.line_suffix, lang) <= baseline:
             return _cut_result(candidate, site)
     return text
+
+
+def _opens_ahead_of_the_closers(text: str, line_prefix: str, language_id: str) -> bool:
+    """The completion closes only brackets it opened itself and leaves some open: the line
+    suffix's closers then follow its own openers, which the next lines close (`useEffect(` +
+    `() => {` + `)`: the callback's body comes, then `})`). It writes none of those closers
+    again, so a cut has nothing to remove (the one before its own `)` left `(`). (A client
+    that replaces the line suffix gets the line as written: `types_through` takes the `)`.)"""
+    offset = len(line_prefix)
+    scan = _scan(line_prefix + text, language_id)
+    if scan.open_strings:
+        return False
+    stack: list[int] = []  # where each bracket still open was opened
+    for at, ch in enumerate(scan.masked):
+        if ch in _OPENERS:
+            stack.append(at)
+        elif ch in _CLOSERS:
+            if stack and scan.masked[stack[-1]] == _OPEN_OF[ch]:
+                if stack.pop() < offset <= at:
+                    return False  # closes a bracket of the line before the cursor
+            elif at >= offset:
+                return False  # a closer with no opener
+    return bool(stack) and stack[-1] >= offset
 
 
 def _cut_closer_on_next_line(text: str, site: CompletionSite) -> str:

@@ -126,3 +126,24 @@ async def _typed_on_asks_anew(fake: FakeLlamaServer, client: Any) -> None:  # no
                + line[after.range.end.character:])
     assert applied == "    foo(o2)", applied
     assert (await status(client))["counters"]["typeahead"] == 0
+
+
+async def test_a_callbacks_first_line_is_suggested_whole_before_the_editors_paren(
+        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
+    """At `useEffect(|)` the model opens the callback's body (`() => {`): a client that
+    inserts at the cursor gets that line whole, the editor's `)` after it (closed by `})`
+    below), where the closers' balance cut it to `(`."""
+    fake.pieces = ["() => {\n    load();\n  }, []);\n"]
+    source = "function Clock() {\n  useEffect()\n  return null;\n}\n"
+    uri, line, col = "file:///work/clock.ts", 1, len("  useEffect(")
+    client = await start_server(None, remote_options(fake.url, tiny_model_path,
+                                                     remoteHealing="off", debounceMs=0,
+                                                     multiline="never"))
+    try:
+        open_doc(client, uri, source, "typescript")
+        text, item = suggestion_of(await inline(client, uri, line, col))
+        assert item is not None and item.range is not None
+        assert text == "() => {", text
+        assert item.range.end == types.Position(line=line, character=col)  # the `)` stays
+    finally:
+        await client.shutdown_session()
