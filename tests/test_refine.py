@@ -6,12 +6,14 @@ answer differs from its first; the real engine's part is in test_prompt_cache.py
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
 
 from lsp_complete.engine.base import CancelToken, GenerationResult
 from lsp_complete.pipeline import Completion, Prepared
+from lsp_complete.server.completion import Suggestion
 from lsp_complete.server.completion_server import CompletionServer
 from lsp_complete.server.protocol import BLOCK_READY_METHOD
 from tests.test_files_lifecycle import LINE, URI, FakeCompleter, make_server, open_file
@@ -99,12 +101,16 @@ async def test_the_keys_typed_on_get_the_richer_answer() -> None:
         server.scheduler.stop()
 
 
-async def asked_twice(server: CompletionServer) -> None:
-    """The model asked at the spot, then again after a key that left its suggestion."""
+async def asked_twice(server: CompletionServer,
+                      between: Callable[[], None] = lambda: None) -> Suggestion | None:
+    """The model asked at the spot, then (after `between`) again after a key that left its
+    suggestion: the second answer."""
     first_spot = types.Position(line=LINE, character=CHARACTER)
     await server.suggester.suggestion(URI, first_spot)
+    between()
     type_at(server, 2, first_spot, "x")
-    await server.suggester.suggestion(URI, types.Position(line=LINE, character=CHARACTER + 1))
+    return await server.suggester.suggestion(
+        URI, types.Position(line=LINE, character=CHARACTER + 1))
 
 
 async def test_the_same_answer_again_tells_the_client_nothing() -> None:
@@ -177,14 +183,9 @@ async def test_a_change_of_settings_while_a_keystroke_is_answered_keeps_nothing(
     the new ones, so it is neither sent nor kept for typing-ahead (though it ends after the
     clear), and nothing is climbed from it."""
     server, completer, told = serve_changing()
-    first_spot = types.Position(line=LINE, character=CHARACTER)
     try:
         open_file(server)
-        await server.suggester.suggestion(URI, first_spot)  # the file's first small answer
-        completer.in_run = True
-        type_at(server, 2, first_spot, "x")
-        second = await server.suggester.suggestion(
-            URI, types.Position(line=LINE, character=CHARACTER + 1))
+        second = await asked_twice(server, lambda: setattr(completer, "in_run", True))
         assert second is None
         assert server.settings.replace_line_suffix
         await asyncio.sleep(0.1)
@@ -199,14 +200,9 @@ async def test_a_change_of_settings_while_the_spot_is_answered_again_keeps_nothi
     keystroke's prompt, that answer was shaped by the old settings, and is not kept for
     typing-ahead (the keystroke's own answer was cleared with the rest), nor announced."""
     server, completer, told = serve_changing()
-    first_spot = types.Position(line=LINE, character=CHARACTER)
     try:
         open_file(server)
-        await server.suggester.suggestion(URI, first_spot)  # the file's first small answer
-        completer.in_refine = True
-        type_at(server, 2, first_spot, "x")
-        second = await server.suggester.suggestion(
-            URI, types.Position(line=LINE, character=CHARACTER + 1))
+        second = await asked_twice(server, lambda: setattr(completer, "in_refine", True))
         assert second is not None and second.insert == "valx" + "ue + 1"
         for _ in range(200):  # until the climb has answered again and ended
             if completer.refined and server.scheduler.idle:
