@@ -604,6 +604,8 @@ def types_through(text: str, line_prefix: str, line_suffix: str, language_id: st
     run = len(line_suffix) - len(line_suffix.lstrip(_CLOSERS + _QUOTES))
     if not run or line_suffix[run:].strip():
         return 0
+    if _opens_ahead_of_the_closers(text, line_prefix, language_id):
+        return 0
     inserted = _imbalance(line_prefix + text + line_suffix, language_id)
     for size in range(run, 0, -1):
         if not _holds_in_order(text, line_suffix[:size]):
@@ -722,8 +724,9 @@ def _opens_ahead_of_the_closers(text: str, line_prefix: str, language_id: str) -
     """The completion closes only brackets it opened itself and leaves some open: the line
     suffix's closers then follow its own openers, which the next lines close (`useEffect(` +
     `() => {` + `)`: the callback's body comes, then `})`). It writes none of those closers
-    again, so a cut has nothing to remove (the one before its own `)` left `(`). (A client
-    that replaces the line suffix gets the line as written: `types_through` takes the `)`.)"""
+    again: a cut has nothing to remove (the one before its own `)` left `(`), and an item
+    that replaced them would delete the editor's `)`, which, left after the cursor, goes down
+    with it to the `}` the user types (VS Code: `})`)."""
     offset = len(line_prefix)
     scan = _scan(line_prefix + text, language_id)
     if scan.open_strings:

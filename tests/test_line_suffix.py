@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from lsprotocol import types
 
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
@@ -128,17 +129,21 @@ async def _typed_on_asks_anew(fake: FakeLlamaServer, client: Any) -> None:  # no
     assert (await status(client))["counters"]["typeahead"] == 0
 
 
+@pytest.mark.parametrize("replace_line_suffix", [False, True])
 async def test_a_callbacks_first_line_is_suggested_whole_before_the_editors_paren(
-        fake: FakeLlamaServer, tiny_model_path: Any) -> None:  # noqa: F811
-    """At `useEffect(|)` the model opens the callback's body (`() => {`): a client that
-    inserts at the cursor gets that line whole, the editor's `)` after it (closed by `})`
-    below), where the closers' balance cut it to `(`."""
+        fake: FakeLlamaServer, tiny_model_path: Any,  # noqa: F811
+        replace_line_suffix: bool) -> None:
+    """At `useEffect(|)` the model opens the callback's body (`() => {`): the client gets
+    that line whole, inserted before the editor's `)` (which goes down with the cursor to the
+    `}` typed below: `})`), where the closers' balance cut it to `(` and a client that
+    replaces the line suffix had its `)` deleted."""
     fake.pieces = ["() => {\n    load();\n  }, []);\n"]
     source = "function Clock() {\n  useEffect()\n  return null;\n}\n"
     uri, line, col = "file:///work/clock.ts", 1, len("  useEffect(")
     client = await start_server(None, remote_options(fake.url, tiny_model_path,
                                                      remoteHealing="off", debounceMs=0,
-                                                     multiline="never"))
+                                                     multiline="never",
+                                                     replaceLineSuffix=replace_line_suffix))
     try:
         open_doc(client, uri, source, "typescript")
         text, item = suggestion_of(await inline(client, uri, line, col))

@@ -345,8 +345,9 @@ def test_a_plaintext_ruby_file_gets_rubys_lexer_when_prepared() -> None:
         ("foo(", "o2);", ");", "c", 0),
         ("foo(o2", ")", ")", "c", 0),  # only what is there already
         ("f(", "x) ", ")  ", "python", 1),  # trailing blanks after the closers
-        # Opens a body of its own: the line as written, the paren typed with `})` below.
-        ("useEffect(", "() => {", ")", "typescript", 1),
+        # Opens a body of its own: the editor's paren stays, for the `}` typed below it.
+        ("useEffect(", "() => {", ")", "typescript", 0),
+        ("run(", "func() {", ")", "go", 0),
     ],
 )
 def test_types_through_counts_the_closers_a_completion_writes_again(
