@@ -727,21 +727,18 @@ def _opens_ahead_of_the_closers(text: str, line_prefix: str, language_id: str) -
     again: a cut has nothing to remove (the one before its own `)` left `(`), and an item
     that replaced them would delete the editor's `)`, which, left after the cursor, goes down
     with it to the `}` the user types (VS Code: `})`)."""
-    offset = len(line_prefix)
-    scan = _scan(line_prefix + text, language_id)
+    scan = _scan(line_prefix + text, language_id)  # (the prefix: for its strings, comments)
     if scan.open_strings:
         return False
-    stack: list[int] = []  # where each bracket still open was opened
-    for at, ch in enumerate(scan.masked):
+    own: list[str] = []  # the completion's brackets still open
+    for ch in scan.masked[len(line_prefix) :]:
         if ch in _OPENERS:
-            stack.append(at)
+            own.append(ch)
         elif ch in _CLOSERS:
-            if stack and scan.masked[stack[-1]] == _OPEN_OF[ch]:
-                if stack.pop() < offset <= at:
-                    return False  # closes a bracket of the line before the cursor
-            elif at >= offset:
-                return False  # a closer with no opener
-    return bool(stack) and stack[-1] >= offset
+            if not own or own[-1] != _OPEN_OF[ch]:
+                return False  # closes a bracket of the line before the cursor, or none
+            own.pop()
+    return bool(own)
 
 
 def _cut_closer_on_next_line(text: str, site: CompletionSite) -> str:
