@@ -7,12 +7,12 @@ const { chromium } = require("playwright-core");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const out = {};
 async function ghostText(page) {
-  return page.evaluate(() => {
+  return page.evaluate((match) => {
     const text = (el) => (el.textContent ?? "").replace(/\u00a0/g, " ");
     const parts = [...document.querySelectorAll(".monaco-editor .view-lines .ghost-text-decoration")].map(text);
-    const line = [...document.querySelectorAll(".monaco-editor .view-line")].map(text).filter((t) => t.includes("foo("));
+    const line = [...document.querySelectorAll(".monaco-editor .view-line")].map(text).filter((t) => t.includes(match));
     return { parts, line };
-  });
+  }, config.lineMatch ?? "foo(");
 }
 const context = await chromium.launchPersistentContext(config.profileDir, {
   executablePath: config.chromium, headless: true, viewport: { width: 1280, height: 720 },
@@ -43,6 +43,17 @@ try {
   await page.screenshot({ path: config.shot });
   await page.keyboard.press("Tab");
   await sleep(500);
+  if (config.afterTab) { // keys typed after Tab, each closing any ghost text first
+    out.afterTab = await ghostText(page);
+    for (const step of config.afterTab) {
+      await page.keyboard.press("Escape");
+      if (step.press) await page.keyboard.press(step.press);
+      else await page.keyboard.type(step.type, { delay: 120 });
+    }
+    await page.keyboard.press("Escape");
+    await sleep(500);
+    await page.screenshot({ path: config.shot.replace(".png", "-end.png") });
+  }
   await page.keyboard.press("Control+s");
   await sleep(1000);
   out.saved = fs.readFileSync(config.file, "utf8");
