@@ -44,12 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lsp_complete.bench.compat.sitecustomize import NO_EXTRA_BUFFERS
+from lsp_complete.bench.machine import sha256_of
 from lsp_complete.engine import llama_backend
 
 PACKAGE = "lsp_complete"
 COMPAT_DIR = Path(__file__).resolve().parent / "compat"  # holds only sitecustomize.py
 CHECKOUT_ROOT = Path(__file__).resolve().parents[2]  # the folder this lsp_complete lives in
-PIP_TIMEOUT_S = 900.0
+TIMEOUT_S = 900.0  # git, pip or an import: a wheel build on a slow machine takes minutes
 _WHERE = "import os, lsp_complete; print(os.path.dirname(os.path.abspath(lsp_complete.__file__)))"
 
 
@@ -76,7 +77,6 @@ class ServerVersion:
         and the bench's start-up module (compat/sitecustomize.py), told whether to turn
         llama.cpp's extra CPU buffer types off."""
         env = dict(base)
-        env.pop("PYTHONPATH", None)
         own = (self.pythonpath, base.get("PYTHONPATH")) if self.pythonpath else ()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (*own, str(COMPAT_DIR)) if p)
         env[NO_EXTRA_BUFFERS] = "0" if llama_backend.extra_buffer_types_safe() else "1"
@@ -99,54 +99,29 @@ def _digest(files: Iterable[tuple[str, bytes]]) -> str:
     return digest.hexdigest()
 
 
-def _counts(rel: str) -> bool:
-    return rel.endswith(".py") or rel == "models.toml"
-
-
-def package_digest(package_dir: Path, models_toml: Path | None = None) -> str:
+def package_digest(package: Path) -> str:
     """The digest of an lsp_complete package folder: its .py files and models.toml (where the
-    wheel puts it; a source tree keeps it beside the package, `models_toml`)."""
-    files = [(p.relative_to(package_dir).as_posix(), p.read_bytes())
-             for p in package_dir.rglob("*")
-             if p.is_file() and "__pycache__" not in p.parts
-             and _counts(p.relative_to(package_dir).as_posix())]
-    if models_toml is not None and not (package_dir / "models.toml").is_file():
-        files.append(("models.toml", models_toml.read_bytes()))
-    return _digest(files)
-
-
-def tree_digest(source: Path) -> str:
-    """The digest of a source tree's package, as its wheel would hold it."""
-    toml = source / "models.toml"
-    return package_digest(source / PACKAGE, toml if toml.is_file() else None)
+    wheel puts it, in the package; a source tree keeps it beside the package)."""
+    files = {p.relative_to(package).as_posix(): p for p in package.rglob("*.py") if p.is_file()}
+    for toml in (package.parent / "models.toml", package / "models.toml"):  # the package's wins
+        if toml.is_file():
+            files["models.toml"] = toml
+    return _digest((rel, path.read_bytes()) for rel, path in files.items())
 
 
 def wheel_digest(wheel: Path) -> str:
     prefix = PACKAGE + "/"
     with zipfile.ZipFile(wheel) as archive:
-        return _digest((name[len(prefix):], archive.read(name)) for name in archive.namelist()
-                       if name.startswith(prefix) and _counts(name[len(prefix):]))
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        names = [name for name in archive.namelist() if name.startswith(prefix)
+                 and (name.endswith(".py") or name == prefix + "models.toml")]
+        return _digest((name.removeprefix(prefix), archive.read(name)) for name in names)
 
 
 # --- git ---------------------------------------------------------------------------------------
 
 
 def _git(repo: Path, *args: str) -> bytes:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
-                              timeout=120).stdout
-    except (OSError, subprocess.CalledProcessError) as err:
-        detail = getattr(err, "stderr", b"") or b""
-        raise InstallError(f"git {' '.join(args)}: {detail.decode(errors='replace').strip() or err}"
-                           ) from None
+    return _run(["git", "-C", str(repo), *args], f"git {' '.join(args)}")
 
 
 def resolve_commit(repo: Path, ref: str) -> str:
@@ -191,7 +166,8 @@ def this_checkout(root: Path = CHECKOUT_ROOT) -> ServerVersion:
             shutil.copy2(root / name, snapshot / name)
     return ServerVersion(label="this checkout", kind="checkout", python=sys.executable,
                          pythonpath=str(snapshot), cwd=str(snapshot),
-                         source_digest=tree_digest(snapshot), commit=commit, dirty=dirty)
+                         source_digest=package_digest(snapshot / PACKAGE), commit=commit,
+                         dirty=dirty)
 
 
 def default_cache() -> Path:
@@ -210,44 +186,43 @@ def resolve(spec: str | None, cache: Path, repo: Path = CHECKOUT_ROOT) -> Server
 
 def _installed(spec: str, cache: Path, repo: Path) -> ServerVersion:
     path = Path(spec).expanduser()
-    with tempfile.TemporaryDirectory(prefix="lsp-complete-version-") as tmp:
-        work = Path(tmp)
-        if path.is_file() and path.suffix == ".whl":
-            key, kind, commit = f"wheel-{_file_sha256(path)[:24]}", "wheel", None
-            source: Path | None = None
-            wheel: Path | None = path.resolve()
-        elif path.is_dir():
-            if not (path / "pyproject.toml").is_file() or not (path / PACKAGE).is_dir():
-                raise InstallError(f"{spec}: not an lsp-complete source folder")
-            source, wheel = path.resolve(), None
-            content = tree_digest(source) + _file_sha256(source / "pyproject.toml")
-            key, kind = f"folder-{hashlib.sha256(content.encode()).hexdigest()[:24]}", "folder"
-            commit, _ = checkout_state(source)
-        else:
-            try:
-                commit = resolve_commit(repo, spec)
-            except InstallError:
-                raise InstallError(f"{spec}: neither a wheel, a folder nor a git ref of "
-                                   f"{repo}") from None
-            key, kind, wheel = f"git-{commit}", "git", None
-            source = None
-        with _locked(cache, key):
-            ready = _ready(cache / key)
-            if ready is not None:
-                return dataclasses.replace(ready, label=spec)
-            if kind == "git":
-                assert commit is not None
-                source = export_commit(repo, commit, work / "src")
-            if source is not None:
-                wheel = build_wheel(source, work / "wheel")
-            assert wheel is not None
-            expected = wheel_digest(wheel)
-            if source is not None and tree_digest(source) != expected:
-                raise InstallError(f"{spec}: the built wheel does not hold the source's package")
-            version = _install(cache / key, wheel, spec, kind, commit, expected)
-            verify(version)
-            (cache / key / "version.json").write_text(json.dumps(dataclasses.asdict(version)))
-            return version
+    source: Path | None = None
+    wheel: Path | None = None
+    commit: str | None = None
+    if path.is_file() and path.suffix == ".whl":
+        wheel, kind = path.resolve(), "wheel"
+        key = f"wheel-{sha256_of(wheel)[:24]}"
+    elif path.is_dir():
+        if not (path / "pyproject.toml").is_file() or not (path / PACKAGE).is_dir():
+            raise InstallError(f"{spec}: not an lsp-complete source folder")
+        source, kind = path.resolve(), "folder"
+        content = package_digest(source / PACKAGE) + sha256_of(source / "pyproject.toml")
+        key = f"folder-{hashlib.sha256(content.encode()).hexdigest()[:24]}"
+        commit, _ = checkout_state(source)
+    else:
+        try:
+            commit = resolve_commit(repo, spec)
+        except InstallError:
+            raise InstallError(f"{spec}: neither a wheel, a folder nor a git ref of "
+                               f"{repo}") from None
+        key, kind = f"git-{commit}", "git"
+    with _locked(cache, key), tempfile.TemporaryDirectory(prefix="lsp-complete-version-") as tmp:
+        ready = _ready(cache / key)
+        if ready is not None:
+            return dataclasses.replace(ready, label=spec)
+        if kind == "git":
+            assert commit is not None
+            source = export_commit(repo, commit, Path(tmp) / "src")
+        if source is not None:
+            wheel = build_wheel(source, Path(tmp) / "wheel")
+        assert wheel is not None
+        expected = wheel_digest(wheel)
+        if source is not None and package_digest(source / PACKAGE) != expected:
+            raise InstallError(f"{spec}: the built wheel does not hold the source's package")
+        version = _install(cache / key, wheel, spec, kind, commit, expected)
+        verify(version)
+        (cache / key / "version.json").write_text(json.dumps(dataclasses.asdict(version)))
+        return version
 
 
 @contextlib.contextmanager
@@ -261,33 +236,31 @@ def _locked(cache: Path, key: str) -> Iterator[None]:
 
 def _ready(folder: Path) -> ServerVersion | None:
     """The cached install in `folder`, when it was completed and its interpreter still runs."""
-    marker = folder / "version.json"
     try:
-        version = ServerVersion(**json.loads(marker.read_text()))
+        version = ServerVersion(**json.loads((folder / "version.json").read_text()))
+        if Path(version.python).exists():
+            return version
     except (OSError, ValueError, TypeError):
-        shutil.rmtree(folder, ignore_errors=True)  # an install cut short: start again
-        return None
-    if not Path(version.python).exists():
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    return version
+        pass
+    shutil.rmtree(folder, ignore_errors=True)  # an install cut short: start again
+    return None
 
 
-def _tool_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    return env
-
-
-def _run(command: list[str], what: str, cwd: Path | None = None) -> str:
+def _run(command: list[str], what: str, cwd: Path | str | None = None,
+         env: dict[str, str] | None = None) -> bytes:
+    """`command`'s stdout; InstallError, with the end of its output, when it fails. `env`
+    (None: git's and pip's, without this checkout's PYTHONPATH)."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=_tool_env(),
-                              cwd=cwd, timeout=PIP_TIMEOUT_S, check=False)
+        return subprocess.run(command, capture_output=True, env=env, cwd=cwd,
+                              timeout=TIMEOUT_S, check=True).stdout
+    except subprocess.CalledProcessError as err:
+        output = (err.stdout + err.stderr)[-3000:].decode(errors="replace")
+        raise InstallError(f"{what} failed:\n{output}") from None
     except (OSError, subprocess.TimeoutExpired) as err:
         raise InstallError(f"{what}: {err}") from None
-    if done.returncode != 0:
-        raise InstallError(f"{what} failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    return done.stdout
 
 
 def build_wheel(source: Path, out: Path) -> Path:
@@ -320,25 +293,13 @@ def _install(folder: Path, wheel: Path, spec: str, kind: str, commit: str | None
                          source_digest=digest, commit=commit, venv=str(venv))
 
 
-def imported_from(version: ServerVersion) -> Path:
-    """Where the server's interpreter, environment and folder import lsp_complete from."""
-    try:
-        done = subprocess.run([version.python, "-c", _WHERE], capture_output=True, text=True,
-                              env=version.server_env(dict(os.environ)), cwd=version.cwd,
-                              timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise InstallError(f"{version.label}: cannot run {version.python}: {err}") from None
-    if done.returncode != 0:
-        raise InstallError(f"{version.label}: importing lsp_complete failed:\n"
-                           f"{done.stderr[-2000:]}")
-    return Path(done.stdout.strip())
-
-
 def verify(version: ServerVersion) -> Path:
     """Check that the server of `version` imports that version's code; returns its folder.
     Raises InstallError when another copy (this checkout, the editable install) would shadow
     it, or when the installed sources differ from what was built."""
-    package = imported_from(version)
+    where = _run([version.python, "-c", _WHERE], f"{version.label}: importing lsp_complete",
+                 cwd=version.cwd, env=version.server_env(dict(os.environ)))
+    package = Path(where.decode().strip())
     if version.venv is not None and Path(version.venv).resolve() not in package.resolve().parents:
         raise InstallError(f"{version.label}: the server would import {package}, not the copy "
                            f"in {version.venv}")
@@ -346,9 +307,6 @@ def verify(version: ServerVersion) -> Path:
             (Path(version.pythonpath) / PACKAGE).resolve():
         raise InstallError(f"{version.label}: the server would import {package}, not "
                            f"{version.pythonpath}")
-    found = package_digest(package)
-    if version.kind == "checkout":
-        found = tree_digest(package.parent)
-    if found != version.source_digest:
+    if package_digest(package) != version.source_digest:
         raise InstallError(f"{version.label}: the sources in {package} are not the ones built")
     return package

@@ -43,11 +43,8 @@ def package_versions() -> dict[str, str | None]:
 
 
 def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(8 * 1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def model_info(path: str | Path, name: str | None) -> dict[str, Any]:
