@@ -39,7 +39,7 @@ class ServerExited(RuntimeError):
     but one sent afterwards would wait for ever."""
 
 
-def _ignore_log_message(_client: LanguageClient, _params: types.LogMessageParams) -> None:
+def _ignore_notification(_client: LanguageClient, _params: Any) -> None:
     pass
 
 
@@ -97,15 +97,12 @@ class ServerSession:
         self.env = env
         self.log_path = log_path
         self.client = LanguageClient("lsp-complete-bench", "1")
-        # the server's log lines also go to its stderr, which the bench keeps; without a
-        # handler pygls warns about each one on the bench's terminal
-        self.client.feature(types.WINDOW_LOG_MESSAGE)(_ignore_log_message)
-        # a generic client ignores our notification (a block is ready); pygls warns without
-        self.client.feature(BLOCK_READY_METHOD)(_ignore_log_message)
-        # an older version's popup about a setting it does not know (replaceLineSuffix): the
-        # log has it
-        self.client.feature(types.WINDOW_SHOW_MESSAGE)(_ignore_log_message)
-        self.startup_ms = 0.0
+        # Without a handler pygls warns on the bench's terminal about each: the server's log
+        # lines (its stderr, which the bench keeps, has them too), our notification that a
+        # block is ready, an older version's popup about a setting it does not know
+        # (replaceLineSuffix; the log has it).
+        for method in (types.WINDOW_LOG_MESSAGE, BLOCK_READY_METHOD, types.WINDOW_SHOW_MESSAGE):
+            self.client.feature(method)(_ignore_notification)
         self._stderr_task: asyncio.Task[None] | None = None
         self._asked = 0  # inline requests sent: their ids
         self._pending: set[str] = set()  # the ids of those not answered yet
@@ -130,22 +127,16 @@ class ServerSession:
                                          workspace_folders=self.workspace_folders),
         ), READY_TIMEOUT_S)
         await self._answer(self._wait_ready(), READY_TIMEOUT_S)
-        self.startup_ms = (time.perf_counter() - begin) * 1000
-        return self.startup_ms
+        return (time.perf_counter() - begin) * 1000
 
     async def _drain_stderr(self) -> None:
         """Read the server's stderr so a chatty log can never fill the pipe and block it."""
         server = self.client._server
         if server is None or server.stderr is None:
             return
-        sink = self.log_path.open("ab") if self.log_path else None
-        try:
+        with (self.log_path or Path(os.devnull)).open("ab") as sink:
             while line := await server.stderr.readline():
-                if sink:
-                    sink.write(line)
-        finally:
-            if sink:
-                sink.close()
+                sink.write(line)
 
     async def _wait_ready(self) -> None:
         model = await lsp_client.wait_for_model(self.client, ("ready", "error"), READY_TIMEOUT_S)
@@ -272,19 +263,8 @@ class ServerSession:
 
 def stats_by_version(status: dict[str, Any], uri: str) -> dict[int, dict[str, Any]]:
     """The server's per-request records for `uri`, keyed by document version (last wins)."""
-    found: dict[int, dict[str, Any]] = {}
-    for record in status.get("recent") or []:
-        if record.get("uri") == uri and isinstance(record.get("version"), int):
-            found[record["version"]] = record
-    return found
-
-
-def recorded(status: dict[str, Any], uri: str, version: int, suggestion: str, latency_ms: float,
-             error: str | None = None) -> Completion:
-    """An answer with the server's record of it (`status`' recent requests, by uri and
-    version)."""
-    return completion_with_stats(suggestion, latency_ms, stats_by_version(status, uri).get(version),
-                                 error)
+    return {record["version"]: record for record in status.get("recent") or []
+            if record.get("uri") == uri and isinstance(record.get("version"), int)}
 
 
 async def ask(session: Session, uri: str, version: int, text: str, offset: int,
@@ -295,15 +275,17 @@ async def ask(session: Session, uri: str, version: int, text: str, offset: int,
     suggestion, latency, error, _ = await session.inline(uri, text, offset)
     if opened_at is not None:
         latency = (asyncio.get_running_loop().time() - opened_at) * 1000
-    return recorded(await session.status(), uri, version, suggestion, latency, error), error
+    record = stats_by_version(await session.status(), uri).get(version)
+    return completion_with_stats(suggestion, latency, record, error), error
 
 
 def completion_with_stats(
     suggestion: str, latency_ms: float, record: dict[str, Any] | None, error: str | None = None
 ) -> Completion:
-    record = record or {}
+    """An answer with the server's record of it (None: no record, no token counts)."""
     if error is not None:
         return Completion(text="", latency_ms=latency_ms, source="error")
+    record = record or {}
     return Completion(
         text=suggestion,
         latency_ms=latency_ms,
