@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -96,11 +95,6 @@ def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Seq
     return Server(side or key, version, {}, log_path, make_engine=make, engine=key)
 
 
-def _process_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 class StatelessSession:
     """A stateless baseline behind a server's session interface: it sees the whole text with
     each request, so edits and the cursor tell it nothing (the client keeps the text). One
@@ -171,11 +165,11 @@ class StatelessSession:
 
     def _complete(self, text: str, offset: int, path: str) -> Completion:
         assert self.engine is not None
-        before = _process_cpu_s()
+        before = time.process_time()  # this process's, all its threads'
         try:
             return self.engine.complete(text, offset, path)
         finally:
-            self._cpu_s += _process_cpu_s() - before
+            self._cpu_s += time.process_time() - before
 
     def peak_rss_mb(self) -> float | None:
         return self.engine.peak_rss_mb() if self.engine is not None else None
