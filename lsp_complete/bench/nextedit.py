@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import difflib
 import json
+import os
 import random
 import re
 import subprocess
@@ -87,17 +88,11 @@ class Hunk:
 
 
 def line_hunks(old: Sequence[str], new: Sequence[str]) -> list[Hunk]:
-    """The changed regions between two lists of lines, in file order."""
+    """The changed regions between two lists of lines, in file order (difflib never gives
+    two touching ones: an equal run lies between any two)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    found: list[Hunk] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        if found and found[-1].old_end == i1 and found[-1].new_end == j1:  # touching: one hunk
-            found[-1] = Hunk(found[-1].old_start, i2, found[-1].new_start, j2)
-        else:
-            found.append(Hunk(i1, i2, j1, j2))
-    return found
+    return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+            if tag != "equal"]
 
 
 def apply_hunks(old: Sequence[str], new: Sequence[str], hunks: Sequence[Hunk]) -> str:
@@ -123,13 +118,8 @@ def typing_plan(before: str, after: str) -> tuple[int, int, str]:
     base = sum(map(len, old[: first.old_start]))
     a = "".join(old[first.old_start : last.old_end])
     b = "".join(new[first.new_start : last.new_end])
-    limit = min(len(a), len(b))
-    head = 0
-    while head < limit and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head = len(os.path.commonprefix([a, b]))
+    tail = len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))
     start, end, typed = base + head, base + len(a) - tail, b[head : len(b) - tail]
     if start == end and typed.endswith("\n") and start > 0 and before[start - 1] == "\n":
         return start - 1, end - 1, "\n" + typed[:-1]
