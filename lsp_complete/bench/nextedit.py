@@ -305,12 +305,12 @@ def mine(repo: str, seed: int, per_repo: int) -> list[Task]:
 
 def unified_diff(path: str, a: str, b: str) -> str:
     lines = difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}", n=3)
+                                 f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)
 
 
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
 def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
@@ -319,13 +319,12 @@ def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     pos = 0
-    for header, body in _parse_hunks(diff):
-        olds = [line[1:] for line in body if line[:1] in (" ", "-")]
-        news = [line[1:] for line in body if line[:1] in (" ", "+")]
-        start, count = (header[2], header[3]) if reverse else (header[0], header[1])
-        if reverse:
-            olds, news = news, olds
-        at = start if count == 0 else start - 1
+    gone, added = ("+", "-") if reverse else ("-", "+")
+    for (old_start, new_start), body in _parse_hunks(diff):
+        olds = [line[1:] for line in body if line[:1] in (" ", gone)]
+        news = [line[1:] for line in body if line[:1] in (" ", added)]
+        start = new_start if reverse else old_start
+        at = start - 1 if olds else start  # (a hunk that only adds lines names the line above)
         if at < pos or lines[at : at + len(olds)] != olds:
             raise ValueError(f"a hunk of the patch does not fit at line {start}")
         out += lines[pos:at] + news
@@ -333,13 +332,13 @@ def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
     return "".join(out + lines[pos:])
 
 
-def _parse_hunks(diff: str) -> list[tuple[tuple[int, int, int, int], list[str]]]:
-    hunks: list[tuple[tuple[int, int, int, int], list[str]]] = []
+def _parse_hunks(diff: str) -> list[tuple[tuple[int, int], list[str]]]:
+    """Each hunk's first old and new line numbers, and its body."""
+    hunks: list[tuple[tuple[int, int], list[str]]] = []
     for line in diff.splitlines(keepends=True):
         match = _HUNK_HEADER.match(line)
         if match:
-            a, b, c, d = match.groups()
-            hunks.append(((int(a), int(b or 1), int(c), int(d or 1)), []))
+            hunks.append(((int(match[1]), int(match[2])), []))
         elif hunks and line.startswith("\\"):  # "\ No newline at end of file"
             body = hunks[-1][1]
             body[-1] = body[-1].removesuffix("\n")
@@ -349,15 +348,13 @@ def _parse_hunks(diff: str) -> list[tuple[tuple[int, int, int, int], list[str]]]
     return hunks
 
 
-def _fence(content: str) -> str:
-    """A backtick fence longer than any run of backticks in `content` (CommonMark)."""
-    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def _block(info: str, content: str) -> str:
-    fence = _fence(content)
-    return f"{fence}{info}\n{content}{'' if content.endswith(chr(10)) else chr(10)}{fence}\n"
+    """A fenced block, its backtick fence longer than any run of backticks in `content`
+    (CommonMark)."""
+    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
+    fence = "`" * max(3, longest + 1)
+    newline = "" if content.endswith("\n") else "\n"
+    return f"{fence}{info}\n{content}{newline}{fence}\n"
 
 
 def to_markdown(task: Task) -> str:
@@ -378,29 +375,23 @@ def to_markdown(task: Task) -> str:
     return "".join(parts)
 
 
+# A heading (H1 or H2), or a fenced block: its info string and content up to a closing fence
+# of as many backticks or more.
+_MARKDOWN = re.compile(r"^(?:(#{1,2}) ([^\n]*)|(`{3,})([^\n]*)\n(.*?)^\3`*[ \t]*)$",
+                       re.MULTILINE | re.DOTALL)
+
+
 def _sections(text: str) -> tuple[str, dict[str, list[tuple[str, str]]]]:
     """The H1 title and each H2 section's fenced blocks as (info, content)."""
     title, section = "", ""
     blocks: dict[str, list[tuple[str, str]]] = {}
-    lines = text.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        fence = re.match(r"^(`{3,})(.*)$", line.rstrip("\n"))
-        if fence:
-            closing = re.compile(rf"^`{{{len(fence.group(1))},}}\s*$")
-            j = i + 1
-            while j < len(lines) and not closing.match(lines[j]):
-                j += 1
-            blocks.setdefault(section, []).append((fence.group(2).strip(),
-                                                   "".join(lines[i + 1 : j])))
-            i = j + 1
-            continue
-        if line.startswith("# "):
-            title = line[2:].strip()
-        elif line.startswith("## "):
-            section = line[3:].strip().lower()
-        i += 1
+    for hashes, heading, _fence, info, content in _MARKDOWN.findall(text):
+        if hashes == "#":
+            title = heading.strip()
+        elif hashes:
+            section = heading.strip().lower()
+        else:
+            blocks.setdefault(section, []).append((info.strip(), content))
     return title, blocks
 
 
@@ -427,20 +418,15 @@ def from_markdown(text: str) -> Task:
                 expected=apply_diff(edited, patches[0][1]) if patches else edited)
 
 
-def save_tasks(tasks: Sequence[Task], folder: Path,
-               template: NextEditTemplate | None = None) -> None:
+def save_tasks(tasks: Sequence[Task], folder: Path, template: NextEditTemplate | None) -> None:
     """Each task as ExampleSpec markdown, and tasks.json: what re-mines them (no code)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, task in enumerate(tasks):
         (folder / f"{i:03d}-{task.name}.md").write_text(to_markdown(task), encoding="utf-8")
-    listing = [task_listing(t, template) for t in tasks]
+    listing = [{"name": t.name, "repo": t.repo, "commit": t.commit, "path": t.path,
+                "kind": t.kind, "language": t.language, "distance": t.distance(),
+                "within_window": t.within_window(template)} for t in tasks]
     (folder / "tasks.json").write_text(json.dumps(listing, indent=1) + "\n", encoding="utf-8")
-
-
-def task_listing(task: Task, template: NextEditTemplate | None = None) -> dict[str, Any]:
-    return {"name": task.name, "repo": task.repo, "commit": task.commit, "path": task.path,
-            "kind": task.kind, "language": task.language, "distance": task.distance(),
-            "within_window": task.within_window(template)}
 
 
 def load_tasks(folder: Path) -> list[Task]:
