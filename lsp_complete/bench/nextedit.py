@@ -31,7 +31,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -40,7 +40,8 @@ from lsprotocol import types
 from lsp_complete.bench import fmt, machine
 from lsp_complete.bench.lsp_driver import ServerSession
 from lsp_complete.bench.servers import WARMUP_TEXT, Server, live_checkout
-from lsp_complete.bench.stats import RESAMPLES, mean_interval, percentile
+from lsp_complete.bench.stats import RESAMPLES, mean, mean_interval, percentile
+from lsp_complete.documents import Document
 from lsp_complete.languages import language_of_path
 from lsp_complete.models import NextEditTemplate
 from lsp_complete.nextedit.prompt import window_lines
@@ -472,17 +473,10 @@ class Outcome:
 
 
 def offset_of(text: str, position: dict[str, Any]) -> int:
-    """The code-point offset of an LSP position (UTF-16 columns) in `text`."""
-    lines = text.split("\n")
-    line = min(int(position["line"]), len(lines) - 1)
-    start = sum(len(x) + 1 for x in lines[:line])
-    column, units = 0, int(position["character"])
-    for char in lines[line]:
-        if units <= 0:
-            break
-        units -= 2 if ord(char) > 0xFFFF else 1
-        column += 1
-    return start + column
+    """The code-point offset of an LSP position (UTF-16 columns) in `text`, as the server
+    reads it."""
+    doc = Document("", "plaintext", 0, text, parse=False)
+    return doc.offset_at(int(position["line"]), int(position["character"]))
 
 
 def judge(task: Task, outcome: Outcome, answer: Any, version: int) -> Outcome:
@@ -562,9 +556,9 @@ async def run_task(session: Any, task: Task, index: int,
 
 async def _warm_up(session: Any) -> None:
     """One unrecorded next edit: the model's first decode is not a task's."""
-    warm = Task("warm-up", "", "", "", "warmup.py", SILENCE, WARMUP_TEXT,
-                WARMUP_TEXT.replace("    re\n", "    ret\n"), "")
-    await run_task(session, replace(warm, expected=warm.edited), 999)
+    edited = WARMUP_TEXT.replace("    re\n", "    ret\n")
+    await run_task(session, Task("warm-up", "", "", "", "warmup.py", SILENCE, WARMUP_TEXT,
+                                 edited, edited), 999)
 
 
 @dataclass(frozen=True)
@@ -636,14 +630,13 @@ def summarize(outcomes: Sequence[Outcome], seed: int) -> dict[str, dict[str, Any
     for o in outcomes:
         groups.setdefault(o.language, []).append(o)
     rows = {}
-    for name, mine in groups.items():
-        nxt = [o for o in mine if o.kind == NEXT]
+    for name, group in groups.items():
+        nxt = [o for o in group if o.kind == NEXT]
         near = [o for o in nxt if o.within_window]
         far = [o for o in nxt if o.within_window is False]
-        silent = [o for o in mine if o.kind == SILENCE]
-        answered = [o for o in mine if o.error is None]
+        silent = [o for o in group if o.kind == SILENCE]
+        answered = [o for o in group if o.error is None]
         latencies = [o.latency_ms for o in answered if o.latency_ms is not None]
-        cpu = [o.cpu_s for o in mine if o.cpu_s is not None]
         rows[name] = {
             "next_edit_tasks": len(nxt), "within_window_tasks": len(near),
             "beyond_window_tasks": len(far), "silence_tasks": len(silent),
@@ -654,11 +647,11 @@ def summarize(outcomes: Sequence[Outcome], seed: int) -> dict[str, dict[str, Any
             "no_edit_on_next": share([not o.shown for o in nxt], seed),
             # A failed request is no answer, never a right silence.
             "correct_silence": share([not o.shown and o.error is None for o in silent], seed),
-            "wrong_shown": share([o.wrong_shown for o in mine], seed),
+            "wrong_shown": share([o.wrong_shown for o in group], seed),
             "latency_p50_ms": percentile(latencies, 50),
             "latency_p95_ms": percentile(latencies, 95),
-            "cpu_s_per_task": sum(cpu) / len(cpu) if cpu else None,
-            "stale": sum(o.stale for o in mine), "errors": sum(o.error is not None for o in mine),
+            "cpu_s_per_task": mean(o.cpu_s for o in group),
+            "stale": sum(o.stale for o in group), "errors": sum(o.error is not None for o in group),
         }
     return rows
 
