@@ -160,11 +160,10 @@ class Task:
         """Lines from the cursor to the nearest line of the expected next hunk (0: on it)."""
         if self.kind != NEXT:
             return None
-        span = _next_span(self.edited, self.expected)
-        line = self.edited.count("\n", 0, self.cursor)
-        if span[0] <= line < max(span[1], span[0] + 1):
+        start, end, line = self._next_hunk()
+        if start <= line < max(end, start + 1):
             return 0
-        return span[0] - line if span[0] > line else line - max(span[1] - 1, span[0])
+        return start - line if start > line else line - max(end - 1, start)
 
     def within_window(self, template: NextEditTemplate | None) -> bool | None:
         """Whether the server can make the expected hunk: all of it inside the window of
@@ -172,19 +171,19 @@ class Task:
         line). A hunk beyond it is reported apart."""
         if self.kind != NEXT or template is None:
             return None
-        start, end = _next_span(self.edited, self.expected)
-        line = self.edited.count("\n", 0, self.cursor)
+        start, end, line = self._next_hunk()
         first, last = window_lines(self.edited.count("\n") + 1, line, template)
         if start == end:  # an insertion before line `start`: the rewrite can add lines there
             return first <= start <= last + 1
         return first <= start and end - 1 <= last
 
-
-def _next_span(edited: str, expected: str) -> tuple[int, int]:
-    """The lines [first, end) of `edited` the expected next hunk replaces (first == end: an
-    insertion before line `first`)."""
-    hunks = line_hunks(edited.splitlines(keepends=True), expected.splitlines(keepends=True))
-    return (hunks[0].old_start, hunks[0].old_end) if hunks else (0, 0)
+    def _next_hunk(self) -> tuple[int, int, int]:
+        """The lines [first, end) of `edited` the expected next hunk replaces (first == end:
+        an insertion before line `first`), and the cursor's line."""
+        hunks = line_hunks(self.edited.splitlines(keepends=True),
+                           self.expected.splitlines(keepends=True))
+        first, end = (hunks[0].old_start, hunks[0].old_end) if hunks else (0, 0)
+        return first, end, self.edited.count("\n", 0, self.cursor)
 
 
 # --- mining --------------------------------------------------------------------------------------
