@@ -498,7 +498,7 @@ def judge(task: Task, outcome: Outcome, answer: Any, version: int) -> Outcome:
     return outcome
 
 
-async def type_edit(client: Any, uri: str, task: Task) -> int:
+async def type_edit(session: ServerSession, uri: str, task: Task) -> int:
     """The edit as an editor sends it: the deleted text in one change (a selection deleted),
     then one change per character typed. Returns the document's version."""
     start, end, typed = typing_plan(task.before, task.edited)
@@ -507,19 +507,18 @@ async def type_edit(client: Any, uri: str, task: Task) -> int:
         version += 1
         where = types.Range(start=lsp_client.position_at(text, start),
                             end=lsp_client.position_at(text, end))
-        lsp_client.replace(client, uri, version, where, "")
+        session.replace(uri, version, where, "")
         text = text[:start] + text[end:]
     for i, char in enumerate(typed):
         version += 1
-        at = lsp_client.position_at(text, start + i)
-        lsp_client.insert(client, uri, version, at.line, at.character, char)
+        session.insert(uri, version, lsp_client.position_at(text, start + i), char)
         text = text[: start + i] + char + text[start + i :]
         await asyncio.sleep(0)  # let the client write it, as keys arrive one by one
     assert text == task.edited, "the typed edit does not give the edited document"
     return version
 
 
-async def run_task(session: Any, task: Task, index: int,
+async def run_task(session: ServerSession, task: Task, index: int,
                    template: NextEditTemplate | None = None) -> Outcome:
     client = session.client
     outcome = Outcome(task.name, task.language, task.kind, task.distance(),
@@ -527,10 +526,10 @@ async def run_task(session: Any, task: Task, index: int,
     uri = f"file:///lsp-complete-bench/nextedit/{index:03d}/{task.path}"
     cpu_before = session.cpu_s()
     # (Before the edit: a next edit computed during the pause is this task's too.)
-    counted = await _next_edit_counters(client)
+    counted = await _next_edit_counters(session)
     session.open(uri, task.language, task.before, 1)
     lsp_client.did_focus(client, uri)
-    version = await type_edit(client, uri, task)
+    version = await type_edit(session, uri, task)
     outcome.versions = version - 1
     await asyncio.sleep(PAUSE_MS / 1000)
     at = lsp_client.position_at(task.edited, task.cursor)
@@ -548,12 +547,12 @@ async def run_task(session: Any, task: Task, index: int,
         outcome.cpu_s = cpu_after - cpu_before
     session.close(uri)
     await lsp_client.wait_idle(client)  # the next task starts on a quiet server
-    after = await _next_edit_counters(client)
+    after = await _next_edit_counters(session)
     outcome.server = sorted(k for k, v in after.items() if v > counted.get(k, 0))
     return judge(task, outcome, lsp_client.plain(answer), version)
 
 
-async def _warm_up(session: Any) -> None:
+async def _warm_up(session: ServerSession) -> None:
     """One unrecorded next edit: the model's first decode is not a task's."""
     edited = WARMUP_TEXT.replace("    re\n", "    ret\n")
     await run_task(session, Task("warm-up", "", "", "", "warmup.py", SILENCE, WARMUP_TEXT,
@@ -593,8 +592,8 @@ async def run_all(cfg: RunConfig, tasks: Sequence[Task],
     return outcomes, extras
 
 
-async def _next_edit_counters(client: Any) -> dict[str, int]:
-    counters = (await lsp_client.status(client, 0)).get("counters") or {}
+async def _next_edit_counters(session: ServerSession) -> dict[str, int]:
+    counters = (await session.status(0)).get("counters") or {}
     return {k: v for k, v in counters.items() if k.startswith("nextEdit")}
 
 
