@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import difflib
 import json
+import os
 import random
 import re
 import subprocess
@@ -30,7 +31,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -39,7 +40,8 @@ from lsprotocol import types
 from lsp_complete.bench import fmt, machine
 from lsp_complete.bench.lsp_driver import ServerSession
 from lsp_complete.bench.servers import WARMUP_TEXT, Server, live_checkout
-from lsp_complete.bench.stats import RESAMPLES, mean_interval, percentile
+from lsp_complete.bench.stats import RESAMPLES, mean, mean_interval, percentile
+from lsp_complete.documents import Document
 from lsp_complete.languages import language_of_path
 from lsp_complete.models import NextEditTemplate
 from lsp_complete.nextedit.prompt import window_lines
@@ -87,17 +89,11 @@ class Hunk:
 
 
 def line_hunks(old: Sequence[str], new: Sequence[str]) -> list[Hunk]:
-    """The changed regions between two lists of lines, in file order."""
+    """The changed regions between two lists of lines, in file order (difflib never gives
+    two touching ones: an equal run lies between any two)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    found: list[Hunk] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        if found and found[-1].old_end == i1 and found[-1].new_end == j1:  # touching: one hunk
-            found[-1] = Hunk(found[-1].old_start, i2, found[-1].new_start, j2)
-        else:
-            found.append(Hunk(i1, i2, j1, j2))
-    return found
+    return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+            if tag != "equal"]
 
 
 def apply_hunks(old: Sequence[str], new: Sequence[str], hunks: Sequence[Hunk]) -> str:
@@ -123,13 +119,8 @@ def typing_plan(before: str, after: str) -> tuple[int, int, str]:
     base = sum(map(len, old[: first.old_start]))
     a = "".join(old[first.old_start : last.old_end])
     b = "".join(new[first.new_start : last.new_end])
-    limit = min(len(a), len(b))
-    head = 0
-    while head < limit and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head = len(os.path.commonprefix([a, b]))
+    tail = len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))
     start, end, typed = base + head, base + len(a) - tail, b[head : len(b) - tail]
     if start == end and typed.endswith("\n") and start > 0 and before[start - 1] == "\n":
         return start - 1, end - 1, "\n" + typed[:-1]
@@ -169,11 +160,10 @@ class Task:
         """Lines from the cursor to the nearest line of the expected next hunk (0: on it)."""
         if self.kind != NEXT:
             return None
-        span = _next_span(self.edited, self.expected)
-        line = self.edited.count("\n", 0, self.cursor)
-        if span[0] <= line < max(span[1], span[0] + 1):
+        start, end, line = self._next_hunk()
+        if start <= line < max(end, start + 1):
             return 0
-        return span[0] - line if span[0] > line else line - max(span[1] - 1, span[0])
+        return start - line if start > line else line - max(end - 1, start)
 
     def within_window(self, template: NextEditTemplate | None) -> bool | None:
         """Whether the server can make the expected hunk: all of it inside the window of
@@ -181,19 +171,19 @@ class Task:
         line). A hunk beyond it is reported apart."""
         if self.kind != NEXT or template is None:
             return None
-        start, end = _next_span(self.edited, self.expected)
-        line = self.edited.count("\n", 0, self.cursor)
+        start, end, line = self._next_hunk()
         first, last = window_lines(self.edited.count("\n") + 1, line, template)
         if start == end:  # an insertion before line `start`: the rewrite can add lines there
             return first <= start <= last + 1
         return first <= start and end - 1 <= last
 
-
-def _next_span(edited: str, expected: str) -> tuple[int, int]:
-    """The lines [first, end) of `edited` the expected next hunk replaces (first == end: an
-    insertion before line `first`)."""
-    hunks = line_hunks(edited.splitlines(keepends=True), expected.splitlines(keepends=True))
-    return (hunks[0].old_start, hunks[0].old_end) if hunks else (0, 0)
+    def _next_hunk(self) -> tuple[int, int, int]:
+        """The lines [first, end) of `edited` the expected next hunk replaces (first == end:
+        an insertion before line `first`), and the cursor's line."""
+        hunks = line_hunks(self.edited.splitlines(keepends=True),
+                           self.expected.splitlines(keepends=True))
+        first, end = (hunks[0].old_start, hunks[0].old_end) if hunks else (0, 0)
+        return first, end, self.edited.count("\n", 0, self.cursor)
 
 
 # --- mining --------------------------------------------------------------------------------------
@@ -315,12 +305,12 @@ def mine(repo: str, seed: int, per_repo: int) -> list[Task]:
 
 def unified_diff(path: str, a: str, b: str) -> str:
     lines = difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}", n=3)
+                                 f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)
 
 
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
 def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
@@ -329,13 +319,12 @@ def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     pos = 0
-    for header, body in _parse_hunks(diff):
-        olds = [line[1:] for line in body if line[:1] in (" ", "-")]
-        news = [line[1:] for line in body if line[:1] in (" ", "+")]
-        start, count = (header[2], header[3]) if reverse else (header[0], header[1])
-        if reverse:
-            olds, news = news, olds
-        at = start if count == 0 else start - 1
+    gone, added = ("+", "-") if reverse else ("-", "+")
+    for (old_start, new_start), body in _parse_hunks(diff):
+        olds = [line[1:] for line in body if line[:1] in (" ", gone)]
+        news = [line[1:] for line in body if line[:1] in (" ", added)]
+        start = new_start if reverse else old_start
+        at = start - 1 if olds else start  # (a hunk that only adds lines names the line above)
         if at < pos or lines[at : at + len(olds)] != olds:
             raise ValueError(f"a hunk of the patch does not fit at line {start}")
         out += lines[pos:at] + news
@@ -343,13 +332,13 @@ def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
     return "".join(out + lines[pos:])
 
 
-def _parse_hunks(diff: str) -> list[tuple[tuple[int, int, int, int], list[str]]]:
-    hunks: list[tuple[tuple[int, int, int, int], list[str]]] = []
+def _parse_hunks(diff: str) -> list[tuple[tuple[int, int], list[str]]]:
+    """Each hunk's first old and new line numbers, and its body."""
+    hunks: list[tuple[tuple[int, int], list[str]]] = []
     for line in diff.splitlines(keepends=True):
         match = _HUNK_HEADER.match(line)
         if match:
-            a, b, c, d = match.groups()
-            hunks.append(((int(a), int(b or 1), int(c), int(d or 1)), []))
+            hunks.append(((int(match[1]), int(match[2])), []))
         elif hunks and line.startswith("\\"):  # "\ No newline at end of file"
             body = hunks[-1][1]
             body[-1] = body[-1].removesuffix("\n")
@@ -359,15 +348,13 @@ def _parse_hunks(diff: str) -> list[tuple[tuple[int, int, int, int], list[str]]]
     return hunks
 
 
-def _fence(content: str) -> str:
-    """A backtick fence longer than any run of backticks in `content` (CommonMark)."""
-    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def _block(info: str, content: str) -> str:
-    fence = _fence(content)
-    return f"{fence}{info}\n{content}{'' if content.endswith(chr(10)) else chr(10)}{fence}\n"
+    """A fenced block, its backtick fence longer than any run of backticks in `content`
+    (CommonMark)."""
+    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
+    fence = "`" * max(3, longest + 1)
+    newline = "" if content.endswith("\n") else "\n"
+    return f"{fence}{info}\n{content}{newline}{fence}\n"
 
 
 def to_markdown(task: Task) -> str:
@@ -388,29 +375,23 @@ def to_markdown(task: Task) -> str:
     return "".join(parts)
 
 
+# A heading (H1 or H2), or a fenced block: its info string and content up to a closing fence
+# of as many backticks or more.
+_MARKDOWN = re.compile(r"^(?:(#{1,2}) ([^\n]*)|(`{3,})([^\n]*)\n(.*?)^\3`*[ \t]*)$",
+                       re.MULTILINE | re.DOTALL)
+
+
 def _sections(text: str) -> tuple[str, dict[str, list[tuple[str, str]]]]:
     """The H1 title and each H2 section's fenced blocks as (info, content)."""
     title, section = "", ""
     blocks: dict[str, list[tuple[str, str]]] = {}
-    lines = text.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        fence = re.match(r"^(`{3,})(.*)$", line.rstrip("\n"))
-        if fence:
-            closing = re.compile(rf"^`{{{len(fence.group(1))},}}\s*$")
-            j = i + 1
-            while j < len(lines) and not closing.match(lines[j]):
-                j += 1
-            blocks.setdefault(section, []).append((fence.group(2).strip(),
-                                                   "".join(lines[i + 1 : j])))
-            i = j + 1
-            continue
-        if line.startswith("# "):
-            title = line[2:].strip()
-        elif line.startswith("## "):
-            section = line[3:].strip().lower()
-        i += 1
+    for hashes, heading, _fence, info, content in _MARKDOWN.findall(text):
+        if hashes == "#":
+            title = heading.strip()
+        elif hashes:
+            section = heading.strip().lower()
+        else:
+            blocks.setdefault(section, []).append((info.strip(), content))
     return title, blocks
 
 
@@ -437,20 +418,15 @@ def from_markdown(text: str) -> Task:
                 expected=apply_diff(edited, patches[0][1]) if patches else edited)
 
 
-def save_tasks(tasks: Sequence[Task], folder: Path,
-               template: NextEditTemplate | None = None) -> None:
+def save_tasks(tasks: Sequence[Task], folder: Path, template: NextEditTemplate | None) -> None:
     """Each task as ExampleSpec markdown, and tasks.json: what re-mines them (no code)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, task in enumerate(tasks):
         (folder / f"{i:03d}-{task.name}.md").write_text(to_markdown(task), encoding="utf-8")
-    listing = [task_listing(t, template) for t in tasks]
+    listing = [{"name": t.name, "repo": t.repo, "commit": t.commit, "path": t.path,
+                "kind": t.kind, "language": t.language, "distance": t.distance(),
+                "within_window": t.within_window(template)} for t in tasks]
     (folder / "tasks.json").write_text(json.dumps(listing, indent=1) + "\n", encoding="utf-8")
-
-
-def task_listing(task: Task, template: NextEditTemplate | None = None) -> dict[str, Any]:
-    return {"name": task.name, "repo": task.repo, "commit": task.commit, "path": task.path,
-            "kind": task.kind, "language": task.language, "distance": task.distance(),
-            "within_window": task.within_window(template)}
 
 
 def load_tasks(folder: Path) -> list[Task]:
@@ -496,17 +472,10 @@ class Outcome:
 
 
 def offset_of(text: str, position: dict[str, Any]) -> int:
-    """The code-point offset of an LSP position (UTF-16 columns) in `text`."""
-    lines = text.split("\n")
-    line = min(int(position["line"]), len(lines) - 1)
-    start = sum(len(x) + 1 for x in lines[:line])
-    column, units = 0, int(position["character"])
-    for char in lines[line]:
-        if units <= 0:
-            break
-        units -= 2 if ord(char) > 0xFFFF else 1
-        column += 1
-    return start + column
+    """The code-point offset of an LSP position (UTF-16 columns) in `text`, as the server
+    reads it."""
+    doc = Document("", "plaintext", 0, text, parse=False)
+    return doc.offset_at(int(position["line"]), int(position["character"]))
 
 
 def judge(task: Task, outcome: Outcome, answer: Any, version: int) -> Outcome:
@@ -529,7 +498,7 @@ def judge(task: Task, outcome: Outcome, answer: Any, version: int) -> Outcome:
     return outcome
 
 
-async def type_edit(client: Any, uri: str, task: Task) -> int:
+async def type_edit(session: ServerSession, uri: str, task: Task) -> int:
     """The edit as an editor sends it: the deleted text in one change (a selection deleted),
     then one change per character typed. Returns the document's version."""
     start, end, typed = typing_plan(task.before, task.edited)
@@ -538,19 +507,18 @@ async def type_edit(client: Any, uri: str, task: Task) -> int:
         version += 1
         where = types.Range(start=lsp_client.position_at(text, start),
                             end=lsp_client.position_at(text, end))
-        lsp_client.replace(client, uri, version, where, "")
+        session.replace(uri, version, where, "")
         text = text[:start] + text[end:]
     for i, char in enumerate(typed):
         version += 1
-        at = lsp_client.position_at(text, start + i)
-        lsp_client.insert(client, uri, version, at.line, at.character, char)
+        session.insert(uri, version, lsp_client.position_at(text, start + i), char)
         text = text[: start + i] + char + text[start + i :]
         await asyncio.sleep(0)  # let the client write it, as keys arrive one by one
     assert text == task.edited, "the typed edit does not give the edited document"
     return version
 
 
-async def run_task(session: Any, task: Task, index: int,
+async def run_task(session: ServerSession, task: Task, index: int,
                    template: NextEditTemplate | None = None) -> Outcome:
     client = session.client
     outcome = Outcome(task.name, task.language, task.kind, task.distance(),
@@ -558,10 +526,10 @@ async def run_task(session: Any, task: Task, index: int,
     uri = f"file:///lsp-complete-bench/nextedit/{index:03d}/{task.path}"
     cpu_before = session.cpu_s()
     # (Before the edit: a next edit computed during the pause is this task's too.)
-    counted = await _next_edit_counters(client)
+    counted = await _next_edit_counters(session)
     session.open(uri, task.language, task.before, 1)
     lsp_client.did_focus(client, uri)
-    version = await type_edit(client, uri, task)
+    version = await type_edit(session, uri, task)
     outcome.versions = version - 1
     await asyncio.sleep(PAUSE_MS / 1000)
     at = lsp_client.position_at(task.edited, task.cursor)
@@ -579,16 +547,16 @@ async def run_task(session: Any, task: Task, index: int,
         outcome.cpu_s = cpu_after - cpu_before
     session.close(uri)
     await lsp_client.wait_idle(client)  # the next task starts on a quiet server
-    after = await _next_edit_counters(client)
+    after = await _next_edit_counters(session)
     outcome.server = sorted(k for k, v in after.items() if v > counted.get(k, 0))
     return judge(task, outcome, lsp_client.plain(answer), version)
 
 
-async def _warm_up(session: Any) -> None:
+async def _warm_up(session: ServerSession) -> None:
     """One unrecorded next edit: the model's first decode is not a task's."""
-    warm = Task("warm-up", "", "", "", "warmup.py", SILENCE, WARMUP_TEXT,
-                WARMUP_TEXT.replace("    re\n", "    ret\n"), "")
-    await run_task(session, replace(warm, expected=warm.edited), 999)
+    edited = WARMUP_TEXT.replace("    re\n", "    ret\n")
+    await run_task(session, Task("warm-up", "", "", "", "warmup.py", SILENCE, WARMUP_TEXT,
+                                 edited, edited), 999)
 
 
 @dataclass(frozen=True)
@@ -624,8 +592,8 @@ async def run_all(cfg: RunConfig, tasks: Sequence[Task],
     return outcomes, extras
 
 
-async def _next_edit_counters(client: Any) -> dict[str, int]:
-    counters = (await lsp_client.status(client, 0)).get("counters") or {}
+async def _next_edit_counters(session: ServerSession) -> dict[str, int]:
+    counters = (await session.status(0)).get("counters") or {}
     return {k: v for k, v in counters.items() if k.startswith("nextEdit")}
 
 
@@ -660,14 +628,13 @@ def summarize(outcomes: Sequence[Outcome], seed: int) -> dict[str, dict[str, Any
     for o in outcomes:
         groups.setdefault(o.language, []).append(o)
     rows = {}
-    for name, mine in groups.items():
-        nxt = [o for o in mine if o.kind == NEXT]
+    for name, group in groups.items():
+        nxt = [o for o in group if o.kind == NEXT]
         near = [o for o in nxt if o.within_window]
         far = [o for o in nxt if o.within_window is False]
-        silent = [o for o in mine if o.kind == SILENCE]
-        answered = [o for o in mine if o.error is None]
+        silent = [o for o in group if o.kind == SILENCE]
+        answered = [o for o in group if o.error is None]
         latencies = [o.latency_ms for o in answered if o.latency_ms is not None]
-        cpu = [o.cpu_s for o in mine if o.cpu_s is not None]
         rows[name] = {
             "next_edit_tasks": len(nxt), "within_window_tasks": len(near),
             "beyond_window_tasks": len(far), "silence_tasks": len(silent),
@@ -678,11 +645,11 @@ def summarize(outcomes: Sequence[Outcome], seed: int) -> dict[str, dict[str, Any
             "no_edit_on_next": share([not o.shown for o in nxt], seed),
             # A failed request is no answer, never a right silence.
             "correct_silence": share([not o.shown and o.error is None for o in silent], seed),
-            "wrong_shown": share([o.wrong_shown for o in mine], seed),
+            "wrong_shown": share([o.wrong_shown for o in group], seed),
             "latency_p50_ms": percentile(latencies, 50),
             "latency_p95_ms": percentile(latencies, 95),
-            "cpu_s_per_task": sum(cpu) / len(cpu) if cpu else None,
-            "stale": sum(o.stale for o in mine), "errors": sum(o.error is not None for o in mine),
+            "cpu_s_per_task": mean(o.cpu_s for o in group),
+            "stale": sum(o.stale for o in group), "errors": sum(o.error is not None for o in group),
         }
     return rows
 
