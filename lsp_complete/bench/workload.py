@@ -431,14 +431,24 @@ def elsewhere_offset(ep: Episode) -> int:
 
 @dataclass(frozen=True)
 class OpenCase:
-    """A large file opened with the cursor mid-way through a line in its middle."""
+    """A file opened with the cursor mid-way through a line in its middle (the large file,
+    coldfiles.py's never-seen ones)."""
 
     path: str
     language_id: str
-    text: str
+    text: str  # the file with its chosen line cut at `offset`
     offset: int
-    next_char: str  # typed for the warm-keystroke request
-    n_lines: int
+    line: str  # the chosen line as written
+
+    @property
+    def typed(self) -> str:
+        """The cut line's text before the cursor."""
+        return self.text[self.text.rfind("\n", 0, self.offset) + 1 : self.offset]
+
+    @property
+    def next_char(self) -> str:
+        """The line's next character (a space at its end): typed for the next request."""
+        return self.line[len(self.typed)] if len(self.typed) < len(self.line) else " "
 
 
 def make_open_case(path: str) -> OpenCase:
@@ -454,11 +464,5 @@ def make_open_case(path: str) -> OpenCase:
     cut = indent + max(1, (len(line) - indent) // 2)
     text = "\n".join(lines[:index] + [line[:cut]] + lines[index + 1 :])
     offset = sum(len(x) + 1 for x in lines[:index]) + cut
-    return OpenCase(
-        path=src.path,
-        language_id=src.language_id,
-        text=text,
-        offset=offset,
-        next_char=line[cut] if cut < len(line) else " ",
-        n_lines=len(lines),
-    )
+    return OpenCase(path=src.path, language_id=src.language_id, text=text, offset=offset,
+                    line=line)
