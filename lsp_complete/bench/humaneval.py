@@ -22,85 +22,89 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lsp_complete.bench.records import AtCursor
-from lsp_complete.bench.workload import first_line
+from lsp_complete.bench.workload import _indent, first_line
 
 T = TypeVar("T")
 
 
-class _AtCursor(AtCursor):
-    """A document with the cursor between `prefix` and `suffix`, and its test program."""
-
-    test: str
-    entry_point: str
-
-    def _program(self, body: str) -> str:
-        return f"{body}\n\n{self.test}\n\ncheck({self.entry_point})\n"
-
-
 @dataclass(frozen=True)
-class InfillTask(_AtCursor):
-    task_id: str
-    line_index: int  # index of the masked line within the canonical solution
-    prefix: str  # document text before the cursor (ends with the line's indentation)
-    suffix: str  # document text after the cursor (starts with the line's newline)
-    target: str  # the original line, indentation included
-    test: str
-    entry_point: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.task_id}#L{self.line_index}"
-
-    def completed_line(self, suggestion: str) -> str:
-        indent = self.prefix[self.prefix.rfind("\n") + 1 :]
-        return indent + first_line(suggestion)
-
-    def exact_match(self, suggestion: str) -> bool:
-        return self.completed_line(suggestion).strip() == self.target.strip()
-
-    def program(self, suggestion: str) -> str:
-        """The runnable test program with the suggestion's first line filled in."""
-        return self._program(self.prefix + first_line(suggestion) + self.suffix)
-
-
-@dataclass(frozen=True)
-class BlockTask(_AtCursor):
-    """Whole-body infilling: the cursor at the start of a function's body, nothing after it."""
+class _Task(AtCursor):
+    """A document with the cursor between `prefix` and `suffix`, where `target` was (the masked
+    text: `prefix + target + suffix` is the original), and its test program."""
 
     task_id: str
-    prefix: str  # the problem's prompt and the body's indentation
-    target: str  # the canonical body, its first line without that indentation
+    prefix: str  # the text before the masked lines, then the first one's indentation
+    suffix: str  # "\n" (the masked lines' last newline), then the text after them
+    target: str
     test: str
     entry_point: str
-    suffix: str = "\n"
-    hole: str = "body"  # which lines are masked: the body, or the official set's "L3_L5"
+    hole: str  # which lines are masked: "L<line>", "L<first>_L<last>" or the whole "body"
 
     @property
     def name(self) -> str:
         return f"{self.task_id}#{self.hole}"
 
     @property
+    def indent(self) -> str:
+        return self.prefix[self.prefix.rfind("\n") + 1 :]
+
+    def _program(self, fill: str) -> str:
+        return f"{self.prefix}{fill}{self.suffix}\n\n{self.test}\n\ncheck({self.entry_point})\n"
+
+
+class InfillTask(_Task):
+    """One line masked: the suggestion's first line completes it."""
+
+    @property
+    def line_index(self) -> int:
+        """The masked line's index within the canonical solution."""
+        return int(self.hole.lstrip("L"))
+
+    def exact_match(self, suggestion: str) -> bool:
+        return (self.indent + first_line(suggestion)).strip() == self.target.strip()
+
+    def program(self, suggestion: str) -> str:
+        """The runnable test program with the suggestion's first line filled in."""
+        return self._program(first_line(suggestion))
+
+
+class BlockTask(_Task):
+    """Lines masked (a function's whole body, or an official hole): the suggestion must be
+    all of them."""
+
+    @property
     def target_lines(self) -> int:
         return self.target.rstrip().count("\n") + 1
 
     def program(self, suggestion: str) -> str:
-        """The runnable test program with the suggested body in place."""
-        return self._program(self.prefix + suggestion + self.suffix)
+        """The runnable test program with the suggested lines in place."""
+        return self._program(suggestion)
 
     def exact_match(self, suggestion: str) -> bool:
         """The suggested lines are the target's (trailing spaces and blank lines aside)."""
-        indent = self.prefix[self.prefix.rfind("\n") + 1 :]
 
         def lines(text: str) -> list[str]:
             return [line.rstrip() for line in text.strip("\n").split("\n")]
 
-        return lines(indent + suggestion) == lines(indent + self.target)
+        return lines(self.indent + suggestion) == lines(self.indent + self.target)
+
+
+Task = TypeVar("Task", bound=_Task)
+
+
+def _masked(kind: type[Task], row: dict[str, Any], before: str, masked: str, after: str,
+            hole: str, indent: str) -> Task:
+    """`row`'s problem as a `kind` task: `masked` taken out from between `before` and `after`,
+    leaving one empty line with `indent`, `masked`'s (as an editor's auto-indent leaves it),
+    the cursor after it."""
+    return kind(task_id=row["task_id"], prefix=before + indent, suffix="\n" + after,
+                target=masked[len(indent) :], test=row["test"], entry_point=row["entry_point"],
+                hole=hole)
 
 
 def load_problems(limit: int | None = None) -> list[dict[str, Any]]:
@@ -115,25 +119,9 @@ def load_problems(limit: int | None = None) -> list[dict[str, Any]]:
 def tasks_for_problem(problem: dict[str, Any]) -> list[InfillTask]:
     """One task per non-blank line of the canonical solution."""
     lines = problem["canonical_solution"].split("\n")
-    tasks: list[InfillTask] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
-        prefix = problem["prompt"] + "".join(text + "\n" for text in lines[:i]) + indent
-        suffix = "\n" + "\n".join(lines[i + 1 :])
-        tasks.append(
-            InfillTask(
-                task_id=problem["task_id"],
-                line_index=i,
-                prefix=prefix,
-                suffix=suffix,
-                target=line,
-                test=problem["test"],
-                entry_point=problem["entry_point"],
-            )
-        )
-    return tasks
+    return [_masked(InfillTask, problem, problem["prompt"] + "".join(x + "\n" for x in lines[:i]),
+                    line, "\n".join(lines[i + 1 :]), f"L{i}", _indent(line))
+            for i, line in enumerate(lines) if line.strip()]
 
 
 def load_single_line_file(path: str | Path) -> list[InfillTask]:
@@ -142,19 +130,7 @@ def load_single_line_file(path: str | Path) -> list[InfillTask]:
     masked line, `canonical_solution` that line with its indentation and newline, `suffix` the
     text after it. The document gets the line's indentation, as an editor's auto-indent
     leaves it."""
-    tasks: list[InfillTask] = []
-    for row in _rows(path):
-        task_id, line_part, indent, target = _masked(row)  # hole: "L<line>"
-        tasks.append(InfillTask(
-            task_id=task_id,
-            line_index=int(line_part.lstrip("L")),
-            prefix=row["prompt"] + indent,
-            suffix="\n" + row["suffix"],
-            target=target,
-            test=row["test"],
-            entry_point=row["entry_point"],
-        ))
-    return tasks
+    return _official(InfillTask, path)
 
 
 def load_multi_line_file(path: str | Path) -> list[BlockTask]:
@@ -163,37 +139,21 @@ def load_multi_line_file(path: str | Path) -> list[BlockTask]:
     `canonical_solution` those lines with their newlines, `suffix` the text after them. The
     document gets one empty line there, indented as the first masked line (an editor's
     auto-indent), and the cursor after that indentation."""
-    tasks: list[BlockTask] = []
-    for row in _rows(path):
-        task_id, hole, indent, lines = _masked(row)  # hole: "L<first>_L<last>"
-        tasks.append(BlockTask(
-            task_id=task_id,
-            prefix=row["prompt"] + indent,
-            target=lines[len(indent):],
-            test=row["test"],
-            entry_point=row["entry_point"],
-            suffix="\n" + row["suffix"],
-            hole=hole,
-        ))
-    return tasks
+    return _official(BlockTask, path)
 
 
-def _masked(row: dict[str, Any]) -> tuple[str, str, str, str]:
-    """An official record's problem ("HumanEval/<n>"), its hole (the task id's last part:
-    "<Set>/HumanEval/<n>/<hole>"), the masked text's first indentation, and the masked text
-    without its last newline."""
-    masked = row["canonical_solution"].rstrip("\n")
-    *_, problem, hole = row["task_id"].split("/")
-    return f"HumanEval/{problem}", hole, masked[: len(masked) - len(masked.lstrip())], masked
-
-
-def _rows(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The records of an official infilling file (.jsonl, or .jsonl.gz)."""
+def _official(kind: type[Task], path: str | Path) -> list[Task]:
+    """The records of an official infilling file (.jsonl, or .jsonl.gz) as tasks: a record's
+    task id is "<Set>/HumanEval/<n>/<hole>"."""
     opener = gzip.open if str(path).endswith(".gz") else open
+    tasks: list[Task] = []
     with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
+        for row in (json.loads(line) for line in f if line.strip()):
+            *_, problem, hole = row["task_id"].split("/")
+            masked = row["canonical_solution"].rstrip("\n")
+            tasks.append(_masked(kind, {**row, "task_id": f"HumanEval/{problem}"}, row["prompt"],
+                                 masked, row["suffix"], hole, _indent(masked)))
+    return tasks
 
 
 def sample_tasks(tasks: list[T], n: int, seed: int) -> list[T]:
@@ -221,22 +181,11 @@ def build_block_tasks(n_tasks: int) -> list[BlockTask]:
     tasks: list[BlockTask] = []
     for problem in load_problems():
         body = problem["canonical_solution"].rstrip()
-        first = body.split("\n", 1)[0]
-        indent = first[: len(first) - len(first.lstrip())]
-        lines = body.count("\n") + 1
-        if not indent or not BLOCK_MIN_LINES <= lines <= BLOCK_MAX_LINES:
-            continue
-        tasks.append(
-            BlockTask(
-                task_id=problem["task_id"],
-                prefix=problem["prompt"] + indent,
-                target=body[len(indent) :],
-                test=problem["test"],
-                entry_point=problem["entry_point"],
-            )
-        )
-        if len(tasks) >= n_tasks:
-            break
+        indent = _indent(first_line(body))
+        if indent and BLOCK_MIN_LINES <= body.count("\n") + 1 <= BLOCK_MAX_LINES:
+            tasks.append(_masked(BlockTask, problem, problem["prompt"], body, "", "body", indent))
+            if len(tasks) >= n_tasks:
+                break
     return tasks
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -109,10 +110,7 @@ def read_cpu_s(pid: int | str = "self") -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def reset_hwm() -> bool:
+def reset_hwm() -> None:
     """Reset this process's peak RSS so each in-process engine gets its own peak (Linux >= 4.0)."""
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True

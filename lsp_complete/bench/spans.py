@@ -240,12 +240,6 @@ def block_rest(ep: Episode, k: int, suggestion: str) -> str:
     return suggestion if left[len(suggestion):][:1] in ("", "\n") else ""
 
 
-def line_rest(ep: Episode, k: int) -> str:
-    """What is left of the line once the first `k` characters of the span are in, up to its
-    line break (whole, past a keystroke cap: Tab puts in the line as the file has it)."""
-    return ep.typed[k:].split("\n", 1)[0]
-
-
 async def type_with_tab(
     session: lsp_driver.Session,
     ep: Episode,
@@ -277,7 +271,7 @@ async def type_with_tab(
         due += timing.delays_ms[len(made)] / 1000
         await asyncio.sleep(max(0.0, due - loop.time()))
         newest = made[-1][0] if made else None
-        rest = line_rest(ep, k)
+        rest = first_line(ep.typed[k:])  # whole past a keystroke cap: Tab takes the file's line
         where = position_at(ep.text_after(k), ep.start_offset + k)
         version += 1
         answer = newest.result() if newest is not None and newest.done() else None
@@ -301,7 +295,7 @@ async def type_with_tab(
         request = _ask(session, uri, plain[:at] + closers + plain[at:], at, version)
         made.append((asyncio.create_task(request), accepted, k))
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))
-    return [TypistStep(answer, accepted, line_rest(ep, after), shown=is_newest(answers, i))
+    return [TypistStep(answer, accepted, first_line(ep.typed[after:]), is_newest(answers, i))
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 

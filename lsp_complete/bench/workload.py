@@ -124,15 +124,11 @@ class SourceFile:
     text: str
 
 
-def language_of(path: str) -> str:
-    return language_of_path(path)
-
-
 def read_source(path: str) -> SourceFile:
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     # Normalise line ends so offsets and the line-exact metric don't see "\r".
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return SourceFile(path=str(path), language_id=language_of(str(path)), text=text)
+    return SourceFile(path=str(path), language_id=language_of_path(str(path)), text=text)
 
 
 def _stdlib_dir() -> Path:
@@ -163,7 +159,8 @@ def _looks_like_code(lines: list[str]) -> bool:
 
 
 def _scan_roots(roots: tuple[str, ...], exts: set[str]) -> dict[str, list[str]]:
-    """Files under the roots by language, sorted (os.walk order is not deterministic)."""
+    """Files under the roots by language, folders walked in sorted order (os.walk's is not
+    deterministic)."""
     found: dict[str, list[str]] = {}
     seen = 0
     bases = [base for root in roots for base in sorted(glob.glob(os.path.expanduser(root)))]
@@ -179,7 +176,7 @@ def _scan_roots(roots: tuple[str, ...], exts: set[str]) -> dict[str, list[str]]:
                     found.setdefault(LANGUAGE_BY_EXT[ext], []).append(os.path.join(folder, name))
             if seen > _MAX_SCAN_FILES:
                 break
-    return {lang: sorted(set(paths)) for lang, paths in found.items()}
+    return found
 
 
 def _jdk_sources(pattern: str = JDK_SOURCE_ZIPS, limit: int = 400) -> list[str]:
@@ -201,11 +198,6 @@ def _jdk_sources(pattern: str = JDK_SOURCE_ZIPS, limit: int = 400) -> list[str]:
         except (OSError, zipfile.BadZipFile):
             continue
     return []
-
-
-def _site_packages_c_files() -> list[str]:
-    site = Path(sysconfig.get_paths()["purelib"])
-    return sorted(str(p) for p in site.glob("*/**/*.c"))
 
 
 def _pick(paths: list[str], rng: random.Random, limit: int = 40) -> str | None:
@@ -234,7 +226,8 @@ def default_files(n_files: int, seed: int) -> list[str]:
         exts.discard(".h")  # headers are mostly declarations: little to type
         for lang, paths in _scan_roots(SEARCH_ROOTS, exts).items():
             candidates.setdefault(lang, []).extend(paths)
-        candidates.setdefault("c", []).extend(_site_packages_c_files())
+        site = Path(sysconfig.get_paths()["purelib"])
+        candidates.setdefault("c", []).extend(str(p) for p in site.glob("*/**/*.c"))
         if n_files > DEFAULT_LANGUAGES.index("java"):  # unpacked only when asked for
             candidates.setdefault("java", []).extend(_jdk_sources())
     chosen: list[str] = []
@@ -307,10 +300,6 @@ def _line_ok(line: str) -> bool:
     return 8 <= len(text) <= 80 and "\t" not in text and not text.startswith(_COMMENT_MARKS)
 
 
-def _span_ok(lines: list[str], start: int, n_lines: int) -> bool:
-    return all(_line_ok(line) for line in lines[start : start + n_lines])
-
-
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
@@ -323,7 +312,8 @@ def choose_spans(text: str, n_spans: int, n_lines: int, rng: random.Random) -> l
     (`return 0;`, `} else {`), which are not where people type. A budget types a span's first keys.
     """
     lines = text.split("\n")
-    starts = [i for i in range(20, len(lines) - n_lines - 2) if _span_ok(lines, i, n_lines)]
+    starts = [i for i in range(20, len(lines) - n_lines - 2)
+              if all(_line_ok(line) for line in lines[i : i + n_lines])]
     rng.shuffle(starts)
     chosen: list[int] = []
     for start in starts:
@@ -441,14 +431,24 @@ def elsewhere_offset(ep: Episode) -> int:
 
 @dataclass(frozen=True)
 class OpenCase:
-    """A large file opened with the cursor mid-way through a line in its middle."""
+    """A file opened with the cursor mid-way through a line in its middle (the large file,
+    coldfiles.py's never-seen ones)."""
 
     path: str
     language_id: str
-    text: str
+    text: str  # the file with its chosen line cut at `offset`
     offset: int
-    next_char: str  # typed for the warm-keystroke request
-    n_lines: int
+    line: str  # the chosen line as written
+
+    @property
+    def typed(self) -> str:
+        """The cut line's text before the cursor."""
+        return self.text[self.text.rfind("\n", 0, self.offset) + 1 : self.offset]
+
+    @property
+    def next_char(self) -> str:
+        """The line's next character (a space at its end): typed for the next request."""
+        return self.line[len(self.typed)] if len(self.typed) < len(self.line) else " "
 
 
 def make_open_case(path: str) -> OpenCase:
@@ -464,11 +464,5 @@ def make_open_case(path: str) -> OpenCase:
     cut = indent + max(1, (len(line) - indent) // 2)
     text = "\n".join(lines[:index] + [line[:cut]] + lines[index + 1 :])
     offset = sum(len(x) + 1 for x in lines[:index]) + cut
-    return OpenCase(
-        path=src.path,
-        language_id=src.language_id,
-        text=text,
-        offset=offset,
-        next_char=line[cut] if cut < len(line) else " ",
-        n_lines=len(lines),
-    )
+    return OpenCase(path=src.path, language_id=src.language_id, text=text, offset=offset,
+                    line=line)
