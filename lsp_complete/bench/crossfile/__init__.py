@@ -35,7 +35,5 @@ def build_tasks(n: int, seed: int = 0, roots: list[Path] | None = None,
     from each (MAX_PER_MODULE per module); packages are read only until there are enough.
     With `js_share`, that share of them comes from JavaScript/TypeScript packages in
     node_modules (javascript.py) when the machine has any, the rest from Python."""
-    if n <= 0:
-        return []
-    js = build_js_tasks(round(n * js_share), seed) if js_share > 0 else []
+    js = build_js_tasks(round(n * js_share), seed)
     return js + build_python_tasks(n - len(js), seed, roots)
