@@ -87,26 +87,17 @@ def resolve(path: Path, spec: str, folder: Path) -> Path | None:
                   *(base / f"index{s}" for s in _SUFFIXES)]
     if base.suffix == ".js":  # TypeScript sources import "./b.js" for "./b.ts"
         candidates.append(base.with_suffix(".ts"))
-    for candidate in candidates:
-        if candidate.is_file() and candidate.suffix in _SUFFIXES and \
-                folder.resolve() in candidate.parents:
-            return candidate
-    return None
+    return next((c for c in candidates if c.is_file() and c.suffix in _SUFFIXES
+                 and folder.resolve() in c.parents), None)
 
 
 def _names(text: str) -> list[str]:
     """Local names bound by `{ a, b: c }` (require) or `{ a, b as c }` (import)."""
-    found = []
-    for part in text.split(","):
-        part = part.strip()
-        local = re.split(r"\s+as\s+|\s*:\s*", part)[-1].strip()
-        if re.fullmatch(_JS_IDENT, local):
-            found.append(local)
-    return found
+    bound = (re.split(r"\s+as\s+|\s*:\s*", part.strip())[-1].strip() for part in text.split(","))
+    return [local for local in bound if re.fullmatch(_JS_IDENT, local)]
 
 
 def definitions(path: Path) -> Definitions | None:
-    """B's top-level names -> their source, and class/function name -> member names."""
     try:
         data = path.read_bytes()
     except OSError:

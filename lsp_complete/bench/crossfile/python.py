@@ -112,11 +112,9 @@ def _sibling_imports(text: str, root: Any, path: Path, package: str) -> list[Imp
     for ref in refs:
         if ref.kind != "python" or not ref.names:  # `import a.b`: not a sibling's name
             continue
-        module = ref.module
-        if not ref.level and module.startswith(package + "."):
+        module, level = ref.module, ref.level
+        if not level and module.startswith(package + "."):
             module, level = module[len(package) + 1:], 1
-        else:
-            level = ref.level
         if level != 1:
             continue
         if module and "." not in module:

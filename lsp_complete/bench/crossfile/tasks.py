@@ -1,6 +1,5 @@
 """What every cross-file task is, however it was found: the task, its scores, how a module's
-tasks are found at its uses of what it imports, and how tasks are spread over packages
-(python.py and javascript.py find the imports and definitions of their languages)."""
+tasks are found and how they are spread over packages."""
 
 from __future__ import annotations
 
