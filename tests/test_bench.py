@@ -162,7 +162,7 @@ def test_line_exact(prefix: str, suggestion: str, line: str, expected: bool) -> 
 def test_psm_windows_cut_whole_lines_around_the_cursor() -> None:
     text = "\n".join(f"line{i}" for i in range(200))
     offset = text.index("line100") + 4
-    prefix, suffix = psm_windows(text, offset, before=60, after=20)
+    prefix, suffix = psm_windows(text, offset)  # 60 lines before, 20 after
     assert prefix.startswith("line40\n") and prefix.endswith("line99\nline")
     assert suffix.startswith("100\nline101") and suffix.endswith("line120")
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lsp_complete.bench.records import Completion, read_hwm_mb, reset_hwm
 from lsp_complete.engine.base import common_prefix_length
+from lsp_complete.models import FimTemplate
 
 N_BATCH = 512
 LINES_BEFORE = 60
@@ -31,31 +31,21 @@ LINES_AFTER = 20
 BLOCK_MAX_TOKENS = 256  # (e): as he-block's servers are given (ab.scenarios.BLOCK_OPTIONS)
 
 
-@dataclass(frozen=True)
-class FimTokens:
-    prefix: str
-    suffix: str
-    middle: str
-    order: str = "psm"  # "spm": suffix first (Codestral)
+FimTokens = FimTemplate  # the baselines use its markers and order
 
 
 def fim_tokens(spec: Any) -> FimTokens | None:
     """The FIM markers of a models.toml entry (None: a model without them)."""
-    fim = getattr(spec, "fim", None)
-    if fim is None:
-        return None
-    return FimTokens(fim.prefix, fim.suffix, fim.middle, getattr(fim, "order", "psm"))
+    return getattr(spec, "fim", None)
 
 
-def psm_windows(
-    text: str, offset: int, before: int = LINES_BEFORE, after: int = LINES_AFTER
-) -> tuple[str, str]:
+def psm_windows(text: str, offset: int) -> tuple[str, str]:
     """(prefix, suffix) around the cursor: whole-line windows plus the split cursor line."""
     line_start = text.rfind("\n", 0, offset) + 1
     line_end = text.find("\n", offset)
     line_end = len(text) if line_end < 0 else line_end
-    above = text[:line_start].split("\n")[:-1][-before:] if line_start else []
-    below = text[line_end + 1 :].split("\n")[:after] if line_end < len(text) else []
+    above = text[:line_start].split("\n")[:-1][-LINES_BEFORE:] if line_start else []
+    below = text[line_end + 1 :].split("\n")[:LINES_AFTER] if line_end < len(text) else []
     prefix = "".join(line + "\n" for line in above) + text[line_start:offset]
     suffix = text[offset:line_end] + "".join("\n" + line for line in below)
     return prefix, suffix

@@ -17,6 +17,7 @@ import urllib.request
 from typing import Any
 
 from lsp_complete.bench.records import Completion
+from lsp_complete.context.text import leading_ws
 
 N_PREFIX = 256
 N_SUFFIX = 64
@@ -37,12 +38,7 @@ RESPONSE_FIELDS = [
 ]
 
 
-def _leading_ws(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
-
-
-def llamavim_context(text: str, offset: int, n_prefix: int = N_PREFIX,
-                     n_suffix: int = N_SUFFIX) -> tuple[str, str, str, int, str]:
+def llamavim_context(text: str, offset: int) -> tuple[str, str, str, int, str]:
     """(prefix, middle, suffix, indent, line_cur) as llama.vim's `s:fim_ctx_local` builds them."""
     lines = text.split("\n")
     y = text.count("\n", 0, offset)
@@ -53,9 +49,9 @@ def llamavim_context(text: str, offset: int, n_prefix: int = N_PREFIX,
         # llama.vim sends a whitespace-only line as empty and lets the model indent it.
         indent, middle, line_suffix = 0, "", ""
     else:
-        indent = _leading_ws(line_cur)
-    prefix = "\n".join(lines[max(0, y - n_prefix) : y]) + "\n"
-    suffix = line_suffix + "\n" + "\n".join(lines[y + 1 : y + 1 + n_suffix]) + "\n"
+        indent = len(leading_ws(line_cur))
+    prefix = "\n".join(lines[max(0, y - N_PREFIX) : y]) + "\n"
+    suffix = line_suffix + "\n" + "\n".join(lines[y + 1 : y + 1 + N_SUFFIX]) + "\n"
     return prefix, middle, suffix, indent, line_cur
 
 
@@ -89,7 +85,7 @@ def suggestion_from_content(content: str, line_cur: str) -> str:
     """
     first = content.split("\n", 1)[0]
     if not line_cur.strip():
-        lead = min(_leading_ws(first), len(line_cur))
+        lead = min(len(leading_ws(first)), len(line_cur))
         first = first[lead:]
     return first
 

@@ -14,8 +14,9 @@ They are the crossfile scenarios of the drive (bench/ab/): every side, the state
 included, is asked each line once it is quiet at the spot (crossfile, crossfile-open), or as
 a generic client asks, at open or after a pause (crossfile-at-open, crossfile-pause).
 
-Modules: tasks.py (the task, its scores, spreading tasks over packages), python.py (tasks from
-Python packages), javascript.py (from JavaScript/TypeScript packages in node_modules).
+Modules: tasks.py (the task, its scores, finding a module's tasks, spreading tasks over
+packages), python.py (the imports and definitions of Python packages), javascript.py (of
+JavaScript/TypeScript packages in node_modules).
 """
 
 from __future__ import annotations
@@ -35,7 +36,5 @@ def build_tasks(n: int, seed: int = 0, roots: list[Path] | None = None,
     from each (MAX_PER_MODULE per module); packages are read only until there are enough.
     With `js_share`, that share of them comes from JavaScript/TypeScript packages in
     node_modules (javascript.py) when the machine has any, the rest from Python."""
-    if n <= 0:
-        return []
-    js = build_js_tasks(round(n * js_share), seed) if js_share > 0 else []
+    js = build_js_tasks(round(n * js_share), seed)
     return js + build_python_tasks(n - len(js), seed, roots)

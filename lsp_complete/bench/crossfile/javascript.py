@@ -10,22 +10,24 @@ method of the class) that A's text before the cursor never mentions.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
-import random
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
 
+from lsp_complete.bench.crossfile import tasks as shared
 from lsp_complete.bench.crossfile.tasks import (
     DEFINITION_LINES,
     IDENT,
-    MAX_LINES,
-    MIN_LINES,
     CrossFileTask,
+    Definitions,
+    Import,
+    Syntax,
+    parse,
     spread,
 )
-from lsp_complete.languages import spec_for
 
 NODE_MODULES = ("/usr/lib/node_modules", "/usr/local/lib/node_modules")
 _SUFFIXES = (".js", ".cjs", ".mjs", ".ts")
@@ -37,7 +39,14 @@ _REQUIRE = re.compile(
 _IMPORT = re.compile(
     rf"import\s+(?:\*\s+as\s+(?P<module>{_JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s+from\s+"
     r"['\"](?P<path>\.{1,2}/[^'\"]+)['\"]")
-_STRINGS = ("string", "comment", "template_string", "string_fragment", "regex")
+JAVASCRIPT = Syntax("javascript", _JS_IDENT, r"\w.$", ("//", "*", "import "),
+                    ("string", "comment", "template_string", "string_fragment", "regex"),
+                    max_width=220)
+TYPESCRIPT = dataclasses.replace(JAVASCRIPT, language="typescript")
+
+
+def _syntax(path: Path) -> Syntax:
+    return TYPESCRIPT if path.suffix == ".ts" else JAVASCRIPT
 
 
 def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[Path]:
@@ -66,14 +75,10 @@ def package_name(folder: Path) -> str:
 
 
 def modules(folder: Path) -> Iterator[Path]:
-    count = 0
-    for path in sorted(folder.rglob("*")):
-        if count >= _MAX_MODULES:
-            return
-        if path.suffix in _SUFFIXES and "node_modules" not in path.relative_to(folder).parts \
-                and not path.name.endswith((".min.js", ".d.ts")) and path.is_file():
-            count += 1
-            yield path
+    found = (path for path in sorted(folder.rglob("*"))
+             if path.suffix in _SUFFIXES and "node_modules" not in path.relative_to(folder).parts
+             and not path.name.endswith((".min.js", ".d.ts")) and path.is_file())
+    return itertools.islice(found, _MAX_MODULES)
 
 
 def resolve(path: Path, spec: str, folder: Path) -> Path | None:
@@ -82,36 +87,26 @@ def resolve(path: Path, spec: str, folder: Path) -> Path | None:
                   *(base / f"index{s}" for s in _SUFFIXES)]
     if base.suffix == ".js":  # TypeScript sources import "./b.js" for "./b.ts"
         candidates.append(base.with_suffix(".ts"))
-    for candidate in candidates:
-        if candidate.is_file() and candidate.suffix in _SUFFIXES and \
-                folder.resolve() in candidate.parents:
-            return candidate
-    return None
+    return next((c for c in candidates if c.is_file() and c.suffix in _SUFFIXES
+                 and folder.resolve() in c.parents), None)
 
 
 def _names(text: str) -> list[str]:
     """Local names bound by `{ a, b: c }` (require) or `{ a, b as c }` (import)."""
-    found = []
-    for part in text.split(","):
-        part = part.strip()
-        local = re.split(r"\s+as\s+|\s*:\s*", part)[-1].strip()
-        if re.fullmatch(_JS_IDENT, local):
-            found.append(local)
-    return found
+    bound = (re.split(r"\s+as\s+|\s*:\s*", part.strip())[-1].strip() for part in text.split(","))
+    return [local for local in bound if re.fullmatch(_JS_IDENT, local)]
 
 
-def definitions(path: Path) -> tuple[dict[str, str], dict[str, set[str]]] | None:
-    """B's top-level names -> their source, and class/function name -> member names."""
-    spec = spec_for("typescript" if path.suffix == ".ts" else "javascript")
+def definitions(path: Path) -> Definitions | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    if spec is None:
+    root = parse(_syntax(path).language, data)
+    if root is None:
         return None
-    root = spec.parser().parse(data).root_node
     top: dict[str, str] = {}
-    members: dict[str, set[str]] = {}
+    members: dict[str, Collection[str]] = {}
     for node in root.named_children:
         inner = node.child_by_field_name("declaration") or node \
             if node.type == "export_statement" else node
@@ -145,76 +140,23 @@ def definitions(path: Path) -> tuple[dict[str, str], dict[str, set[str]]] | None
                 for key in re.findall(rf"(?:^|,|\n)\s*({_JS_IDENT})\s*(?=[,:(\n}}]|$)",
                                       block.group(1)):
                     top.setdefault(key, source)
-    return top, members
+    return Definitions(top, members)
 
 
-def _in_string_or_comment(root: Any, byte: int) -> bool:
-    node = root.descendant_for_byte_range(byte, byte)
-    while node is not None:
-        if node.type in _STRINGS:
-            return True
-        node = node.parent
-    return False
-
-
-def module_tasks(path: Path, folder: Path, package: str) -> list[CrossFileTask]:
-    try:
-        text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
-    except (OSError, UnicodeDecodeError):
-        return []
-    if not MIN_LINES <= text.count("\n") <= MAX_LINES or \
-            max(map(len, text.split("\n"))) > 220:
-        return []
-    language = "typescript" if path.suffix == ".ts" else "javascript"
-    spec = spec_for(language)
-    if spec is None:
-        return []
-    tree = spec.parser().parse(text.encode()).root_node
-    tasks: list[CrossFileTask] = []
+def _imports(text: str, path: Path, folder: Path) -> Iterator[Import]:
     for match in (*_REQUIRE.finditer(text), *_IMPORT.finditer(text)):
         sibling = resolve(path, match.group("path"), folder)
         if sibling is None or sibling == path.resolve():
             continue
-        found = definitions(sibling)
-        if found is None:
-            continue
-        top, members = found
         module = match.group("module")
-        locals_ = [(module, True)] if module else \
-            [(n, False) for n in _names(match.group("names") or "") if n in top]
-        for local, is_module in locals_:
-            candidates = set(top) | members.get(local, set())
-            for use in re.finditer(rf"(?<![\w.$]){re.escape(local)}[.(]", text):
-                cursor = use.end()
-                if cursor <= match.end():
-                    continue
-                line_start = text.rfind("\n", 0, cursor) + 1
-                line_end = text.find("\n", cursor)
-                line_end = len(text) if line_end < 0 else line_end
-                if text[line_start:line_end].lstrip().startswith(("//", "*", "import ")):
-                    continue
-                target = text[cursor:line_end].rstrip()
-                if len(target.strip()) < 2 or \
-                        _in_string_or_comment(tree, len(text[:cursor].encode()) - 1):
-                    continue
-                seen = set(re.findall(_JS_IDENT, text[:cursor]))
-                needed = tuple(dict.fromkeys(
-                    n for n in re.findall(_JS_IDENT, target) if n in candidates and n not in seen
-                ))
-                if not needed:
-                    continue
-                names = [n for n in ([] if is_module else [local]) + list(needed) if n in top]
-                definition = "\n\n".join(dict.fromkeys(top[n] for n in names))
-                if not definition:
-                    continue
-                tasks.append(CrossFileTask(
-                    name=f"{package}/{path.relative_to(folder).as_posix()}:"
-                         f"{text.count(chr(10), 0, cursor) + 1}",
-                    package=package, root=str(folder), path=str(path),
-                    imported_path=str(sibling), prefix=text[:cursor], suffix=text[line_end:],
-                    target=target, needed=needed, definition=definition, language=language,
-                ))
-    return tasks
+        for local in [module] if module else _names(match.group("names") or ""):
+            yield Import(local, sibling, bool(module), after=match.end())
+
+
+def module_tasks(path: Path, folder: Path, package: str) -> list[CrossFileTask]:
+    return shared.module_tasks(path, _syntax(path), lambda text, _: _imports(text, path, folder),
+                               definitions, package, folder,
+                               f"{package}/{path.relative_to(folder).as_posix()}")
 
 
 def build_js_tasks(n: int, seed: int = 0) -> list[CrossFileTask]:
@@ -222,12 +164,9 @@ def build_js_tasks(n: int, seed: int = 0) -> list[CrossFileTask]:
     reached, in an order `seed` decides."""
     if n <= 0:
         return []
-    rng = random.Random(f"crossfile-js:{seed}")
-    folders = package_dirs()
-    rng.shuffle(folders)
 
     def package(folder: Path) -> Iterator[list[CrossFileTask]]:
         name = package_name(folder)
         return (module_tasks(m, folder, name) for m in modules(folder))
 
-    return spread(n, rng, max(1, -(-n // 4)), map(package, folders))
+    return spread(n, f"crossfile-js:{seed}", -(-n // 4), package_dirs(), package)

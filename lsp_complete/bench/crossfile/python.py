@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import random
 import re
 import sysconfig
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,12 @@ from lsp_complete.bench.crossfile import tasks as shared
 from lsp_complete.bench.crossfile.tasks import (
     DEFINITION_LINES,
     IDENT,
-    MAX_LINES,
-    MIN_LINES,
     CrossFileTask,
+    Definitions,
+    Import,
+    Syntax,
+    module_tasks,
+    parse,
 )
 from lsp_complete.context.imports import extract_imports
 from lsp_complete.languages import spec_for
@@ -49,26 +51,25 @@ def _packages(root: Path) -> Iterator[Path]:
                     yield sub
 
 
-@dataclass(frozen=True)
-class _Defs:
-    top: dict[str, tuple[int, int]]  # name -> (start byte, end byte) of its definition
-    # class -> member names (methods, attributes, __init__'s parameters); function -> its
-    # parameters (keyword arguments are names the module defines too)
-    members: dict[str, frozenset[str]]
-    data: bytes
+PYTHON = Syntax("python", IDENT.pattern, r"\w.", ("#", "from ", "import ", "@"),
+                ("string", "comment", "string_content"))
 
 
-def _definitions(path: Path) -> _Defs | None:
-    spec = spec_for("python")
-    if spec is None:
-        return None
+def _definitions(path: Path) -> Definitions | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    root = spec.parser().parse(data).root_node
-    top: dict[str, tuple[int, int]] = {}
-    members: dict[str, frozenset[str]] = {}
+    root = parse("python", data)
+    if root is None:
+        return None
+    source: dict[str, str] = {}
+    members: dict[str, Collection[str]] = {}
+
+    def define(name: str, node: Any) -> None:
+        text = data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        source[name] = "\n".join(text.split("\n")[:DEFINITION_LINES])
+
     for node in root.named_children:
         inner = node
         if node.type == "decorated_definition":
@@ -78,7 +79,7 @@ def _definitions(path: Path) -> _Defs | None:
             if name_node is None:
                 continue
             name = data[name_node.start_byte:name_node.end_byte].decode()
-            top[name] = (node.start_byte, node.end_byte)
+            define(name, node)
             body = data[inner.start_byte:inner.end_byte].decode("utf-8", "replace")
             if inner.type == "class_definition":
                 found = set(re.findall(r"^\s+def\s+([A-Za-z_]\w*)", body, re.MULTILINE))
@@ -89,135 +90,63 @@ def _definitions(path: Path) -> _Defs | None:
             else:
                 signature = re.match(r"(?:async\s+)?def\s+\w+\s*\(([^)]*)\)", body)
                 found = _parameters(signature.group(1)) if signature else set()
-            members[name] = frozenset(found - {"self", "cls"})
+            members[name] = found - {"self", "cls"}
         elif inner.type == "expression_statement" and inner.named_children and \
                 inner.named_children[0].type == "assignment":
             left = inner.named_children[0].child_by_field_name("left")
             if left is not None and left.type == "identifier":
-                top[data[left.start_byte:left.end_byte].decode()] = (node.start_byte,
-                                                                     node.end_byte)
-    return _Defs(top, members, data)
+                define(data[left.start_byte:left.end_byte].decode(), node)
+    return Definitions(source, members)
 
 
 def _parameters(text: str) -> set[str]:
-    return {m for m in re.findall(r"(?:^|,)\s*\**([A-Za-z_]\w*)", text)}
+    return set(re.findall(r"(?:^|,)\s*\**([A-Za-z_]\w*)", text))
 
 
-def _source(defs: _Defs, name: str) -> str:
-    start, end = defs.top[name]
-    lines = defs.data[start:end].decode("utf-8", "replace").split("\n")
-    return "\n".join(lines[:DEFINITION_LINES])
-
-
-def _in_string_or_comment(root: Any, byte: int) -> bool:
-    node = root.descendant_for_byte_range(byte, byte)
-    while node is not None:
-        if node.type in ("string", "comment", "string_content"):
-            return True
-        node = node.parent
-    return False
-
-
-def _sibling_imports(root: Any, data: bytes, path: Path,
-                     package: str) -> list[tuple[str, Path, bool]]:
-    """(local name, sibling module file, whether the name is the module itself)."""
+def _sibling_imports(text: str, root: Any, path: Path, package: str) -> list[Import]:
     spec = spec_for("python")
-    assert spec is not None
+    assert spec is not None  # `root` was parsed with it
+    data = text.encode()
     refs = extract_imports(spec, root, lambda a, b: data[a:b].decode("utf-8", "replace"))
-    found: list[tuple[str, Path, bool]] = []
+    found: list[Import] = []
     for ref in refs:
         if ref.kind != "python" or not ref.names:  # `import a.b`: not a sibling's name
             continue
-        module = ref.module
-        if not ref.level and module.startswith(package + "."):
+        module, level = ref.module, ref.level
+        if not level and module.startswith(package + "."):
             module, level = module[len(package) + 1:], 1
-        else:
-            level = ref.level
         if level != 1:
             continue
         if module and "." not in module:
             sibling = path.parent / f"{module}.py"
             if sibling.is_file():
-                found += [(alias, sibling, False)
+                found += [Import(alias, sibling, False)
                           for name, alias in zip(ref.names, ref.aliases, strict=True)
                           if name != "*"]
         elif not module:
             for name, alias in zip(ref.names, ref.aliases, strict=True):
                 sibling = path.parent / f"{name}.py"
                 if sibling.is_file():
-                    found.append((alias, sibling, True))
-    return [f for f in found if f[1] != path]
+                    found.append(Import(alias, sibling, True))
+    return [f for f in found if f.sibling != path]
 
 
 def _module_tasks(path: Path, root: Path, package: str) -> list[CrossFileTask]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []
-    text = text.replace("\r\n", "\n")
-    if not MIN_LINES <= text.count("\n") <= MAX_LINES:
-        return []
-    tasks: list[CrossFileTask] = []
-    cache: dict[Path, _Defs | None] = {}
-    spec = spec_for("python")
-    assert spec is not None
-    data = text.encode()
-    tree = spec.parser().parse(data).root_node
-    for local, sibling, is_module in _sibling_imports(tree, data, path, package):
-        if sibling not in cache:
-            cache[sibling] = _definitions(sibling)
-        defs = cache[sibling]
-        if defs is None:
-            continue
-        original = local
-        if not is_module and original not in defs.top:
-            continue
-        candidates = set(defs.top) | set(defs.members.get(original, ()))
-        for match in re.finditer(rf"(?<![\w.]){re.escape(local)}[.(]", text):
-            cursor = match.end()
-            line_start = text.rfind("\n", 0, cursor) + 1
-            line_end = text.find("\n", cursor)
-            line_end = len(text) if line_end < 0 else line_end
-            line = text[line_start:line_end]
-            if line.lstrip().startswith(("#", "from ", "import ", "@")):
-                continue
-            target = text[cursor:line_end].rstrip()
-            if len(target.strip()) < 2:
-                continue
-            if _in_string_or_comment(tree, len(text[:cursor].encode()) - 1):
-                continue
-            seen = set(IDENT.findall(text[:cursor]))
-            needed = tuple(dict.fromkeys(
-                n for n in IDENT.findall(target) if n in candidates and n not in seen
-            ))
-            if not needed:
-                continue
-            names = [n for n in ([] if is_module else [original]) + list(needed)
-                     if n in defs.top]
-            definition = "\n\n".join(_source(defs, n) for n in dict.fromkeys(names))
-            if not definition:
-                continue
-            tasks.append(CrossFileTask(
-                name=f"{path.relative_to(root).as_posix()}:{text.count(chr(10), 0, cursor) + 1}",
-                package=package, root=str(root), path=str(path), imported_path=str(sibling),
-                prefix=text[:cursor], suffix=text[line_end:], target=target,
-                needed=needed, definition=definition,
-            ))
-    return tasks
+    imports = partial(_sibling_imports, path=path, package=package)
+    return module_tasks(path, PYTHON, imports, _definitions, package, root,
+                        path.relative_to(root).as_posix())
 
 
 def build_python_tasks(n: int, seed: int = 0,
                        roots: list[Path] | None = None) -> list[CrossFileTask]:
     if n <= 0:
         return []
-    rng = random.Random(f"crossfile:{seed}")
-    per_package = max(1, -(-n // shared.PACKAGES_WANTED))
     folders = [(root, folder) for root in roots or package_roots() for folder in _packages(root)]
-    rng.shuffle(folders)
 
-    def package(root: Path, folder: Path) -> Iterator[list[CrossFileTask]]:
+    def package(found: tuple[Path, Path]) -> Iterator[list[CrossFileTask]]:
+        root, folder = found
         name = folder.relative_to(root).as_posix().replace("/", ".")
         return (_module_tasks(m, root, name) for m in sorted(folder.glob("*.py")))
 
-    packages = (package(root, folder) for root, folder in folders)
-    return shared.spread(n, rng, per_package, packages)
+    return shared.spread(n, f"crossfile:{seed}", -(-n // shared.PACKAGES_WANTED), folders,
+                         package)

@@ -1,15 +1,18 @@
-"""What every cross-file task is, however it was found: the task, its scores, and how tasks
-are spread over packages (python.py and javascript.py find them, engines.py runs them)."""
+"""What every cross-file task is, however it was found: the task, its scores, how a module's
+tasks are found and how they are spread over packages."""
 
 from __future__ import annotations
 
+import functools
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from lsp_complete.bench.records import AtCursor
+from lsp_complete.languages import spec_for
 
 MAX_PER_MODULE = 2
 PACKAGES_WANTED = 12  # tasks are spread over about this many packages
@@ -75,15 +78,117 @@ def score(task: CrossFileTask, suggestion: str) -> dict[str, float]:
     return {"em": float(line.strip() == target.strip()), "needed": needed, "es": similarity}
 
 
-def spread(n: int, rng: random.Random, per_package: int,
-           packages: Iterable[Iterable[list[CrossFileTask]]]) -> list[CrossFileTask]:
-    """About `per_package` tasks from each package in turn (MAX_PER_MODULE from each of its
-    modules) until there are `n`. A package is its modules' task lists, found only when it is
-    reached: packages after the last one needed are never read."""
+# ------------------------------------------------------------- finding tasks
+
+@dataclass(frozen=True)
+class Syntax:
+    """What finding tasks needs to know of a language."""
+
+    language: str  # its language id (spec_for's, and the task's)
+    ident: str  # an identifier's pattern
+    boundary: str  # characters that may not come just before a use (a longer name, a member)
+    skip: tuple[str, ...]  # lines starting so (stripped) give no task: comments, imports
+    strings: tuple[str, ...]  # tree-sitter node types of strings and comments
+    max_width: int | None = None  # a module with a longer line gives no task
+
+
+@dataclass(frozen=True)
+class Definitions:  # what module B defines
+    source: dict[str, str]  # a top-level name -> its source, cut to DEFINITION_LINES
+    # a class -> its members, a function -> its parameters (keyword arguments are B's names too)
+    members: dict[str, Collection[str]]
+
+
+@dataclass(frozen=True)
+class Import:
+    local: str  # the name module A uses
+    sibling: Path  # module B
+    is_module: bool  # whether `local` is B itself, not a name B defines
+    after: int = 0  # uses in A before this offset (the import itself) give no task
+
+
+def parse(language: str, data: bytes) -> Any | None:
+    spec = spec_for(language)
+    return None if spec is None else spec.parser().parse(data).root_node
+
+
+def _in_string_or_comment(syntax: Syntax, root: Any, byte: int) -> bool:
+    node = root.descendant_for_byte_range(byte, byte)
+    while node is not None:
+        if node.type in syntax.strings:
+            return True
+        node = node.parent
+    return False
+
+
+def module_tasks(path: Path, syntax: Syntax, imports: Callable[[str, Any], Iterable[Import]],
+                 definitions: Callable[[Path], Definitions | None], package: str, root: Path,
+                 label: str) -> list[CrossFileTask]:
+    """The tasks of module A at `path` (of MIN_LINES to MAX_LINES lines): a cursor right after
+    a use `N(` or `N.` of each name `imports(text, tree)` finds, whose line's rest needs names
+    only B defines. A task is named `label:line`."""
+    try:
+        text = path.read_text(encoding="utf-8")  # universal newlines: "\r\n" reads as "\n"
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not MIN_LINES <= text.count("\n") <= MAX_LINES or syntax.max_width is not None and \
+            max(map(len, text.split("\n"))) > syntax.max_width:
+        return []
+    tree = parse(syntax.language, text.encode())
+    if tree is None:
+        return []
+    read = functools.cache(definitions)  # B is read once for all of A's imports from it
+    tasks: list[CrossFileTask] = []
+    for imported in imports(text, tree):
+        local, is_module = imported.local, imported.is_module
+        defs = read(imported.sibling)
+        if defs is None or not (is_module or local in defs.source):
+            continue
+        candidates = set(defs.source) | set(defs.members.get(local, ()))
+        for use in re.finditer(rf"(?<![{syntax.boundary}]){re.escape(local)}[.(]", text):
+            cursor = use.end()
+            line_start = text.rfind("\n", 0, cursor) + 1
+            line_end = text.find("\n", cursor)
+            line_end = len(text) if line_end < 0 else line_end
+            target = text[cursor:line_end].rstrip()
+            if cursor <= imported.after or len(target.strip()) < 2 or \
+                    text[line_start:line_end].lstrip().startswith(syntax.skip) or \
+                    _in_string_or_comment(syntax, tree, len(text[:cursor].encode()) - 1):
+                continue
+            seen = set(re.findall(syntax.ident, text[:cursor]))
+            needed = tuple(dict.fromkeys(
+                n for n in re.findall(syntax.ident, target) if n in candidates and n not in seen
+            ))
+            names = [n for n in ([] if is_module else [local]) + list(needed) if n in defs.source]
+            definition = "\n\n".join(dict.fromkeys(defs.source[n] for n in names))
+            if not needed or not definition:
+                continue
+            tasks.append(CrossFileTask(
+                name=f"{label}:{text.count(chr(10), 0, cursor) + 1}", package=package,
+                root=str(root), path=str(path), imported_path=str(imported.sibling),
+                prefix=text[:cursor], suffix=text[line_end:], target=target, needed=needed,
+                definition=definition, language=syntax.language,
+            ))
+    return tasks
+
+
+# ------------------------------------------------------ spreading over packages
+
+Package = TypeVar("Package")
+
+
+def spread(n: int, seed: str, per_package: int, packages: list[Package],
+           modules: Callable[[Package], Iterable[list[CrossFileTask]]]) -> list[CrossFileTask]:
+    """About `per_package` tasks from each package in turn, in an order `seed` decides
+    (MAX_PER_MODULE from each of its modules), until there are `n`. A package's modules' task
+    lists are found only when it is reached: packages after the last one needed are never
+    read."""
+    rng = random.Random(seed)
+    rng.shuffle(packages)
     chosen: list[CrossFileTask] = []
-    for modules in packages:
+    for package in packages:
         found: list[CrossFileTask] = []
-        for tasks in modules:
+        for tasks in modules(package):
             rng.shuffle(tasks)
             found += tasks[:MAX_PER_MODULE]
         rng.shuffle(found)
