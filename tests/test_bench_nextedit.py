@@ -109,6 +109,17 @@ def test_example_spec_markdown_round_trips_in_zeds_shape() -> None:
         nextedit.from_markdown("# nothing\n")
 
 
+def test_a_file_with_a_form_feed_round_trips() -> None:
+    """Lines end at "\n" only, as the server counts them: a form feed (common in Python, C
+    and Lisp files) or a Unicode line separator stays inside its line."""
+    before = "import os\n\x0c\ndef f():\n    return 1  # a\u2028b\n" + "# pad\n" * 6 + "f()\n"
+    edited = before.replace("return 1", "return 2")
+    expected = edited.replace("f()\n", "f() + 1\n")
+    task = Task("ff", "/some/repo", "c0ffee", "beef", "a.py", NEXT, before, edited, expected)
+    assert nextedit.from_markdown(nextedit.to_markdown(task)) == task
+    assert task.distance() == before.count("\n") - 1 - 3
+
+
 def _task() -> Task:
     before = "def f(value):\n    x = 1\n    return value\n"
     edited = before.replace("f(value)", "f(amount)")

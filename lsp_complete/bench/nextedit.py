@@ -73,6 +73,14 @@ ALL = "all"
 # --- hunks and the documents of a task ----------------------------------------------------------
 
 
+def _lines(text: str) -> list[str]:
+    """`text`'s lines with their ends, ended at "\n" only, as the server and git count them
+    (str.splitlines also ends a line at a form feed or a Unicode line separator)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
 @dataclass(frozen=True)
 class Hunk:
     """Lines [old_start, old_end) of the old text became [new_start, new_end) of the new."""
@@ -111,7 +119,7 @@ def typing_plan(before: str, after: str) -> tuple[int, int, str]:
     """(start, end, typed): the user deletes before[start:end] and types `typed` at start,
     as a person makes the change: only what differs inside the changed lines, and new whole
     lines typed from the end of the line above them (Enter, then the lines)."""
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    old, new = _lines(before), _lines(after)
     hunks = line_hunks(old, new)
     if not hunks:
         return 0, 0, ""
@@ -180,8 +188,7 @@ class Task:
     def _next_hunk(self) -> tuple[int, int, int]:
         """The lines [first, end) of `edited` the expected next hunk replaces (first == end:
         an insertion before line `first`), and the cursor's line."""
-        hunks = line_hunks(self.edited.splitlines(keepends=True),
-                           self.expected.splitlines(keepends=True))
+        hunks = line_hunks(_lines(self.edited), _lines(self.expected))
         first, end = (hunks[0].old_start, hunks[0].old_end) if hunks else (0, 0)
         return first, end, self.edited.count("\n", 0, self.cursor)
 
@@ -256,7 +263,7 @@ def task_of(repo: str, cand: Candidate) -> Task | None:
     # The ExampleSpec cursor block always ends with a newline; a file must too.
     if not old_text.endswith("\n") or not new_text.endswith("\n") or _generated(old_text):
         return None
-    old, new = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
+    old, new = _lines(old_text), _lines(new_text)
     hunks = line_hunks(old, new)
     if not hunks or not all(h.small for h in hunks[:2]):
         return None
@@ -304,8 +311,7 @@ def mine(repo: str, seed: int, per_repo: int) -> list[Task]:
 
 
 def unified_diff(path: str, a: str, b: str) -> str:
-    lines = difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(_lines(a), _lines(b), f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)
 
@@ -316,7 +322,7 @@ _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
     """`text` with a unified diff applied (`reverse`: undone); ValueError where it does not
     fit."""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     out: list[str] = []
     pos = 0
     gone, added = ("+", "-") if reverse else ("-", "+")
@@ -335,7 +341,7 @@ def apply_diff(text: str, diff: str, reverse: bool = False) -> str:
 def _parse_hunks(diff: str) -> list[tuple[tuple[int, int], list[str]]]:
     """Each hunk's first old and new line numbers, and its body."""
     hunks: list[tuple[tuple[int, int], list[str]]] = []
-    for line in diff.splitlines(keepends=True):
+    for line in _lines(diff):
         match = _HUNK_HEADER.match(line)
         if match:
             hunks.append(((int(match[1]), int(match[2])), []))
@@ -687,7 +693,7 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
                  for o in outcomes]
     lines = [
         "# lsp-complete bench: next-edit suggestions", "",
-        f"{meta['date']} · model {meta['model'].get('name') or meta['model'].get('file')} · "
+        f"{meta['date']} · model {meta['model'].get('name') or meta['model'].get('path')} · "
         f"{meta['settings']['threads']} threads · {meta['machine'].get('cpu', '')}", "",
         f"Rewrite window (the model's next-edit template): {_window(meta)}.", "",
         "Rates with 95% bootstrap intervals over the tasks "
