@@ -24,7 +24,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pygls.lsp.client import LanguageClient
 
 from lsp_complete.bench.records import Completion, read_cpu_s, read_hwm_mb
-from lsp_complete.server.protocol import BLOCK_READY_METHOD
+from lsp_complete.server.protocol import BLOCK_READY_METHOD, NEXT_EDIT_READY_METHOD
 from lsp_complete.testing import lsp_client
 
 READY_TIMEOUT_S = 300.0
@@ -98,10 +98,12 @@ class ServerSession:
         self.log_path = log_path
         self.client = LanguageClient("lsp-complete-bench", "1")
         # Without a handler pygls warns on the bench's terminal about each: the server's log
-        # lines (its stderr, which the bench keeps, has them too), our notification that a
-        # block is ready, an older version's popup about a setting it does not know
-        # (replaceLineSuffix; the log has it).
-        for method in (types.WINDOW_LOG_MESSAGE, BLOCK_READY_METHOD, types.WINDOW_SHOW_MESSAGE):
+        # lines (its stderr, which the bench keeps, has them too), our notifications that a
+        # block or a next edit is ready (a generic client and sidekick.nvim ignore them), an
+        # older version's popup about a setting it does not know (replaceLineSuffix; the log
+        # has it).
+        for method in (types.WINDOW_LOG_MESSAGE, BLOCK_READY_METHOD, NEXT_EDIT_READY_METHOD,
+                       types.WINDOW_SHOW_MESSAGE):
             self.client.feature(method)(_ignore_notification)
         self._stderr_task: asyncio.Task[None] | None = None
         self._asked = 0  # inline requests sent: their ids

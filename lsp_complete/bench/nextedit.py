@@ -584,8 +584,6 @@ async def run_all(cfg: RunConfig, tasks: Sequence[Task],
     try:
         async with server.running() as session:
             assert isinstance(session, ServerSession)
-            # The server tells its own clients an edit is ready; sidekick.nvim ignores it.
-            session.client.feature(lsp_client.NEXT_EDIT_READY)(_ignore)
             await _warm_up(session)
             for i, task in enumerate(tasks):
                 outcomes.append(await run_task(session, task, i, template))
@@ -601,10 +599,6 @@ async def run_all(cfg: RunConfig, tasks: Sequence[Task],
 async def _next_edit_counters(session: ServerSession) -> dict[str, int]:
     counters = (await session.status(0)).get("counters") or {}
     return {k: v for k, v in counters.items() if k.startswith("nextEdit")}
-
-
-def _ignore(*_args: Any) -> None:
-    pass
 
 
 def _verdict(o: Outcome) -> str:
