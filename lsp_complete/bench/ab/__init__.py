@@ -289,6 +289,8 @@ def rerender(out: Path) -> int:
     """Rebuild ab-report.md and the rows of ab-samples.json from its units alone (after a
     measure changed): the same samples and seed give the same intervals."""
     path = out / report.SAMPLES_JSON
+    if not path.exists():
+        raise SystemExit(f"bench --rerender: no run's samples in {out}")
     data = json.loads(path.read_text(encoding="utf-8"))
     known = {f.name for f in dataclasses.fields(Sample)}  # older runs had more
     runs = [UnitRun(**{**unit, "samples": [Sample(**{k: v for k, v in s.items() if k in known})
