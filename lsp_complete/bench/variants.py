@@ -51,11 +51,8 @@ def resolve_models(names: Sequence[str]) -> list[ModelUnderTest]:
     packages if need be), with the draft model its entry declares."""
     from lsp_complete.model_store import resolve_model
 
-    models: list[ModelUnderTest] = []
-    for name in names:
-        resolved = resolve_model(name)
-        models.append(model_under_test(str(resolved.path), resolved.spec))
-    return unique_names(models)
+    return unique_names([model_under_test(str(resolved.path), resolved.spec)
+                         for resolved in map(resolve_model, names)])
 
 
 def model_under_test(path: str, spec: Any) -> ModelUnderTest:
