@@ -1,13 +1,6 @@
 """`lsp-complete bench`, the one command line of the benchmark: a mode (MODES) per kind of run,
-its sizes (full, `--quick`), and `--rerender` of any run's report from its samples.
-
-Every run but the next-edit one is one interleaved drive (bench/ab/): this checkout (or
-`--candidate`) beside the sides asked for, each compared with it with paired bootstrap
-intervals. The default run's sides are the stateless baselines, (a) PSM with a full re-encode
-per request and (b) PSM with longest-common-prefix reuse (llama-server's `cache_prompt`), and
-(c) an external llama-server driven like llama.vim (`--llama-server URL`); `--baseline
-REF[,REF...]` names versions or stateless baselines instead, `--speculation`/`--models`
-(variants.py) add lsp-complete variants.
+its sizes (full, `--quick`), and `--rerender` of any run's report from its samples. Every run
+but the next-edit one is one interleaved drive of this checkout beside other sides (bench/ab/).
 """
 
 from __future__ import annotations
@@ -175,9 +168,9 @@ def _with_sizes(args: argparse.Namespace, mode: Mode) -> argparse.Namespace:
         name: value for name, value in sizes.items() if getattr(args, name, None) is None}})
 
 
-def _resolve_model(args: argparse.Namespace, out: Path) -> tuple[str, str | None, Any]:
-    """(path, registry name, spec).  `--quick` without a usable model falls back to the tiny
-    test GGUF so the harness itself can always be smoke-tested."""
+def _resolve_model(args: argparse.Namespace, out: Path) -> Model:
+    """`--quick` without a usable model falls back to the tiny test GGUF so the harness
+    itself can always be smoke-tested."""
     from lsp_complete.model_store import resolve_model
 
     try:

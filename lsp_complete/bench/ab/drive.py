@@ -178,9 +178,8 @@ async def run_units(
         order = turn_order(sides, index)
         for position, side in enumerate(order):
             others = [s for s in order if s is not side]
-            for other in others:
-                await ensure_quiet(other, cfg.settle_s)
-            await ensure_quiet(side, cfg.settle_s)
+            for waited in [*others, side]:
+                await ensure_quiet(waited, cfg.settle_s)
             cpu_before = side.cpu()
             others_before = [other.cpu() for other in others]
             error: str | None = None
