@@ -10,17 +10,13 @@ def num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
-def x(value: float | None) -> str:
-    """A ratio: "0.62x" ("inf" for anything over nothing)."""
-    if value is None:
-        return "n/a"
-    return "inf" if math.isinf(value) else f"{value:.2f}x"
-
-
 def value(v: float | None, unit: str) -> str:
-    """A measure's value in its unit: ms, share, s, MiB, else a plain number."""
+    """A measure's value in its unit: ms, share, s, MiB, x (a ratio: "0.62x", "inf" for
+    anything over nothing), else a plain number."""
     if v is None:
         return "n/a"
+    if unit == "x":
+        return "inf" if math.isinf(v) else f"{v:.2f}x"
     if unit == "ms":
         return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
     if unit == "share":

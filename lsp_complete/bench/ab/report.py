@@ -29,7 +29,8 @@ def table(rows: Sequence[Row], a: str) -> list[str]:
     """B against baseline `a`: its rows, one per scenario and measure."""
     return fmt.table(["scenario", "measure", a, "B", f"B/{a}", "95% CI", "verdict"], [
         [row.scenario, row.measure, fmt.value(row.a, row.unit), fmt.value(row.b, row.unit),
-         fmt.x(row.ratio), "-" if row.low is None else f"{fmt.x(row.low)} - {fmt.x(row.high)}",
+         fmt.value(row.ratio, "x"),
+         "-" if row.low is None else f"{fmt.value(row.low, 'x')} - {fmt.value(row.high, 'x')}",
          f"**{row.verdict}**" if row.verdict == "regression" else row.verdict]
         for row in rows if row.baseline == a])[:-1]
 
