@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +42,10 @@ def percentile(values: Sequence[float] | np.ndarray, pct: float) -> float | None
     return float(np.percentile(np.asarray(values, dtype=float), pct)) if len(values) else None
 
 
-def mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+def mean(values: Iterable[float | bool | None]) -> float | None:
+    """The mean of the known values (None left out); None for none."""
+    known = [float(v) for v in values if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 # --- pools -------------------------------------------------------------------------------------
