@@ -546,7 +546,7 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
         sized = bench._with_sizes(ab_args, ab_mode)
         assert ab_mode.name == "named sides" and sized.span_lines == (1, 3) and sized.blocks == 1
     with pytest.raises(SystemExit, match="no run's samples"):
-        bench.rerender(tmp_path)
+        bench.ab.rerender(tmp_path)
 
 
 def test_variants_default_to_the_main_model_and_server_mode() -> None:

@@ -1,13 +1,6 @@
 """`lsp-complete bench`, the one command line of the benchmark: a mode (MODES) per kind of run,
-its sizes (full, `--quick`), and `--rerender` of any run's report from its samples.
-
-Every run but the next-edit one is one interleaved drive (bench/ab/): this checkout (or
-`--candidate`) beside the sides asked for, each compared with it with paired bootstrap
-intervals. The default run's sides are the stateless baselines, (a) PSM with a full re-encode
-per request and (b) PSM with longest-common-prefix reuse (llama-server's `cache_prompt`), and
-(c) an external llama-server driven like llama.vim (`--llama-server URL`); `--baseline
-REF[,REF...]` names versions or stateless baselines instead, `--speculation`/`--models`
-(variants.py) add lsp-complete variants.
+its sizes (full, `--quick`), and `--rerender` of any run's report from its samples. Every run
+but the next-edit one is one interleaved drive of this checkout beside other sides (bench/ab/).
 """
 
 from __future__ import annotations
@@ -36,10 +29,6 @@ class Mode:
     run: Callable[[argparse.Namespace, Model], int]
     full: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
-    # --rerender: the run's samples file (in the output folder) and what rebuilds its report
-    # from it alone; a mode without them has no --rerender.
-    samples_json: str | None = None
-    rerender: Callable[[Path], int] | None = None
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -179,9 +168,9 @@ def _with_sizes(args: argparse.Namespace, mode: Mode) -> argparse.Namespace:
         name: value for name, value in sizes.items() if getattr(args, name, None) is None}})
 
 
-def _resolve_model(args: argparse.Namespace, out: Path) -> tuple[str, str | None, Any]:
-    """(path, registry name, spec).  `--quick` without a usable model falls back to the tiny
-    test GGUF so the harness itself can always be smoke-tested."""
+def _resolve_model(args: argparse.Namespace, out: Path) -> Model:
+    """`--quick` without a usable model falls back to the tiny test GGUF so the harness
+    itself can always be smoke-tested."""
     from lsp_complete.model_store import resolve_model
 
     try:
@@ -201,19 +190,10 @@ def main(argv: list[str]) -> int:
     # `lsp-complete bench -- --quick` reaches us with the separator still in front.
     args = build_parser().parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if args.rerender:
-        return rerender(Path(args.rerender))
+        return ab.rerender(Path(args.rerender))
     mode = next(m for m in MODES if m.asked(args))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     return mode.run(_with_sizes(args, mode), _resolve_model(args, Path(args.out)))
-
-
-def rerender(out: Path) -> int:
-    """Rebuild a run's report from its samples alone (after the report's layout or a measure
-    changed, without re-running hours of work): the mode whose samples file is in `out`."""
-    for mode in MODES:
-        if mode.samples_json and mode.rerender and (out / mode.samples_json).exists():
-            return mode.rerender(out)
-    raise SystemExit(f"bench --rerender: no run's samples in {out}")
 
 
 def run_next_edit(args: argparse.Namespace, model: Model) -> int:
@@ -238,8 +218,7 @@ MODES = [
                "holes": 40, "pace_ms": 200.0},
          quick={"num_files": 1, "spans": 1, "span_lines": (1, 3), "keystrokes": 24,
                 "humaneval": 4, "cold_files": 1, "blocks": 1, "crossfile": 1, "holes": 2,
-                "pace_ms": 200.0},
-         samples_json=ab.report.SAMPLES_JSON, rerender=ab.rerender),
+                "pace_ms": 200.0}),
     Mode("default", lambda args: True, ab.run,
          full={"num_files": LANGUAGES, "spans": 2, "span_lines": 2, "keystrokes": 640,
                "humaneval": 30, "crossfile": 96, "cold_files": 5, "blocks": 10,

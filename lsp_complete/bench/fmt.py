@@ -6,41 +6,23 @@ import math
 from collections.abc import Sequence
 
 
-def ms(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
-
-
-def num(value: float | None, digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
-
-
-def mb(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f} MiB"
-
-
-def x(value: float | None) -> str:
-    """A ratio: "0.62x" ("inf" for anything over nothing)."""
-    if value is None:
-        return "n/a"
-    return "inf" if math.isinf(value) else f"{value:.2f}x"
+def num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
 
 
 def value(v: float | None, unit: str) -> str:
-    """A measure's value in its unit: ms, share, s, MiB, else a plain number."""
-    if unit == "ms":
-        return ms(v)
-    if unit == "share":
-        return pct(v)
-    if unit == "MiB":
-        return mb(v)
+    """A measure's value in its unit: ms, share, s, MiB, x (a ratio: "0.62x", "inf" for
+    anything over nothing), else a plain number."""
     if v is None:
         return "n/a"
+    if unit == "x":
+        return "inf" if math.isinf(v) else f"{v:.2f}x"
+    if unit == "ms":
+        return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
+    if unit == "share":
+        return f"{v * 100:.1f}%"
+    if unit == "MiB":
+        return f"{v:,.0f} MiB"
     return f"{v:.3f} s" if unit == "s" else f"{v:.2f}"
 
 

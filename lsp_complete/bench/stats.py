@@ -25,6 +25,7 @@ import numpy as np
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
+_TAIL = (1 - CONFIDENCE) / 2 * 100  # percent of the resamples left out at each end
 RSS_TOLERANCE = 0.05
 # Fewer paired units than this give an interval but no verdict: a bootstrap over two or three
 # spans only reshuffles them.
@@ -36,7 +37,7 @@ Pool = Callable[[np.ndarray], float | None]  # a measure over drawn units' value
 # --- summaries ---------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], pct: float) -> float | None:
+def percentile(values: Sequence[float] | np.ndarray, pct: float) -> float | None:
     """Linear-interpolated percentile (numpy's default method); None for no values."""
     return float(np.percentile(np.asarray(values, dtype=float), pct)) if len(values) else None
 
@@ -51,10 +52,7 @@ def mean(values: Iterable[float | bool | None]) -> float | None:
 
 
 def pct_pool(q: float) -> Pool:
-    def pool(values: np.ndarray) -> float | None:
-        return float(np.percentile(values, q)) if values.size else None
-
-    return pool
+    return lambda values: percentile(values, q)
 
 
 def mean_pool(values: np.ndarray) -> float | None:
@@ -95,13 +93,13 @@ def verdict(low: float | None, high: float | None, lower_is_better: bool) -> str
     return "same"
 
 
-def one_number_verdict(r: float | None, lower_is_better: bool = True) -> str:
-    """A ratio without an interval (peak memory): beyond RSS_TOLERANCE counts."""
+def one_number_verdict(r: float | None) -> str:
+    """A ratio without an interval (peak memory, lower better): beyond RSS_TOLERANCE counts."""
     if r is None:
         return "n/a"
     if abs(r - 1) <= RSS_TOLERANCE:
         return "same"
-    return "regression" if (r > 1) == lower_is_better else "improvement"
+    return "regression" if r > 1 else "improvement"
 
 
 def draws(n: int, seed: int, resamples: int = RESAMPLES) -> np.ndarray:
@@ -116,8 +114,7 @@ def mean_interval(values: Sequence[float], seed: int,
     """A bootstrap interval (CONFIDENCE) of the mean of `values`, resampled as units."""
     array = np.asarray(values, dtype=float)
     means = array[draws(len(array), seed, resamples)].mean(axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+    return float(np.percentile(means, _TAIL)), float(np.percentile(means, 100 - _TAIL))
 
 
 def _stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -150,10 +147,9 @@ def compare(a_units: Sequence[np.ndarray], b_units: Sequence[np.ndarray], pool: 
             ratios.append(r)
     low = high = None
     if ratios and len(a_units) > 1:
-        tail = (1 - CONFIDENCE) / 2 * 100
         # Order statistics, not interpolation: a ratio may be infinite.
-        low = float(np.percentile(ratios, tail, method="lower"))
-        high = float(np.percentile(ratios, 100 - tail, method="higher"))
+        low = float(np.percentile(ratios, _TAIL, method="lower"))
+        high = float(np.percentile(ratios, 100 - _TAIL, method="higher"))
     judged = verdict(low, high, lower_is_better) if len(a_units) >= MIN_UNITS \
         else "too few units"
     return Comparison(a, b, ratio(a, b), low, high, judged, len(a_units))

@@ -1,10 +1,6 @@
-"""lsp-complete variants: one model x `speculation` mode each, sides of the A/B drive.
-
-`--speculation off,lookup,draft` and `--models A,B` make each (model, mode) pair a side of the
-interleaved drive (bench/ab/), beside the baselines: the candidate's code, served with that
-model and the mode sent in initializationOptions as an editor sends it, typed into with the
-same units as every other side and compared with the candidate (B) with paired bootstrap
-intervals. `draft` runs only for a model whose models.toml entry declares a draft model.
+"""lsp-complete variants: one model x `speculation` mode each, sides of the A/B drive (bench/ab/):
+the candidate's code served with that model, the mode sent in initializationOptions as an
+editor sends it. `draft` runs only for a model whose models.toml entry declares a draft model.
 """
 
 from __future__ import annotations
@@ -51,11 +47,8 @@ def resolve_models(names: Sequence[str]) -> list[ModelUnderTest]:
     packages if need be), with the draft model its entry declares."""
     from lsp_complete.model_store import resolve_model
 
-    models: list[ModelUnderTest] = []
-    for name in names:
-        resolved = resolve_model(name)
-        models.append(model_under_test(str(resolved.path), resolved.spec))
-    return unique_names(models)
+    return unique_names([model_under_test(str(resolved.path), resolved.spec)
+                         for resolved in map(resolve_model, names)])
 
 
 def model_under_test(path: str, spec: Any) -> ModelUnderTest:

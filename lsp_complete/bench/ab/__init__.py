@@ -103,12 +103,6 @@ def baseline_specs(text: str) -> list[str]:
     return specs
 
 
-def default_baselines(args: argparse.Namespace) -> list[str]:
-    """A run that names no other side: the stateless baselines (llama-server with its URL)."""
-    return [name for name, key in STATELESS.items()
-            if key not in ("c", "e", "o") or (key == "c" and args.llama_server)]
-
-
 def server_options(args: argparse.Namespace) -> dict[str, Any]:
     """Settings the command line gives every server: repository context, and a remote
     engine (--model still gives the FIM template and the tokenizer)."""
@@ -163,10 +157,11 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
     llama-server)."""
     cache = Path(args.baseline_cache) if args.baseline_cache else install.default_cache()
     try:
-        specs = baseline_specs(args.baseline) if args.baseline else \
-            [] if chosen else default_baselines(args)
+        specs = baseline_specs(args.baseline) if args.baseline else []
     except ValueError as err:
         raise SystemExit(f"bench: {err}") from None
+    if not specs and not chosen:  # no other side named: the stateless baselines
+        specs = ["psm", "psm-lcp", *(["llama-server"] if args.llama_server else [])]
     named = [*zip(drive.baseline_keys(len(specs)), specs, strict=True),
              (CANDIDATE, args.candidate)]
     sides: list[Side] = []
@@ -206,7 +201,7 @@ async def run_all(cfg: AbConfig, scenarios: list[Scenario], sides: list[Side],
     for scenario in scenarios:
         marks = {s.key: (len(s.startup_ms), len(s.peak_rss_mb), s.woke, s.idle_cpu_s)
                  for s in sides}
-        units = len(work.units(scenario))
+        units = len(work.plan(cfg, scenario)[0])
         with tqdm(total=units, desc=f"A/B {scenario.name}", unit="unit", file=sys.stderr,
                   dynamic_ncols=True) as bar:
             mine = await drive.run_scenario(cfg, scenario, sides, work, bar.update)
@@ -276,35 +271,34 @@ def run(args: argparse.Namespace, model: Model) -> int:
         runs, info = asyncio.run(run_all(cfg, scenarios, sides, work))
     except StartError as err:
         raise SystemExit(f"bench: {err}") from None
-    keys = [side.key for side in sides if side.key != CANDIDATE]
-    rows = rows_of(scenarios, runs, info, args.seed, args.resamples, keys)
     meta = _meta(args, cfg, model_name, sides, work, files, he_source, info,
                  time.time() - began)
     meta["settings"]["scenario_options"] = {s.name: s.options for s in scenarios if s.options}
     meta["notes"] += variant_notes
-    return _written(out, meta, rows, runs)
+    return _reported(out, meta, runs)
 
 
 def rerender(out: Path) -> int:
     """Rebuild ab-report.md and the rows of ab-samples.json from its units alone (after a
     measure changed): the same samples and seed give the same intervals."""
     path = out / report.SAMPLES_JSON
+    if not path.exists():
+        raise SystemExit(f"bench --rerender: no run's samples in {out}")
     data = json.loads(path.read_text(encoding="utf-8"))
     known = {f.name for f in dataclasses.fields(Sample)}  # older runs had more
     runs = [UnitRun(**{**unit, "samples": [Sample(**{k: v for k, v in s.items() if k in known})
                                            for s in unit["samples"]]})
             for unit in data["units"]]
-    meta = data["meta"]
+    return _reported(out, data["meta"], runs)
+
+
+def _reported(out: Path, meta: dict[str, Any], runs: list[UnitRun]) -> int:
+    """The rows of a run's units (a run and its rerender alike), the report and samples
+    written, the tables and where they are printed."""
     settings = meta["settings"]
     scenarios = scenario_specs.parse(",".join(settings["scenarios"]))
     rows = rows_of(scenarios, runs, meta["scenarios"], settings["seed"], settings["resamples"],
                    report.baselines_of(meta))
-    return _written(out, meta, rows, runs)
-
-
-def _written(out: Path, meta: dict[str, Any], rows: list[measures.Row],
-             runs: list[UnitRun]) -> int:
-    """The report and samples written, the tables and where they are printed."""
     paths = report.write(out, meta, rows, runs)
     print("\n".join(report.tables(meta, rows)))
     print("\n".join(str(p) for p in paths))

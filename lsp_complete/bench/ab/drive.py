@@ -178,9 +178,8 @@ async def run_units(
         order = turn_order(sides, index)
         for position, side in enumerate(order):
             others = [s for s in order if s is not side]
-            for other in others:
-                await ensure_quiet(other, cfg.settle_s)
-            await ensure_quiet(side, cfg.settle_s)
+            for waited in [*others, side]:
+                await ensure_quiet(waited, cfg.settle_s)
             cpu_before = side.cpu()
             others_before = [other.cpu() for other in others]
             error: str | None = None
@@ -395,37 +394,30 @@ class Work:
             return self.holes
         return self.blocks if scenario.blocks else self.tasks
 
-    def units(self, scenario: Scenario) -> list[tuple[str, int]]:
-        """The scenario's units: (name, requests made)."""
+    def plan(self, cfg: AbConfig, scenario: Scenario) -> tuple[list[tuple[str, int]], Drive]:
+        """The scenario's units (name, requests made) and how a side is driven through one."""
         if scenario.kind == "typing":
             before_move = 1 if scenario.moved else 0  # a moved span asks once before its keys
-            return [(ep.name, len(ep.keystrokes) + before_move) for ep in self.episodes]
+            return ([(ep.name, len(ep.keystrokes) + before_move) for ep in self.episodes],
+                    typing_drive(cfg, scenario, self.episodes))
         if scenario.kind == "open":
-            return [(Path(c.path).name, coldfiles.KEYSTROKES) for c in self.cold_cases]
+            return ([(Path(c.path).name, coldfiles.KEYSTROKES) for c in self.cold_cases],
+                    open_drive(self.cold_cases))
         if scenario.kind == "large":
-            return [(Path(c.path).name, len(LARGE_PHASES)) for c in self.large]
+            return ([(Path(c.path).name, len(LARGE_PHASES)) for c in self.large],
+                    large_drive(self.large))
         if scenario.kind == "crossfile":
-            return [(t.name, 1) for t in self.crossfile]
-        asks = 2 if scenario.holes else 1
-        return [(t.name, asks) for t in self.tasks_of(scenario)]
-
-    def drive(self, cfg: AbConfig, scenario: Scenario) -> Drive:
-        if scenario.kind == "typing":
-            return typing_drive(cfg, scenario, self.episodes)
-        if scenario.kind == "open":
-            return open_drive(self.cold_cases)
-        if scenario.kind == "large":
-            return large_drive(self.large)
-        if scenario.kind == "crossfile":
-            return crossfile_drive(cfg, scenario, self.crossfile)
-        return humaneval_drive(cfg, scenario, self.tasks_of(scenario))
+            return ([(t.name, 1) for t in self.crossfile],
+                    crossfile_drive(cfg, scenario, self.crossfile))
+        tasks, asks = self.tasks_of(scenario), 2 if scenario.holes else 1
+        return [(t.name, asks) for t in tasks], humaneval_drive(cfg, scenario, tasks)
 
 
 async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side], work: Work,
                        on_unit: Callable[[], Any] = lambda: None) -> list[UnitRun]:
     """Fresh servers for every side, every unit of the scenario on each, the servers
     stopped. The cross-file lines' workspace is their packages' folders."""
-    units = work.units(scenario)
+    units, drive = work.plan(cfg, scenario)
     if not units:
         return []
     folders = sorted({Path(t.root).resolve().as_uri() for t in work.crossfile}) \
@@ -433,7 +425,7 @@ async def run_scenario(cfg: AbConfig, scenario: Scenario, sides: Sequence[Side],
     try:
         for side in sides:
             await start(side, cfg, scenario.options, folders)
-        runs = await run_units(cfg, scenario, sides, units, work.drive(cfg, scenario), on_unit)
+        runs = await run_units(cfg, scenario, sides, units, drive, on_unit)
     finally:
         for side in sides:
             await stop(side)

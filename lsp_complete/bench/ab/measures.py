@@ -42,59 +42,50 @@ class Row(stats.Comparison):
 # --- per-unit values ---------------------------------------------------------------------------
 
 
-def _at(index: int, value: Callable[[Sample], float]) -> Callable[[UnitRun], np.ndarray]:
-    """`value` of a unit's answered sample `index`: a span's first key, a large-file phase,
-    or he-multi's first request (0) or second (1)."""
+def _each(value: Callable[[Sample], float],
+          keep: Callable[[Sample], bool] = lambda s: True) -> Callable[[UnitRun], np.ndarray]:
+    """`value` of each of a unit's samples that `keep` picks."""
     def per_unit(run: UnitRun) -> np.ndarray:
-        return np.array([value(s) for s in run.samples
-                         if s.index == index and s.source != "error"], dtype=float)
+        return np.array([value(s) for s in run.samples if keep(s)], dtype=float)
 
     return per_unit
 
 
-def _latencies(run: UnitRun) -> np.ndarray:
-    return np.array([s.latency_ms for s in run.samples if s.source != "error"], dtype=float)
+def _answered(s: Sample) -> bool:
+    return s.source != "error"
 
 
-_first_latency = _at(0, lambda s: s.latency_ms)  # a span's first key, a file's first answer
+def _at(index: int, value: Callable[[Sample], float]) -> Callable[[UnitRun], np.ndarray]:
+    """`value` of a unit's answered sample `index`: a span's first key, a large-file phase
+    (drive.LARGE_PHASES), or he-multi's first request (0) or second (1)."""
+    return _each(value, lambda s: s.index == index and _answered(s))
 
 
-def _later_latencies(run: UnitRun) -> np.ndarray:
-    """The keys after a span's first: a p95 that mixes in the first keys (slow at a new spot)
-    hides what the keys after them cost."""
-    return np.array([s.latency_ms for s in run.samples if s.index > 0 and s.source != "error"],
-                    dtype=float)
+def _latency(s: Sample) -> float:
+    return s.latency_ms
 
 
-def _line_end_latencies(run: UnitRun) -> np.ndarray:
-    return np.array([s.latency_ms for s in run.samples
-                     if s.extra.get("line_end") and s.source != "error"], dtype=float)
+_latencies = _each(_latency, _answered)
+_first_latency = _at(0, _latency)  # a span's first key, a file's first answer
+# The keys after a span's first: a p95 that mixes in the first keys (slow at a new spot)
+# hides what the keys after them cost.
+_later_latencies = _each(_latency, lambda s: s.index > 0 and _answered(s))
+_line_end_latencies = _each(_latency, lambda s: bool(s.extra.get("line_end")) and _answered(s))
+# Line-exact as the user saw it: an answer that came too late (stale) was never shown.
+_shown_line_exact = _each(lambda s: bool(s.line_exact) and s.fresh is not False)
+_line_exact = _each(lambda s: bool(s.line_exact))
+_fresh = _each(lambda s: bool(s.fresh))
+_accepted = _each(lambda s: s.extra.get("accepted_chars", 0))
+_exact = _each(lambda s: bool(s.exact_match))
+_passed = _each(lambda s: bool(s.passed))
+# Prompt tokens the engine computed for each answered request (its cost in tokens).
+_encoded = _each(lambda s: s.encoded_tokens or 0,
+                 lambda s: s.encoded_tokens is not None and _answered(s))
 
 
-def _shown_line_exact(run: UnitRun) -> np.ndarray:
-    """Line-exact as the user saw it: an answer that came too late (stale) was never shown."""
-    return np.array([bool(s.line_exact) and s.fresh is not False for s in run.samples],
-                    dtype=float)
-
-
-def _line_exact(run: UnitRun) -> np.ndarray:
-    return np.array([bool(s.line_exact) for s in run.samples], dtype=float)
-
-
-def _fresh(run: UnitRun) -> np.ndarray:
-    return np.array([bool(s.fresh) for s in run.samples], dtype=float)
-
-
-def _accepted(run: UnitRun) -> np.ndarray:
-    return np.array([s.extra.get("accepted_chars", 0) for s in run.samples], dtype=float)
-
-
-def _exact(run: UnitRun) -> np.ndarray:
-    return np.array([bool(s.exact_match) for s in run.samples], dtype=float)
-
-
-def _passed(run: UnitRun) -> np.ndarray:
-    return np.array([bool(s.passed) for s in run.samples], dtype=float)
+def _score(name: str) -> Callable[[UnitRun], np.ndarray]:
+    """A cross-file score of each answer (crossfile.score's `name`)."""
+    return _each(lambda s: s.extra.get(name, 0.0))
 
 
 def _tab_chars(run: UnitRun) -> np.ndarray:
@@ -110,25 +101,6 @@ def _wrong_shown(run: UnitRun) -> np.ndarray:
                     dtype=float)
 
 
-def _encoded(run: UnitRun) -> np.ndarray:
-    """Prompt tokens the engine computed for each answered request (its cost in tokens)."""
-    return np.array([s.encoded_tokens for s in run.samples
-                     if s.encoded_tokens is not None and s.source != "error"], dtype=float)
-
-
-def _phase(index: int) -> Callable[[UnitRun], np.ndarray]:
-    """The latency of a large-file phase (drive.LARGE_PHASES)."""
-    return _at(index, lambda s: s.latency_ms)
-
-
-def _score(name: str) -> Callable[[UnitRun], np.ndarray]:
-    """A cross-file score of each answer (crossfile.score's `name`)."""
-    def per_unit(run: UnitRun) -> np.ndarray:
-        return np.array([s.extra.get(name, 0.0) for s in run.samples], dtype=float)
-
-    return per_unit
-
-
 def _wrong(sample: Sample) -> float:
     """A suggestion shown that does not pass: reading time spent for nothing."""
     return float(bool(sample.suggestion.strip()) and not sample.passed)
@@ -140,80 +112,69 @@ def _cpu(run: UnitRun) -> np.ndarray:
     return np.array([[run.cpu_s, run.keystrokes]], dtype=float)
 
 
+def _ms(name: str, per_unit: Callable[[UnitRun], np.ndarray], q: float = 50) -> Measure:
+    return Measure(name, True, per_unit, pct_pool(q), "ms")
+
+
+def _share(name: str, per_unit: Callable[[UnitRun], np.ndarray],
+           lower_is_better: bool = False) -> Measure:
+    return Measure(name, lower_is_better, per_unit, mean_pool, "share")
+
+
+def _cpu_per(what: str) -> Measure:
+    return Measure(f"CPU s / {what}", True, _cpu, per_count_pool, "s")
+
+
 def measures_for(scenario: Scenario) -> list[Measure]:
     """What is reported for a scenario, in report order. Every typing scenario reports a
     span's first key and the keys after it apart (p50 and p95 of each): a p95 that mixes in
     the first keys (slow at a new spot) hides what the keys after them cost."""
-    apart = [Measure("first key of a span p50", True, _first_latency, pct_pool(50), "ms"),
-             Measure("first key of a span p95", True, _first_latency, pct_pool(95), "ms"),
-             Measure("keystroke p50 after a span's first key", True, _later_latencies,
-                     pct_pool(50), "ms"),
-             Measure("keystroke p95 after a span's first key", True, _later_latencies,
-                     pct_pool(95), "ms")]
-    cpu = Measure("CPU s / keystroke", True, _cpu, per_count_pool, "s")
-    fresh = Measure("fresh answers", False, _fresh, mean_pool, "share")
+    apart = [_ms("first key of a span p50", _first_latency),
+             _ms("first key of a span p95", _first_latency, 95),
+             _ms("keystroke p50 after a span's first key", _later_latencies),
+             _ms("keystroke p95 after a span's first key", _later_latencies, 95)]
+    fresh = _share("fresh answers", _fresh)
     if scenario.kind == "typing" and scenario.saves:
         return [Measure(TAB_SHARE, False, _tab_chars, per_count_pool, "share"),
                 Measure("wrong suggestions shown / key", True, _wrong_shown, per_count_pool,
                         "share"),
-                fresh, Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
-                *apart, cpu]
+                fresh, _ms("keystroke p50", _latencies), *apart, _cpu_per("keystroke")]
     if scenario.kind == "typing":
-        quality = [Measure("line-exact", False, _line_exact, mean_pool, "share")] \
-            if scenario.awaited else [
-                Measure("line-exact (fresh answers)", False, _shown_line_exact, mean_pool,
-                        "share"), fresh,
-                Measure("wait at a line's end, max", True, _line_end_latencies, max_pool, "ms")]
-        return [Measure("keystroke p50", True, _latencies, pct_pool(50), "ms"),
-                Measure("keystroke p95", True, _latencies, pct_pool(95), "ms"), *apart,
+        quality = [_share("line-exact", _line_exact)] if scenario.awaited else [
+            _share("line-exact (fresh answers)", _shown_line_exact), fresh,
+            Measure("wait at a line's end, max", True, _line_end_latencies, max_pool, "ms")]
+        return [_ms("keystroke p50", _latencies), _ms("keystroke p95", _latencies, 95), *apart,
                 Measure("tokens encoded / key", True, _encoded, mean_pool, "tokens"),
                 *quality,
                 Measure("characters accepted / key", False, _accepted, mean_pool, "chars"),
-                cpu]
+                _cpu_per("keystroke")]
     if scenario.kind == "open":
-        return [
-            Measure("first suggestion p50", True, _first_latency, pct_pool(50), "ms"),
-            Measure("first suggestion max", True, _first_latency, max_pool, "ms"),
-            Measure("line-exact (first 3 keys)", False, _line_exact, mean_pool, "share"),
-            Measure("CPU s / request", True, _cpu, per_count_pool, "s"),
-        ]
+        return [_ms("first suggestion p50", _first_latency),
+                Measure("first suggestion max", True, _first_latency, max_pool, "ms"),
+                _share("line-exact (first 3 keys)", _line_exact), _cpu_per("request")]
     if scenario.kind == "large":
-        return [Measure(phase, True, _phase(i), pct_pool(50), "ms")
-                for i, phase in enumerate(LARGE_PHASES)]
+        return [_ms(phase, _at(i, _latency)) for i, phase in enumerate(LARGE_PHASES)]
     if scenario.holes:
         return [
-            Measure("pass@1 asked again", False, _at(1, lambda s: bool(s.passed)),
-                    mean_pool, "share"),
-            Measure("EM asked again", False, _at(1, lambda s: bool(s.exact_match)),
-                    mean_pool, "share"),
-            Measure("pass@1 at open", False, _at(0, lambda s: bool(s.passed)), mean_pool,
-                    "share"),
-            Measure("wrong shown asked again", True, _at(1, _wrong), mean_pool, "share"),
+            _share("pass@1 asked again", _at(1, lambda s: bool(s.passed))),
+            _share("EM asked again", _at(1, lambda s: bool(s.exact_match))),
+            _share("pass@1 at open", _at(0, lambda s: bool(s.passed))),
+            _share("wrong shown asked again", _at(1, _wrong), lower_is_better=True),
             Measure("lines asked again", False,
                     _at(1, lambda s: s.suggestion.count("\n") + 1 if s.suggestion else 0),
                     mean_pool, "lines"),
-            Measure("first suggestion p50", True, _at(0, lambda s: s.latency_ms),
-                    pct_pool(50), "ms"),
-            Measure("first suggestion p95", True, _at(0, lambda s: s.latency_ms),
-                    pct_pool(95), "ms"),
-            Measure("block ready p50", True, _at(1, lambda s: s.extra["ready_ms"]),
-                    pct_pool(50), "ms"),
-            Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
+            _ms("first suggestion p50", _first_latency),
+            _ms("first suggestion p95", _first_latency, 95),
+            _ms("block ready p50", _at(1, lambda s: s.extra["ready_ms"])),
+            _cpu_per("task"),
         ]
     if scenario.kind == "crossfile":
-        return [
-            Measure("exact match", False, _score("em"), mean_pool, "share"),
-            Measure("needed identifiers", False, _score("needed"), mean_pool, "share"),
-            Measure("edit similarity", False, _score("es"), mean_pool, "share"),
-            Measure("answer p50", True, _latencies, pct_pool(50), "ms"),
-            Measure("CPU s / line", True, _cpu, per_count_pool, "s"),
-        ]
-    return [
-        Measure("HumanEval EM", False, _exact, mean_pool, "share"),
-        Measure("HumanEval pass@1", False, _passed, mean_pool, "share"),
-        Measure("answer p50", True, _latencies, pct_pool(50), "ms"),
-        Measure("CPU s / task", True, _cpu, per_count_pool, "s"),
-    ]
+        return [_share("exact match", _score("em")),
+                _share("needed identifiers", _score("needed")),
+                _share("edit similarity", _score("es")),
+                _ms("answer p50", _latencies), _cpu_per("line")]
+    return [_share("HumanEval EM", _exact), _share("HumanEval pass@1", _passed),
+            _ms("answer p50", _latencies), _cpu_per("task")]
 
 
 # --- comparing ---------------------------------------------------------------------------------

@@ -20,22 +20,19 @@ REPORT_MD = "ab-report.md"
 SAMPLES_JSON = "ab-samples.json"
 
 
-def _verdict(verdict: str) -> str:
-    return f"**{verdict}**" if verdict == "regression" else verdict
-
-
 def baselines_of(meta: dict[str, Any]) -> list[str]:
     """The run's baselines' side keys (a run from before several baselines has A alone)."""
     return list(meta.get("baselines") or ["A"])
 
 
-def table(rows: Sequence[Row], baseline: str = "A") -> list[str]:
-    """B against `baseline`: its rows, one per scenario and measure."""
-    a = baseline
+def table(rows: Sequence[Row], a: str) -> list[str]:
+    """B against baseline `a`: its rows, one per scenario and measure."""
     return fmt.table(["scenario", "measure", a, "B", f"B/{a}", "95% CI", "verdict"], [
         [row.scenario, row.measure, fmt.value(row.a, row.unit), fmt.value(row.b, row.unit),
-         fmt.x(row.ratio), "-" if row.low is None else f"{fmt.x(row.low)} - {fmt.x(row.high)}",
-         _verdict(row.verdict)] for row in rows if row.baseline == baseline])[:-1]
+         fmt.value(row.ratio, "x"),
+         "-" if row.low is None else f"{fmt.value(row.low, 'x')} - {fmt.value(row.high, 'x')}",
+         f"**{row.verdict}**" if row.verdict == "regression" else row.verdict]
+        for row in rows if row.baseline == a])[:-1]
 
 
 def tables(meta: dict[str, Any], rows: Sequence[Row]) -> list[str]:

@@ -63,20 +63,21 @@ ABOUT = {
     "crossfile-pause": "crossfile-at-open, asked 1.5 s after opening (a person who looks "
                        "before typing)",
 }
-TIMINGS = ("burst", "rest2s", "think", "paced", "busy", "moved", "moved-pause", "saved")
+# Each typing timing and its rest after opening, before the first key.
+REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
+           "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
+TIMINGS = tuple(REST_MS)
 CLIENTS = ("generic", "cancelling", "ours", "autoclose")
 # What the auto-closing client asks of every server (an older one reports it unknown).
 AUTOCLOSE_OPTIONS = {"replaceLineSuffix": True}
 CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
-OPEN_SCENARIOS = ("open", "he-open", "he-pause", "he-block", "he-multi", "large-file",
-                  *CROSSFILE_SCENARIOS)
+HUMANEVAL_SCENARIOS = ("he-open", "he-pause", "he-block", "he-multi")
+OPEN_SCENARIOS = ("open", *HUMANEVAL_SCENARIOS, "large-file", *CROSSFILE_SCENARIOS)
 DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved", "moved-pause",
            "open", "he-open", "he-pause")
 # A run with no --baseline, --models or --speculation: the stateless baselines beside this
 # checkout, on what the baselines were always measured on (one scenario per former table).
 BASELINES_DEFAULT = ("ours:rest2s", "paced", "he-open", "large-file", "open", "crossfile")
-REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
-           "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
 AWAITED = ("burst", "rest2s", "moved", "moved-pause")
 HE_PAUSE_S = 1.0
 # he-block's servers: multi-line, whole, never cut short by the time budget.
@@ -182,7 +183,7 @@ def _one(item: str) -> Scenario:
     if item in CROSSFILE_SCENARIOS:
         return Scenario(item, "crossfile",
                         pause_s=CROSSFILE_PAUSE_S if item == "crossfile-pause" else 0.0)
-    if item in ("he-open", "he-pause", "he-block", "he-multi"):
+    if item in HUMANEVAL_SCENARIOS:
         return Scenario(item, "humaneval", pause_s=HE_PAUSE_S if item == "he-pause" else 0.0)
     client, _, timing = item.rpartition(":")
     client = client or "generic"
@@ -213,16 +214,14 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
     cursor = scenario.client == "ours"
     cancels = scenario.client in ("cancelling", "ours")
     autoclose = scenario.client == "autoclose"
-    rest = REST_MS[scenario.timing]
     n = len(ep.keystrokes)
+    delays: tuple[float, ...] | None = None  # awaited: each key once the answer came
     if scenario.timing in ("think", "busy", "saved"):  # the same intervals as think
         rng = random.Random(f"think:{seed}:{ep.name}")
-        return SpanTiming(cursor, rest, tuple([0.0, *think_intervals(n - 1, rng)][:n]),
-                          cancels, autoclose)
-    if scenario.timing == "paced":
-        return SpanTiming(cursor, rest, tuple([0.0] + [pace_ms] * (n - 1))[:n], cancels,
-                          autoclose)
-    return SpanTiming(cursor, rest, cancels=cancels, autoclose=autoclose)
+        delays = tuple([0.0, *think_intervals(n - 1, rng)][:n])
+    elif scenario.timing == "paced":
+        delays = tuple([0.0] + [pace_ms] * (n - 1))[:n]
+    return SpanTiming(cursor, REST_MS[scenario.timing], delays, cancels, autoclose)
 
 
 def about(name: str) -> str:
