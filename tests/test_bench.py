@@ -142,6 +142,19 @@ def test_open_case_cuts_a_middle_line(source_file: Path) -> None:
     assert case.line in SOURCE.split("\n") and case.line.startswith(case.typed)
 
 
+@pytest.mark.parametrize("blank", ["", "    "])
+def test_open_case_on_a_blank_middle_line_keeps_the_cursor_on_it(
+        tmp_path: Path, blank: str) -> None:
+    """No line from the middle on qualifies: the middle line, blank, is taken, the cursor at
+    its end (not past it, in the next line)."""
+    text = "".join(f"x{i} = compute({i}, 2)\n" for i in range(20)) + f"{blank}\n" * 20
+    path = tmp_path / "blank.py"
+    path.write_text(text)
+    case = workload.make_open_case(str(path))
+    assert case.line == blank and case.text == text
+    assert case.text.count("\n", 0, case.offset) == 20 and case.typed == blank
+
+
 @pytest.mark.parametrize(
     ("prefix", "suggestion", "line", "expected"),
     [

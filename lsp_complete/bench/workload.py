@@ -175,7 +175,7 @@ def _scan_roots(roots: tuple[str, ...], exts: set[str]) -> dict[str, list[str]]:
                 if ext in exts and not any(mark in name for mark in _NOT_TYPED):
                     found.setdefault(LANGUAGE_BY_EXT[ext], []).append(os.path.join(folder, name))
             if seen > _MAX_SCAN_FILES:
-                break
+                return found
     return found
 
 
@@ -461,7 +461,7 @@ def make_open_case(path: str) -> OpenCase:
     )
     line = lines[index]
     indent = len(line) - len(line.lstrip())
-    cut = indent + max(1, (len(line) - indent) // 2)
+    cut = min(len(line), indent + max(1, (len(line) - indent) // 2))  # a blank line: its end
     text = "\n".join(lines[:index] + [line[:cut]] + lines[index + 1 :])
     offset = sum(len(x) + 1 for x in lines[:index]) + cut
     return OpenCase(path=src.path, language_id=src.language_id, text=text, offset=offset,
