@@ -27,6 +27,6 @@ def value(v: float | None, unit: str) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A markdown table, then an empty line."""
+    """A markdown table."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows] + [""]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]

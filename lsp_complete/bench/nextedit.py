@@ -694,11 +694,11 @@ def render(meta: dict[str, Any], summary: dict[str, dict[str, Any]],
         f"({RESAMPLES} resamples). Latency: from the end of a {PAUSE_MS:.0f} ms pause after "
         "the edit to the answer of `textDocument/copilotInlineEdit`. CPU: the server "
         "process's CPU seconds from opening the file to the answer.", "",
-        *fmt.table(["", *names], rows),
+        *fmt.table(["", *names], rows), "",
         *[f"- {note}" for note in meta.get("notes", [])], "",
         "## Tasks", "",
         *fmt.table(["task", "language", "kind", "lines to the next hunk", "result",
-                    "latency ms", "server"], task_rows),
+                    "latency ms", "server"], task_rows), "",
         "server: the server's nextEdit counters that moved during the task (nextEditRepeated: "
         "the last edit made again, without the model; nextEditNothing: the model kept the "
         "window as it was; nextEditUnrelated: its edit did not follow from the user's; none: "

@@ -32,7 +32,7 @@ def table(rows: Sequence[Row], a: str) -> list[str]:
          fmt.value(row.ratio, "x"),
          "-" if row.low is None else f"{fmt.value(row.low, 'x')} - {fmt.value(row.high, 'x')}",
          f"**{row.verdict}**" if row.verdict == "regression" else row.verdict]
-        for row in rows if row.baseline == a])[:-1]
+        for row in rows if row.baseline == a])
 
 
 def tables(meta: dict[str, Any], rows: Sequence[Row]) -> list[str]:
@@ -119,7 +119,7 @@ def _scenarios_table(meta: dict[str, Any], keys: Sequence[str]) -> list[str]:
              _joined(info, order, "errors"), _joined(info, order, "startup_ms", "ms"),
              _joined(info, order, "woke"), _joined(info, order, "idle_cpu_s", "s")]
             for name, info in meta["scenarios"].items()]
-    return ["## Scenarios", "", *fmt.table(header, rows)[:-1]]
+    return ["## Scenarios", "", *fmt.table(header, rows)]
 
 
 def _joined(info: dict[str, Any], order: Sequence[str], field: str, unit: str = "") -> str:
