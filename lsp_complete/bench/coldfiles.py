@@ -20,7 +20,6 @@ from lsp_complete.testing.lsp_client import position_at
 
 KEYSTROKES = 3  # the first request, then two typed characters
 MIN_LINES, MAX_LINES = 1500, 3500
-ColdCase = OpenCase  # a never-seen file, cut mid-way through a line in its middle
 
 
 def candidate_files() -> list[str]:
@@ -36,13 +35,22 @@ def candidate_files() -> list[str]:
     return found
 
 
-def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[ColdCase]:
+def build_cases(count: int, seed: int, exclude: Sequence[str] = ()) -> list[OpenCase]:
     files = [f for f in candidate_files() if f not in set(exclude)]
     random.Random(f"coldfiles:{seed}").shuffle(files)
     return [make_open_case(path) for path in files[: max(count, 0)]]
 
 
-async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase], *, workload: str,
+def type_next_char(session: lsp_driver.Session, uri: str, version: int,
+                   case: OpenCase) -> OpenCase:
+    """Type the line's next character at the case's cursor (the document then at `version`):
+    the case as it is then."""
+    at, char = case.offset, case.next_char
+    session.insert(uri, version, position_at(case.text, at), char)
+    return replace(case, text=case.text[:at] + char + case.text[at:], offset=at + 1)
+
+
+async def run_lsp(session: lsp_driver.Session, cases: Sequence[OpenCase], *, workload: str,
                   side: str, engine: str) -> list[Sample]:
     """Each case in `session`: open and ask at once, then type the line's next characters.
     `workload`, `side` and `engine` name the samples (an A/B run's scenario and side)."""
@@ -53,12 +61,11 @@ async def run_lsp(session: lsp_driver.Session, cases: Sequence[ColdCase], *, wor
             if index == 0:
                 session.open(uri, case.language_id, case.text, 1)
             else:
-                at, char = case.offset, case.next_char
-                session.insert(uri, index + 1, position_at(case.text, at), char)
-                case = replace(case, text=case.text[:at] + char + case.text[at:], offset=at + 1)
+                case = type_next_char(session, uri, index + 1, case)
             c, error = await lsp_driver.ask(session, uri, index + 1, case.text, case.offset)
             samples.append(Sample.of(engine, workload, Path(case.path).name, index, c, error,
                                      line_exact=line_exact(case.typed, c.text, case.line),
                                      side=side))
         session.close(uri)
     return samples
+

@@ -231,6 +231,12 @@ class TypistStep:
         return self.shown and bool(shown) and not self.rest.startswith(shown)
 
 
+def takes_line(suggestion: str, after: str, rest: str) -> bool:
+    """Tab on `suggestion` completes the line: its first line, then what stays after the
+    cursor (`after`), is exactly `rest`, the line's rest as the file has it (not empty)."""
+    return bool(rest) and first_line(suggestion) + after == rest
+
+
 def block_rest(ep: Episode, k: int, suggestion: str) -> str:
     """The suggestion when it is a block whose lines are exactly the lines still to be typed
     from the first `k` characters of the span on (it ends where one of them ends), else ""."""
@@ -280,8 +286,7 @@ async def type_with_tab(
         if block:
             session.insert(uri, version, where, block)
             accepted, k = len(block), k + len(block)
-        elif rest and arrived and answer is not None and first_line(arrived) + answer.after \
-                == rest:
+        elif answer is not None and arrived and takes_line(arrived, answer.after, rest):
             _replace(session, uri, version, where, len(closers) - len(answer.after),
                      first_line(arrived))
             accepted, k, closers = len(rest), k + len(rest), ""
@@ -332,17 +337,24 @@ def fresh(newest: bool, c: Completion) -> bool:
     return newest and c.source not in ("superseded", "error")
 
 
+def with_records(answers: Sequence[KeyAnswer], status: dict[str, Any],
+                 uri: str) -> list[Completion]:
+    """Each answer with the server's record of it (`status`' recent requests for `uri`;
+    absent fields stay None)."""
+    records = lsp_driver.stats_by_version(status, uri)
+    return [lsp_driver.completion_with_stats(a.suggestion, a.latency_ms, records.get(a.version),
+                                             a.error) for a in answers]
+
+
 def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAnswer],
                 status: dict[str, Any], side: str) -> list[Sample]:
-    """One sample per keystroke: the answer, the server's record of it (`status`' recent
-    requests; absent fields stay None), line-exact, whether it was fresh (newest when it
+    """One sample per keystroke: the answer with the server's record of it (`with_records`),
+    line-exact, whether it was fresh (newest when it
     arrived, and neither superseded nor failed), what Tab would have accepted of it
     (`accepted_chars`), whether its key ends a line, and the language."""
-    records = lsp_driver.stats_by_version(status, span_uri(ep))
     samples: list[Sample] = []
-    for k, (ks, answer) in enumerate(zip(ep.keystrokes, answers, strict=True)):
-        c = lsp_driver.completion_with_stats(answer.suggestion, answer.latency_ms,
-                                             records.get(answer.version), answer.error)
+    completions = with_records(answers, status, span_uri(ep))
+    for k, (ks, answer, c) in enumerate(zip(ep.keystrokes, answers, completions, strict=True)):
         shown = fresh(is_newest(answers, k), c)
         line_end = k == len(ep.keystrokes) - 1 or ep.keystrokes[k + 1].text[0] == "\n"
         extra = {"accepted_chars": accepted_chars(ks.typed_prefix, c.text, ks.full_line)

@@ -28,7 +28,6 @@ from typing import Any
 from lsp_complete.bench import coldfiles, crossfile, lsp_driver
 from lsp_complete.bench.ab.load import cpu_bound_process
 from lsp_complete.bench.ab.scenarios import BLOCK_WAIT_S, Scenario, span_timing
-from lsp_complete.bench.coldfiles import ColdCase
 from lsp_complete.bench.crossfile import CrossFileTask
 from lsp_complete.bench.humaneval import BlockTask, InfillTask, PassRunner
 from lsp_complete.bench.records import Sample
@@ -39,11 +38,13 @@ from lsp_complete.bench.spans import (
     key_samples,
     span_uri,
     span_version,
+    takes_line,
     type_moved_span,
     type_span,
     type_with_tab,
+    with_records,
 )
-from lsp_complete.bench.workload import Episode, OpenCase, first_line
+from lsp_complete.bench.workload import Episode, OpenCase
 from lsp_complete.testing.lsp_client import position_at
 
 log = logging.getLogger(__name__)
@@ -241,26 +242,22 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
     steps = await type_with_tab(session, ep, span_version(index), timing)
     status = await session.status(recent=len(steps) + 16)
     session.close(span_uri(ep))
-    records = lsp_driver.stats_by_version(status, span_uri(ep))
+    completions = with_records([step.answer for step in steps], status, span_uri(ep))
     samples = []
-    for k, step in enumerate(steps):
-        a = step.answer
-        c = lsp_driver.completion_with_stats(a.suggestion, a.latency_ms,
-                                             records.get(a.version), a.error)
+    for k, (step, c) in enumerate(zip(steps, completions, strict=True)):
         shown = fresh(step.shown, c)
         extra: dict[str, Any] = {"tab_chars": step.accepted, "wrong": step.wrong and shown,
                                  "language": ep.language_id}
         if k == 0:  # what keys and Tab put in: a Tab may go past a keystroke cap
             extra["span_chars"] = sum(s.accepted or 1 for s in steps)
-        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, a.error,
+        samples.append(Sample.of(side.engine, scenario.name, ep.name, k, c, step.answer.error,
                                  side=side.key, fresh=shown,
-                                 line_exact=bool(step.rest)
-                                 and first_line(c.text) + a.after == step.rest,
+                                 line_exact=takes_line(c.text, step.answer.after, step.rest),
                                  extra=extra))
     return samples
 
 
-def open_drive(cases: Sequence[ColdCase]) -> Drive:
+def open_drive(cases: Sequence[OpenCase]) -> Drive:
     async def drive(side: Side, index: int) -> list[Sample]:
         return await coldfiles.run_lsp(side.live, [cases[index]], workload="open",
                                        side=side.key, engine=side.engine)
@@ -321,9 +318,8 @@ def large_drive(cases: Sequence[OpenCase]) -> Drive:
                              side=side.key)
 
         samples = [await opened(0, 1)]
-        side.live.insert(uri, 2, position_at(case.text, case.offset), case.next_char)
-        typed = case.text[:case.offset] + case.next_char + case.text[case.offset:]
-        c, error = await lsp_driver.ask(side.live, uri, 2, typed, case.offset + 1)
+        typed = coldfiles.type_next_char(side.live, uri, 2, case)
+        c, error = await lsp_driver.ask(side.live, uri, 2, typed.text, typed.offset)
         samples.append(Sample.of(side.engine, "large-file", LARGE_PHASES[1], 1, c, error,
                                  side=side.key))
         side.live.close(uri)
@@ -381,7 +377,7 @@ class Work:
     """What every side is given, each unit in turn: a scenario's kind picks its units."""
 
     episodes: list[Episode]
-    cold_cases: list[ColdCase]
+    cold_cases: list[OpenCase]
     tasks: list[InfillTask]
     blocks: list[BlockTask] = field(default_factory=list)  # he-block's
     holes: list[BlockTask] = field(default_factory=list)  # he-multi's
