@@ -50,22 +50,22 @@ def type_next_char(session: lsp_driver.Session, uri: str, version: int,
     return replace(case, text=case.text[:at] + char + case.text[at:], offset=at + 1)
 
 
-async def run_lsp(session: lsp_driver.Session, cases: Sequence[OpenCase], *, workload: str,
-                  side: str, engine: str) -> list[Sample]:
-    """Each case in `session`: open and ask at once, then type the line's next characters.
-    `workload`, `side` and `engine` name the samples (an A/B run's scenario and side)."""
+async def run_lsp(session: lsp_driver.Session, case: OpenCase, *, workload: str, side: str,
+                  engine: str) -> list[Sample]:
+    """Open the case's file in `session` and ask at once, then type the line's next
+    characters. `workload`, `side` and `engine` name the samples (an A/B run's scenario and
+    side)."""
     samples: list[Sample] = []
-    for case in cases:
-        uri = Path(case.path).resolve().as_uri()
-        for index in range(KEYSTROKES):
-            if index == 0:
-                session.open(uri, case.language_id, case.text, 1)
-            else:
-                case = type_next_char(session, uri, index + 1, case)
-            c, error = await lsp_driver.ask(session, uri, index + 1, case.text, case.offset)
-            samples.append(Sample.of(engine, workload, Path(case.path).name, index, c, error,
-                                     line_exact=line_exact(case.typed, c.text, case.line),
-                                     side=side))
-        session.close(uri)
+    uri = Path(case.path).resolve().as_uri()
+    for index in range(KEYSTROKES):
+        if index == 0:
+            session.open(uri, case.language_id, case.text, 1)
+        else:
+            case = type_next_char(session, uri, index + 1, case)
+        c, error = await lsp_driver.ask(session, uri, index + 1, case.text, case.offset)
+        samples.append(Sample.of(engine, workload, Path(case.path).name, index, c, error,
+                                 line_exact=line_exact(case.typed, c.text, case.line),
+                                 side=side))
+    session.close(uri)
     return samples
 

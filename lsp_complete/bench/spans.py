@@ -349,9 +349,9 @@ def with_records(answers: Sequence[KeyAnswer], status: dict[str, Any],
 def key_samples(engine: str, workload: str, ep: Episode, answers: Sequence[KeyAnswer],
                 status: dict[str, Any], side: str) -> list[Sample]:
     """One sample per keystroke: the answer with the server's record of it (`with_records`),
-    line-exact, whether it was fresh (newest when it
-    arrived, and neither superseded nor failed), what Tab would have accepted of it
-    (`accepted_chars`), whether its key ends a line, and the language."""
+    line-exact, whether it was fresh (newest when it arrived, and neither superseded nor
+    failed), what Tab would have accepted of it (`accepted_chars`), whether its key ends a
+    line, and the language."""
     samples: list[Sample] = []
     completions = with_records(answers, status, span_uri(ep))
     for k, (ks, answer, c) in enumerate(zip(ep.keystrokes, answers, completions, strict=True)):

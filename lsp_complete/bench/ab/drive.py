@@ -259,7 +259,7 @@ async def _typist_samples(session: lsp_driver.Session, scenario: Scenario, ep: E
 
 def open_drive(cases: Sequence[OpenCase]) -> Drive:
     async def drive(side: Side, index: int) -> list[Sample]:
-        return await coldfiles.run_lsp(side.live, [cases[index]], workload="open",
+        return await coldfiles.run_lsp(side.live, cases[index], workload="open",
                                        side=side.key, engine=side.engine)
 
     return drive
