@@ -50,7 +50,9 @@ def _syntax(path: Path) -> Syntax:
 
 def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[Path]:
     """Packages (with a package.json) in the node_modules folders, scoped ones included, and
-    those in their own node_modules (npm ships its dependencies so)."""
+    those in their own node_modules (npm ships its dependencies so), by their real folders:
+    a linked one (`npm link`) is read, and named in the oracle's repository line, where it is,
+    as the server sees the workspace."""
     found: list[Path] = []
     for root in map(Path, roots):
         if not root.is_dir():
@@ -60,7 +62,7 @@ def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[
                 else [entry]
             for package in inner:
                 if (package / "package.json").is_file():
-                    found.append(package)
+                    found.append(package.resolve())
                     if depth > 1 and (package / "node_modules").is_dir():
                         found += package_dirs((str(package / "node_modules"),), depth - 1)
     return found

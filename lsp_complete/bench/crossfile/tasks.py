@@ -45,6 +45,8 @@ class CrossFileTask(AtCursor):
         needs: (text, whether it holds the template's special markers). In the template's
         repository format when it has one, else as a commented block."""
         if file_sep:
+            # JavaScript: the workspace folder's name, as the server names a repository (a
+            # package.json name, `@scope/name`, is no folder's); Python: the top package's.
             package = self.relative(self.path).split("/", 1)[0] \
                 if self.language == "python" else Path(self.root).name
             repo = f"{repo_name}{package}\n" if repo_name else ""
