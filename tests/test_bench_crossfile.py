@@ -174,6 +174,37 @@ def test_javascript_tasks_need_what_only_the_required_module_defines(node_module
     assert all("outside" not in t.imported_path for t in tasks)
 
 
+PICK_JS = '''function pick($el, key$) {
+  return $el[key$];
+}
+
+class Box {
+  constructor($root) {}
+  $get(k) { return k; }
+}
+
+module.exports = { pick, Box };
+'''
+
+
+def test_javascript_names_may_hold_a_dollar(node_modules: Path) -> None:
+    """`$` is a letter of a JavaScript name: parameters and members keep it, and so does the
+    score's reading of a suggestion."""
+    from lsp_complete.bench.crossfile import javascript as crossfile_js
+
+    lib = node_modules / "geometry" / "lib"
+    (lib / "pick.js").write_text(PICK_JS)
+    defs = crossfile_js.definitions(lib / "pick.js")
+    assert defs is not None
+    assert defs.members["pick"] == {"$el", "key$"} and defs.members["Box"] == {"$root", "$get"}
+    (lib / "first.js").write_text("const { pick } = require('./pick');\n\nfunction first() {\n"
+                                  "  return pick($el, key$);\n}\n" + "// filler\n" * 40)
+    (task,) = crossfile_js.module_tasks(lib / "first.js", lib.parent, "geometry")
+    assert task.target == "$el, key$);" and task.needed == ("$el", "key$")
+    assert crossfile.score(task, "$el, key$);") == {"em": 1.0, "needed": 1.0, "es": 1.0}
+    assert crossfile.score(task, "el, key);")["needed"] == 0.0
+
+
 def test_the_oracle_is_given_the_definition_in_the_templates_repository_format(
         site: Path) -> None:
     task = next(t for t in crossfile.build_tasks(10, seed=0, roots=[site])
@@ -184,3 +215,26 @@ def test_the_oracle_is_given_the_definition_in_the_templates_repository_format(
     text, special = task.oracle_context(None, None, "#")
     assert not special and text.startswith("# Path: geometry/shapes.py\n# ")
     assert "# UNIT = 1.0\n" in text and "class Circle" in text
+
+
+def test_the_oracles_javascript_repository_is_named_as_the_server_names_it(
+        node_modules: Path) -> None:
+    """The server names a repository after its workspace folder once resolved (context/repo.py),
+    and a JavaScript line's workspace is its package's folder: a scoped package's folder has no
+    scope, and a linked one (`npm link`) is read, and named, where it is. The task's `package`
+    keeps the package.json name: folder names repeat (`node-gyp`, `@npmcli/node-gyp`)."""
+    from lsp_complete.bench.crossfile import javascript as crossfile_js
+
+    real = node_modules.parent / "geo-src"
+    (node_modules / "geometry").rename(real)
+    (real / "package.json").write_text('{"name": "@shapes/geo"}')
+    (node_modules / "@shapes").mkdir()
+    (node_modules / "@shapes" / "geo").symlink_to(real)
+    (folder,) = crossfile_js.package_dirs((str(node_modules),))
+    task = next(t for t in crossfile_js.module_tasks(folder / "lib" / "uses.js", folder,
+                                                     crossfile_js.package_name(folder))
+                if t.target == "scaledArea(c, 2);")
+    text, _ = task.oracle_context("<|file_sep|>", "<|repo_name|>", "//")
+    assert text.startswith("<|repo_name|>geo-src\n<|file_sep|>lib/shapes.js\n")
+    assert text.endswith("<|file_sep|>lib/uses.js\n")
+    assert task.package == "@shapes/geo" and task.name.startswith("@shapes/geo/lib/uses.js:")

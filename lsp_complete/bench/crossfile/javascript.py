@@ -20,7 +20,7 @@ from pathlib import Path
 from lsp_complete.bench.crossfile import tasks as shared
 from lsp_complete.bench.crossfile.tasks import (
     DEFINITION_LINES,
-    IDENT,
+    JS_IDENT,
     CrossFileTask,
     Definitions,
     Import,
@@ -32,14 +32,13 @@ from lsp_complete.bench.crossfile.tasks import (
 NODE_MODULES = ("/usr/lib/node_modules", "/usr/local/lib/node_modules")
 _SUFFIXES = (".js", ".cjs", ".mjs", ".ts")
 _MAX_MODULES = 400  # per package: enough for a few tasks without reading all of a huge one
-_JS_IDENT = r"[A-Za-z_$][\w$]*"
 _REQUIRE = re.compile(
-    rf"(?:const|let|var)\s+(?:(?P<module>{_JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s*=\s*"
+    rf"(?:const|let|var)\s+(?:(?P<module>{JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s*=\s*"
     r"require\(\s*['\"](?P<path>\.{1,2}/[^'\"]+)['\"]\s*\)")
 _IMPORT = re.compile(
-    rf"import\s+(?:\*\s+as\s+(?P<module>{_JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s+from\s+"
+    rf"import\s+(?:\*\s+as\s+(?P<module>{JS_IDENT})|\{{(?P<names>[^}}]*)\}})\s+from\s+"
     r"['\"](?P<path>\.{1,2}/[^'\"]+)['\"]")
-JAVASCRIPT = Syntax("javascript", _JS_IDENT, r"\w.$", ("//", "*", "import "),
+JAVASCRIPT = Syntax("javascript", JS_IDENT, r"\w.$", ("//", "*", "import "),
                     ("string", "comment", "template_string", "string_fragment", "regex"),
                     max_width=220)
 TYPESCRIPT = dataclasses.replace(JAVASCRIPT, language="typescript")
@@ -51,7 +50,9 @@ def _syntax(path: Path) -> Syntax:
 
 def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[Path]:
     """Packages (with a package.json) in the node_modules folders, scoped ones included, and
-    those in their own node_modules (npm ships its dependencies so)."""
+    those in their own node_modules (npm ships its dependencies so), by their real folders:
+    a linked one (`npm link`) is read, and named in the oracle's repository line, where it is,
+    as the server sees the workspace."""
     found: list[Path] = []
     for root in map(Path, roots):
         if not root.is_dir():
@@ -61,7 +62,7 @@ def package_dirs(roots: tuple[str, ...] = NODE_MODULES, depth: int = 2) -> list[
                 else [entry]
             for package in inner:
                 if (package / "package.json").is_file():
-                    found.append(package)
+                    found.append(package.resolve())
                     if depth > 1 and (package / "node_modules").is_dir():
                         found += package_dirs((str(package / "node_modules"),), depth - 1)
     return found
@@ -94,7 +95,7 @@ def resolve(path: Path, spec: str, folder: Path) -> Path | None:
 def _names(text: str) -> list[str]:
     """Local names bound by `{ a, b: c }` (require) or `{ a, b as c }` (import)."""
     bound = (re.split(r"\s+as\s+|\s*:\s*", part.strip())[-1].strip() for part in text.split(","))
-    return [local for local in bound if re.fullmatch(_JS_IDENT, local)]
+    return [local for local in bound if re.fullmatch(JS_IDENT, local)]
 
 
 def definitions(path: Path) -> Definitions | None:
@@ -119,11 +120,11 @@ def definitions(path: Path) -> Definitions | None:
                 continue
             key = data[name.start_byte:name.end_byte].decode()
             top[key] = source
-            found = set(re.findall(rf"^\s+(?:static\s+|async\s+|get\s+|set\s+)*({_JS_IDENT})\s*\(",
+            found = set(re.findall(rf"^\s+(?:static\s+|async\s+|get\s+|set\s+)*({JS_IDENT})\s*\(",
                                    text, re.MULTILINE))
-            found |= set(re.findall(rf"this\.({_JS_IDENT})\s*=", text))
+            found |= set(re.findall(rf"this\.({JS_IDENT})\s*=", text))
             signature = re.search(r"\(([^)]*)\)", text)
-            found |= set(IDENT.findall(signature.group(1))) if signature else set()
+            found |= set(re.findall(JS_IDENT, signature.group(1))) if signature else set()
             members[key] = found - {"constructor", "if", "for", "while", "switch", "catch",
                                     "function", "return"}
         elif inner.type in ("lexical_declaration", "variable_declaration"):
@@ -133,11 +134,11 @@ def definitions(path: Path) -> Definitions | None:
                     top[data[name.start_byte:name.end_byte].decode()] = source
         elif inner.type == "expression_statement":
             # exports.f = ..., module.exports.f = ..., module.exports = { f, g() {} }
-            for key in re.findall(rf"^(?:module\.)?exports\.({_JS_IDENT})\s*=", text):
+            for key in re.findall(rf"^(?:module\.)?exports\.({JS_IDENT})\s*=", text):
                 top.setdefault(key, source)
             block = re.match(r"module\.exports\s*=\s*\{(.*)\}", text, re.DOTALL)
             if block:
-                for key in re.findall(rf"(?:^|,|\n)\s*({_JS_IDENT})\s*(?=[,:(\n}}]|$)",
+                for key in re.findall(rf"(?:^|,|\n)\s*({JS_IDENT})\s*(?=[,:(\n}}]|$)",
                                       block.group(1)):
                     top.setdefault(key, source)
     return Definitions(top, members)

@@ -51,7 +51,7 @@ def _packages(root: Path) -> Iterator[Path]:
                     yield sub
 
 
-PYTHON = Syntax("python", IDENT.pattern, r"\w.", ("#", "from ", "import ", "@"),
+PYTHON = Syntax("python", IDENT, r"\w.", ("#", "from ", "import ", "@"),
                 ("string", "comment", "string_content"))
 
 

@@ -18,7 +18,8 @@ MAX_PER_MODULE = 2
 PACKAGES_WANTED = 12  # tasks are spread over about this many packages
 MIN_LINES, MAX_LINES = 40, 4000  # a module A of fewer or more lines gives no task
 DEFINITION_LINES = 60  # an oracle definition is cut to this many lines
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"  # a Python identifier
+JS_IDENT = r"[A-Za-z_$][\w$]*"  # a JavaScript or TypeScript one: `$` is a letter there
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class CrossFileTask(AtCursor):
         needs: (text, whether it holds the template's special markers). In the template's
         repository format when it has one, else as a commented block."""
         if file_sep:
+            # JavaScript: the workspace folder's name, as the server names a repository (a
+            # package.json name, `@scope/name`, is no folder's); Python: the top package's.
             package = self.relative(self.path).split("/", 1)[0] \
                 if self.language == "python" else Path(self.root).name
             repo = f"{repo_name}{package}\n" if repo_name else ""
@@ -73,7 +76,7 @@ def score(task: CrossFileTask, suggestion: str) -> dict[str, float]:
     target = task.target.rstrip()
     longest = max(len(line), len(target))
     similarity = 1.0 - levenshtein(line, target) / longest if longest else 1.0
-    produced = set(IDENT.findall(line))
+    produced = set(re.findall(IDENT if task.language == "python" else JS_IDENT, line))
     needed = sum(1 for n in task.needed if n in produced) / len(task.needed)
     return {"em": float(line.strip() == target.strip()), "needed": needed, "es": similarity}
 
