@@ -179,9 +179,9 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
             if key != CANDIDATE:
                 print(f"A/B: installing the baseline {spec} (cached in {cache})",
                       file=sys.stderr)
-            version = install.resolve(spec, cache)
-            print(f"A/B: {key} = {version.describe()}, lsp_complete from "
-                  f"{install.verify(version)}", file=sys.stderr)
+            version, package = install.resolve(spec, cache)
+            print(f"A/B: {key} = {version.describe()}, lsp_complete from {package}",
+                  file=sys.stderr)
             sides.append(Side(key, version, cfg.init_options(), log_path,
                               cfg.workspace_folders))
     except (install.InstallError, ValueError) as err:
