@@ -141,7 +141,7 @@ def _variants(args: argparse.Namespace, model: Model) -> tuple[list[Variant], li
 
 def _oracle_context(tasks: list[CrossFileTask], model: Model) -> Context:
     """The cross-file oracle's context: each line's imported definitions, by its uri."""
-    fim = getattr(model[2], "fim", None)
+    fim = fim_tokens(model[2])
     file_sep, repo_name = getattr(fim, "file_sep", None), getattr(fim, "repo_name", None)
     known = {Path(t.path).resolve().as_uri():
              t.oracle_context(file_sep, repo_name, syntax_for(t.language).comment_prefix)
