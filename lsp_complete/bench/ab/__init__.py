@@ -338,9 +338,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
              f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "
              "published keystroke studies.")
     return {
-        "date": machine.now_utc(),
-        "machine": machine.machine_info(cfg.threads),
-        "model": machine.model_info(cfg.model_path, model_name),
+        **machine.run_header(cfg.threads, cfg.model_path, model_name),
         "sides": sides,
         "baselines": [s.key for s in servers if s.key != CANDIDATE],
         "settings": {
