@@ -61,7 +61,12 @@ def build_work(args: argparse.Namespace, scenarios: list[Scenario]) -> tuple[Wor
     """What every side gets: the spans, never-seen files and HumanEval lines, and what only
     some scenarios ask for (he-block's bodies, the large file, cross-file lines); the
     replayed files; where the HumanEval lines come from."""
-    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    if args.files:
+        files = [str(Path(f).resolve()) for f in args.files]
+    elif args.quick:
+        files = [workload.quick_file()]
+    else:
+        files = workload.default_files(args.num_files, args.seed)
     episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
                                        args.keystrokes)
     cold = coldfiles.build_cases(args.cold_files, args.seed, exclude=files)
