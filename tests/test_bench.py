@@ -549,6 +549,17 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
         bench.ab.rerender(tmp_path)
 
 
+def test_an_empty_models_or_speculation_list_is_refused(capsys) -> None:
+    """The mode's choice took a list that names nothing for none, variants.side_by_side for
+    the main model in the server's mode: the default run's sizes with a variant side."""
+    parse = bench.build_parser().parse_args
+    for option in ("--models", "--speculation"):
+        for empty in ("", " , "):
+            with pytest.raises(SystemExit):
+                parse([option, empty])
+            assert f"argument {option}: names nothing" in capsys.readouterr().err
+
+
 def test_variants_default_to_the_main_model_and_server_mode() -> None:
     main = variants.ModelUnderTest("m", "/m.gguf")
     assert variants.side_by_side(None, None, main) == ([], [])
