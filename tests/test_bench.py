@@ -15,7 +15,7 @@ import pytest
 from lsprotocol import types
 
 from lsp_complete import bench
-from lsp_complete.bench import humaneval, stats, variants, workload
+from lsp_complete.bench import humaneval, machine, stats, variants, workload
 from lsp_complete.bench.ab import measures, scenarios
 from lsp_complete.bench.baselines import generate_reuse, psm_windows
 from lsp_complete.bench.llama_server import (
@@ -560,6 +560,29 @@ def test_a_mode_fills_the_sizes_left_unset_and_rerender_needs_samples(tmp_path: 
         assert ab_mode.name == "named sides" and sized.span_lines == (1, 3) and sized.blocks == 1
     with pytest.raises(SystemExit, match="no run's samples"):
         bench.ab.rerender(tmp_path)
+
+
+def test_a_run_record_opens_with_its_date_machine_and_model(tmp_path: Path) -> None:
+    import hashlib
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"gguf")
+    header = machine.run_header(3, model, "m")
+    assert list(header) == ["date", "machine", "model"] and header["date"].endswith(" UTC")
+    assert header["machine"]["threads_used"] == 3 and header["machine"]["cores"]
+    assert header["model"] == {"name": "m", "path": str(model), "size_bytes": 4,
+                               "sha256": hashlib.sha256(b"gguf").hexdigest()}
+
+
+def test_an_empty_models_or_speculation_list_is_refused(capsys) -> None:
+    """The mode's choice took a list that names nothing for none, variants.side_by_side for
+    the main model in the server's mode: the default run's sizes with a variant side."""
+    parse = bench.build_parser().parse_args
+    for option in ("--models", "--speculation"):
+        for empty in ("", " , "):
+            with pytest.raises(SystemExit):
+                parse([option, empty])
+            assert f"argument {option}: names nothing" in capsys.readouterr().err
 
 
 def test_variants_default_to_the_main_model_and_server_mode() -> None:

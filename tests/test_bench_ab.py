@@ -637,8 +637,9 @@ def test_a_copy_that_the_server_would_not_import_is_refused(tmp_path: Path) -> N
         source_digest="0" * 64, venv=str(tmp_path / "venv"))
     with pytest.raises(install.InstallError, match="would import"):
         install.verify(fake)
-    checkout = install.this_checkout()  # a copy of it: edits meanwhile do not leak in
-    assert install.verify(checkout) == Path(checkout.pythonpath or "") / "lsp_complete"
+    # A copy of this checkout (edits meanwhile do not leak in), verified once.
+    checkout, package = install.resolve(None, tmp_path / "cache")
+    assert package == Path(checkout.pythonpath or "") / "lsp_complete"
     assert checkout.source_digest == install.package_digest(install.CHECKOUT_ROOT / "lsp_complete")
     altered = dataclasses.replace(checkout, source_digest="0" * 64)
     with pytest.raises(install.InstallError, match="not the ones built"):

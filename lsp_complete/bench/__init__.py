@@ -35,6 +35,14 @@ def _int_list(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
+def _names(text: str) -> str:
+    """--models or --speculation: a list that names nothing is refused, as the mode's choice
+    would take it for none and variants.side_by_side for the main model in the server's mode."""
+    if not any(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError("names nothing (leave the option out for none)")
+    return text
+
+
 # The sizes of a run, as options: each mode's full and quick tables fill the ones not given.
 SIZES = {
     "num_files": "default files to pick, one per language",
@@ -129,13 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "baselines)")
     ab_opts.add_argument("--candidate", metavar="REF",
                          help="version B, as --baseline (default: this checkout, as it is)")
-    ab_opts.add_argument("--speculation", metavar="MODES", help="comma list of "
+    ab_opts.add_argument("--speculation", metavar="MODES", type=_names, help="comma list of "
                          "off,lookup,draft,auto: B's code with each mode is a side, compared "
                          "with B (variants.py; draft only for a model with a declared draft "
                          "model); adds he-block to the default scenarios")
-    ab_opts.add_argument("--models", metavar="A,B", help="comma list of models.toml names or "
-                         ".gguf paths: B's code with each model (x each --speculation mode) is "
-                         "a side, compared with B (default: --model)")
+    ab_opts.add_argument("--models", metavar="A,B", type=_names, help="comma list of "
+                         "models.toml names or .gguf paths: B's code with each model (x each "
+                         "--speculation mode) is a side, compared with B (default: --model)")
     ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
                          f"{', '.join(ab_scenarios.TIMINGS)} (generic client; ours:NAME sends "
                          f"the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "

@@ -31,10 +31,7 @@ LINES_AFTER = 20
 BLOCK_MAX_TOKENS = 256  # (e): as he-block's servers are given (ab.scenarios.BLOCK_OPTIONS)
 
 
-FimTokens = FimTemplate  # the baselines use its markers and order
-
-
-def fim_tokens(spec: Any) -> FimTokens | None:
+def fim_tokens(spec: Any) -> FimTemplate | None:
     """The FIM markers of a models.toml entry (None: a model without them)."""
     return getattr(spec, "fim", None)
 
@@ -72,7 +69,7 @@ class LlamaBaseline:
     def __init__(
         self,
         model_path: str,
-        fim: FimTokens | None,
+        fim: FimTemplate | None,
         stop: Sequence[str],
         threads: int,
         max_tokens: int,

@@ -176,15 +176,17 @@ def default_cache() -> Path:
     return cache_root() / "bench-baselines"
 
 
-def resolve(spec: str | None, cache: Path, repo: Path = CHECKOUT_ROOT) -> ServerVersion:
+def resolve(spec: str | None, cache: Path,
+            repo: Path = CHECKOUT_ROOT) -> tuple[ServerVersion, Path]:
     """The version `spec` names (None: this checkout), installed (or found installed) and
-    verified."""
-    version = this_checkout(repo) if spec is None else _installed(spec, cache, repo)
-    verify(version)
-    return version
+    verified, and the folder its server imports lsp_complete from (`verify`)."""
+    if spec is None:
+        version = this_checkout(repo)
+        return version, verify(version)
+    return _installed(spec, cache, repo)
 
 
-def _installed(spec: str, cache: Path, repo: Path) -> ServerVersion:
+def _installed(spec: str, cache: Path, repo: Path) -> tuple[ServerVersion, Path]:
     path = Path(spec).expanduser()
     source: Path | None = None
     wheel: Path | None = None
@@ -209,7 +211,8 @@ def _installed(spec: str, cache: Path, repo: Path) -> ServerVersion:
     with _locked(cache, key), tempfile.TemporaryDirectory(prefix="lsp-complete-version-") as tmp:
         ready = _ready(cache / key)
         if ready is not None:
-            return dataclasses.replace(ready, label=spec)
+            version = dataclasses.replace(ready, label=spec)
+            return version, verify(version)
         if kind == "git":
             assert commit is not None
             source = export_commit(repo, commit, Path(tmp) / "src")
@@ -220,9 +223,9 @@ def _installed(spec: str, cache: Path, repo: Path) -> ServerVersion:
         if source is not None and package_digest(source / PACKAGE) != expected:
             raise InstallError(f"{spec}: the built wheel does not hold the source's package")
         version = _install(cache / key, wheel, spec, kind, commit, expected)
-        verify(version)
+        package = verify(version)
         (cache / key / "version.json").write_text(json.dumps(dataclasses.asdict(version)))
-        return version
+        return version, package
 
 
 @contextlib.contextmanager

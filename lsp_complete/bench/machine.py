@@ -47,26 +47,24 @@ def sha256_of(path: str | Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def model_info(path: str | Path, name: str | None) -> dict[str, Any]:
-    p = Path(path)
+def run_header(threads: int, model_path: str | Path, model_name: str | None) -> dict[str, Any]:
+    """What every run's record opens with: the date, this machine, the model file."""
+    model = Path(model_path)
     return {
-        "name": name,
-        "path": str(p),
-        "size_bytes": p.stat().st_size,
-        "sha256": sha256_of(p),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "machine": {
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else None,
+            "threads_used": threads,
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "model": {
+            "name": model_name,
+            "path": str(model),
+            "size_bytes": model.stat().st_size,
+            "sha256": sha256_of(model),
+        },
     }
-
-
-def machine_info(threads: int) -> dict[str, Any]:
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "threads_used": threads,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
-
-
-def now_utc() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -721,9 +721,7 @@ def meta_of(args: argparse.Namespace, cfg: RunConfig, tasks: Sequence[Task],
     window = None if template is None else {"above": template.above, "below": template.below,
                                             "format": template.format}
     return {
-        "date": machine.now_utc(),
-        "machine": machine.machine_info(cfg.threads),
-        "model": machine.model_info(cfg.model_path, cfg.model_name),
+        **machine.run_header(cfg.threads, cfg.model_path, cfg.model_name),
         "versions": machine.package_versions(),
         "settings": {"threads": cfg.threads, "seed": args.seed, "pause_ms": PAUSE_MS,
                      "window": window, "sources": list(sources),

@@ -24,11 +24,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from lsp_complete.bench.baselines import FimTokens, LlamaBaseline
+from lsp_complete.bench.baselines import LlamaBaseline
 from lsp_complete.bench.install import CHECKOUT_ROOT, ServerVersion
 from lsp_complete.bench.llama_server import LlamaServerClient
 from lsp_complete.bench.lsp_driver import InlineAnswer, ServerSession, Session
 from lsp_complete.bench.records import Completion, StatelessEngine
+from lsp_complete.models import FimTemplate
 
 WARMUP_TEXT = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    re\n"
 WARMUP_OFFSET = WARMUP_TEXT.index("    re\n") + len("    re")
@@ -67,7 +68,7 @@ STATELESS_LABELS = {"a": "(a) PSM, full re-encode",
 Context = Callable[[str], tuple[str, bool]]  # (o): a document's uri -> (text, special)
 
 
-def stateless_server(key: str, model_path: str, fim: FimTokens | None, stop: Sequence[str],
+def stateless_server(key: str, model_path: str, fim: FimTemplate | None, stop: Sequence[str],
                      threads: int, max_tokens: int, llama_server: str | None,
                      log_path: Path, side: str | None = None,
                      context: Context | None = None) -> Server:

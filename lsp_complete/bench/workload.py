@@ -265,16 +265,6 @@ def quick_file() -> str:
     return str(_stdlib_dir() / "json" / "decoder.py")
 
 
-def replay_files(given: list[str] | None, quick: bool, n_files: int, seed: int) -> list[str]:
-    """The files a run replays: those given (`--files`), else the quick run's one, else
-    `n_files` found on this machine for `seed`."""
-    if given:
-        return [str(Path(f).resolve()) for f in given]
-    if quick:
-        return [quick_file()]
-    return default_files(n_files, seed)
-
-
 def large_file(target_lines: int = 2000) -> str:
     """The stdlib module closest to `target_lines` lines (the open-latency file)."""
     stdlib = _stdlib_dir()

@@ -61,7 +61,12 @@ def build_work(args: argparse.Namespace, scenarios: list[Scenario]) -> tuple[Wor
     """What every side gets: the spans, never-seen files and HumanEval lines, and what only
     some scenarios ask for (he-block's bodies, the large file, cross-file lines); the
     replayed files; where the HumanEval lines come from."""
-    files = workload.replay_files(args.files, args.quick, args.num_files, args.seed)
+    if args.files:
+        files = [str(Path(f).resolve()) for f in args.files]
+    elif args.quick:
+        files = [workload.quick_file()]
+    else:
+        files = workload.default_files(args.num_files, args.seed)
     episodes = workload.build_episodes(files, args.spans, args.span_lines, args.seed,
                                        args.keystrokes)
     cold = coldfiles.build_cases(args.cold_files, args.seed, exclude=files)
@@ -141,7 +146,7 @@ def _variants(args: argparse.Namespace, model: Model) -> tuple[list[Variant], li
 
 def _oracle_context(tasks: list[CrossFileTask], model: Model) -> Context:
     """The cross-file oracle's context: each line's imported definitions, by its uri."""
-    fim = getattr(model[2], "fim", None)
+    fim = fim_tokens(model[2])
     file_sep, repo_name = getattr(fim, "file_sep", None), getattr(fim, "repo_name", None)
     known = {Path(t.path).resolve().as_uri():
              t.oracle_context(file_sep, repo_name, syntax_for(t.language).comment_prefix)
@@ -179,9 +184,9 @@ def _sides(args: argparse.Namespace, cfg: AbConfig, model: Model,
             if key != CANDIDATE:
                 print(f"A/B: installing the baseline {spec} (cached in {cache})",
                       file=sys.stderr)
-            version = install.resolve(spec, cache)
-            print(f"A/B: {key} = {version.describe()}, lsp_complete from "
-                  f"{install.verify(version)}", file=sys.stderr)
+            version, package = install.resolve(spec, cache)
+            print(f"A/B: {key} = {version.describe()}, lsp_complete from {package}",
+                  file=sys.stderr)
             sides.append(Side(key, version, cfg.init_options(), log_path,
                               cfg.workspace_folders))
     except (install.InstallError, ValueError) as err:
@@ -338,9 +343,7 @@ def _meta(args: argparse.Namespace, cfg: AbConfig, model_name: str | None,
              f"median {scenario_specs.PAUSE_MEDIAN_MS:.0f} ms), mean about 230 ms, as in "
              "published keystroke studies.")
     return {
-        "date": machine.now_utc(),
-        "machine": machine.machine_info(cfg.threads),
-        "model": machine.model_info(cfg.model_path, model_name),
+        **machine.run_header(cfg.threads, cfg.model_path, model_name),
         "sides": sides,
         "baselines": [s.key for s in servers if s.key != CANDIDATE],
         "settings": {
