@@ -574,7 +574,7 @@ def test_a_run_record_opens_with_its_date_machine_and_model(tmp_path: Path) -> N
                                "sha256": hashlib.sha256(b"gguf").hexdigest()}
 
 
-def test_an_empty_models_or_speculation_list_is_refused(capsys) -> None:
+def test_an_empty_list_of_models_modes_or_span_sizes_is_refused(capsys) -> None:
     """The mode's choice took a list that names nothing for none, variants.side_by_side for
     the main model in the server's mode: the default run's sizes with a variant side."""
     parse = bench.build_parser().parse_args
@@ -583,6 +583,11 @@ def test_an_empty_models_or_speculation_list_is_refused(capsys) -> None:
             with pytest.raises(SystemExit):
                 parse([option, empty])
             assert f"argument {option}: names nothing" in capsys.readouterr().err
+    for sizes in ("", ",", "0", "1,x"):
+        with pytest.raises(SystemExit):
+            parse(["--span-lines", sizes])
+        assert "argument --span-lines: " in capsys.readouterr().err
+    assert parse(["--span-lines", "1, 3"]).span_lines == (1, 3)
 
 
 def test_variants_default_to_the_main_model_and_server_mode() -> None:

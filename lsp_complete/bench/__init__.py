@@ -32,7 +32,15 @@ class Mode:
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(",") if part.strip())
+    """--span-lines: sizes of at least one line; none given would leave the spans sizeless (the
+    mode's sizes fill only an option left out)."""
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of line counts: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("needs one or more sizes of at least 1 line")
+    return sizes
 
 
 def _names(text: str) -> str:
