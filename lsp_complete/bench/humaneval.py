@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lsp_complete.bench.records import AtCursor
-from lsp_complete.bench.workload import _indent, first_line
+from lsp_complete.bench.workload import first_line
+from lsp_complete.context.text import leading_ws
 
 T = TypeVar("T")
 
@@ -120,7 +121,7 @@ def tasks_for_problem(problem: dict[str, Any]) -> list[InfillTask]:
     """One task per non-blank line of the canonical solution."""
     lines = problem["canonical_solution"].split("\n")
     return [_masked(InfillTask, problem, problem["prompt"] + "".join(x + "\n" for x in lines[:i]),
-                    line, "\n".join(lines[i + 1 :]), f"L{i}", _indent(line))
+                    line, "\n".join(lines[i + 1 :]), f"L{i}", leading_ws(line))
             for i, line in enumerate(lines) if line.strip()]
 
 
@@ -152,7 +153,7 @@ def _official(kind: type[Task], path: str | Path) -> list[Task]:
             *_, problem, hole = row["task_id"].split("/")
             masked = row["canonical_solution"].rstrip("\n")
             tasks.append(_masked(kind, {**row, "task_id": f"HumanEval/{problem}"}, row["prompt"],
-                                 masked, row["suffix"], hole, _indent(masked)))
+                                 masked, row["suffix"], hole, leading_ws(masked)))
     return tasks
 
 
@@ -181,7 +182,7 @@ def build_block_tasks(n_tasks: int) -> list[BlockTask]:
     tasks: list[BlockTask] = []
     for problem in load_problems():
         body = problem["canonical_solution"].rstrip()
-        indent = _indent(first_line(body))
+        indent = leading_ws(first_line(body))
         if indent and BLOCK_MIN_LINES <= body.count("\n") + 1 <= BLOCK_MAX_LINES:
             tasks.append(_masked(BlockTask, problem, problem["prompt"], body, "", "body", indent))
             if len(tasks) >= n_tasks:
