@@ -578,7 +578,7 @@ def test_an_empty_list_of_models_modes_or_span_sizes_is_refused(capsys) -> None:
     """The mode's choice took a list that names nothing for none, variants.side_by_side for
     the main model in the server's mode: the default run's sizes with a variant side."""
     parse = bench.build_parser().parse_args
-    for option in ("--models", "--speculation"):
+    for option in ("--models", "--speculation", "--baseline"):
         for empty in ("", " , "):
             with pytest.raises(SystemExit):
                 parse([option, empty])

@@ -44,8 +44,9 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def _names(text: str) -> str:
-    """--models or --speculation: a list that names nothing is refused, as the mode's choice
-    would take it for none and variants.side_by_side for the main model in the server's mode."""
+    """--models, --speculation or --baseline: a list that names nothing is refused, as the
+    mode's choice would take it for none and variants.side_by_side for the main model in the
+    server's mode (--baseline: the stateless baselines, where " , " is refused)."""
     if not any(part.strip() for part in text.split(",")):
         raise argparse.ArgumentTypeError("names nothing (leave the option out for none)")
     return text
@@ -136,10 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
         "measure as a ratio B/A with a bootstrap confidence interval, B against each other "
         "side (ab-report.md, ab-samples.json); by default the sides are the stateless "
         "baselines psm and psm-lcp (and llama-server with --llama-server)")
-    ab_opts.add_argument("--baseline", metavar="REF[,REF...]", help="version A: a git ref of "
-                         "this checkout's repository, a wheel or a source folder, installed in a "
-                         "cached virtual environment, or a stateless baseline: psm (a), psm-lcp "
-                         "(b), llama-server (c, with --llama-server), psm-to-end (e), "
+    ab_opts.add_argument("--baseline", metavar="REF[,REF...]", type=_names, help="version A: "
+                         "a git ref of this checkout's repository, a wheel or a source folder, "
+                         "installed in a cached virtual environment, or a stateless baseline: "
+                         "psm (a), psm-lcp (b), llama-server (c, with --llama-server), "
+                         "psm-to-end (e), "
                          "psm-oracle (o, cross-file scenarios); several, comma-separated, "
                          "are A1, A2, ..., each compared with B (default: the stateless "
                          "baselines)")
