@@ -288,12 +288,26 @@ def test_a_remote_cache_never_climbs() -> None:
     assert cache.plan_climb(prepared) == []
 
 
-def test_idle_time_at_a_spot_builds_the_window_then_the_full_prompt() -> None:
-    """A cold file: no keystroke waits, so the window rather than its cut, then the full
-    prompt (aside, used once complete)."""
+def test_idle_time_at_a_new_spot_builds_the_first_keys_prompt_then_the_window_then_full() -> None:
+    """A spot the file's cache does not hold (the cursor moved there): first the cut window,
+    which the first keystroke there gets, then the window, then the full prompt (each aside,
+    used once complete)."""
     engine = FakeEngine(prefill_rate=1.0)
     cache, prepared = policy(engine), at_spot()
     candidates = prompts(cache, prepared)
+    assert cache.plan_spot(prepared) == [Encode(KEY, candidates["small"].segments),
+                                         Encode(KEY, candidates["window"].segments),
+                                         Encode(KEY, candidates["full"].segments)]
+    for step in cache.plan_spot(prepared)[:1]:
+        engine.warm(step.key, step.segments, None)
+    assert kind(cache.choose(prepared), candidates) == "small"  # the first key: its middle
+
+
+def test_idle_time_at_a_spot_whose_window_is_held_builds_the_full_prompt() -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    candidates = prompts(cache, prepared)
+    engine.held[KEY] = candidates["window"].tokens
     assert cache.plan_spot(prepared) == [Encode(KEY, candidates["window"].segments),
                                          Encode(KEY, candidates["full"].segments)]
 

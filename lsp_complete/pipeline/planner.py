@@ -281,17 +281,21 @@ class PromptPlanner:
 
     def plan_spot(self, prepared: Prepared) -> list[Encode]:
         """Idle time at a spot (`prepared` with the file's active repository block): what a
-        keystroke there will need. First the prompt `choose` picks now (the cold window rather
-        than its cut when the file's cache is cold: there is no request waiting), then the
-        full-context one, which the engine builds aside and uses once complete."""
+        keystroke there will need, each prompt built aside and used once complete. First the
+        prompt `choose` picks now (at a spot the file's cache does not hold, the cut window):
+        a person who moves to a spot types within a second or so, and its first keystroke
+        then finds its prompt encoded, or most of it. Then the cold window, then the full
+        context, for the keystrokes of a longer stay."""
         full = self._build(prepared.ctx)
         first = self.choose(prepared, full)
+        candidates = [first, full]
         if first is not full and prepared.cold_ctx is not None:
-            first = self.window_prompt(prepared)
-        plan = [Encode(prepared.key, first.segments)]
-        if full.tokens != first.tokens:
-            plan.append(Encode(prepared.key, full.segments))
-        return plan
+            candidates.insert(1, self.window_prompt(prepared))
+        plan: list[Prompt] = []
+        for prompt in candidates:
+            if all(prompt.tokens != planned.tokens for planned in plan):
+                plan.append(prompt)
+        return [Encode(prepared.key, prompt.segments) for prompt in plan]
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
