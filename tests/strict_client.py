@@ -90,6 +90,12 @@ class StrictClient:
             "context": {"triggerKind": 1}})
         return (result.get("items") if isinstance(result, dict) else result) or []
 
+    def highlight(self, uri: str, line: int, character: int) -> Any:
+        """The occurrences of the symbol where the cursor rests, as many editors ask every
+        server that offers them once the cursor stops: the answer as it came."""
+        return self._request("textDocument/documentHighlight", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+
     def until_items(self, ask: Any, timeout: float = 90) -> list[dict[str, Any]]:
         """Ask again (`ask()`) until an answer has items, as a person typing would."""
         deadline = time.monotonic() + timeout
@@ -126,6 +132,7 @@ class StrictClient:
             "textDocument/didChange": sync.get("change"),
             "textDocument/inlineCompletion": "inlineCompletionProvider" in self.capabilities,
             "textDocument/completion": "completionProvider" in self.capabilities,
+            "textDocument/documentHighlight": self.capabilities.get("documentHighlightProvider"),
         }
         if not needs.get(method):
             raise NotAdvertised(f"the server did not advertise {method}: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,62 @@ def test_a_client_without_inline_support_gets_completion_items(
         client.open(URI, SOURCE)
         items = client.until_items(lambda: client.complete(URI, LINE, COL))
         assert items and (items[0].get("insertText") or items[0].get("textEdit")), items
+    finally:
+        _close(client)
+
+
+# A file several times the first prompt's size, so that a new spot in it is cold.
+LONG = "".join(f"def step_{i}(value):\n    total = value * {i}\n    return total + {i}\n\n"
+               for i in range(80))
+LONG_URI = "file:///work/steps.py"
+
+
+def _last_record(client: StrictClient) -> dict[str, Any]:
+    """The server's record of the last request (the test's view, not the client's)."""
+    return client.server.call("lsp-complete/status", {})["result"]["recent"][-1]
+
+
+def _settled(client: StrictClient, timeout: float = 30) -> None:
+    """Wait until the server's KV cache of the file stops changing (idle work done)."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        status = client.server.call("lsp-complete/status", {})["result"]
+        now = [d["cachedTokens"] for d in status["documents"]]
+        if now == last:
+            return
+        last = now
+        time.sleep(0.5)
+
+
+def _first_key(client: StrictClient, version: int, line: int) -> dict[str, Any]:
+    """A person starts typing at the start of `line`: one key, its inline request."""
+    client.insert(LONG_URI, version, line, 4, "r")
+    items = client.until_items(lambda: client.inline(LONG_URI, line, 5))
+    assert items, "no suggestion"
+    return _last_record(client)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_cursor_at_rest_prepares_the_spot_for_a_standard_client(
+        mode: str, tiny_model_path: Path, world: DaemonWorld) -> None:
+    """Editors that highlight occurrences ask every server that offers them where the cursor
+    rests (textDocument/documentHighlight): the server offers it, answers with none, and
+    prepares that spot, so a first key typed there encodes only what it typed. Before, the
+    request was not advertised, and a first key at a new spot encoded a whole prompt."""
+    client = _session(mode, tiny_model_path, world, inline=True)
+    try:
+        assert client.capabilities.get("documentHighlightProvider")
+        client.open(LONG_URI, LONG)
+        assert client.until_items(lambda: client.inline(LONG_URI, 1, 4))  # the model is up
+        _settled(client)
+        cold = _first_key(client, 2, 200)  # no rest announced: its prompt from nothing
+        _settled(client)
+        assert client.highlight(LONG_URI, 100, 4) == []
+        _settled(client)
+        prepared = _first_key(client, 3, 100)
+        print("cold:", cold, "prepared:", prepared)
+        assert cold["encodedTokens"] > 100
+        assert prepared["encodedTokens"] < cold["encodedTokens"] / 4
     finally:
         _close(client)
 

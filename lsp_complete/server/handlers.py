@@ -113,6 +113,18 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
         # Incomplete: the client must ask again as the user types (the answer changes).
         return types.CompletionList(is_incomplete=True, items=[menu_item(found)] if found else [])
 
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
+    def document_highlight(ls: CompletionServer,
+                           params: types.DocumentHighlightParams) -> list[types.DocumentHighlight]:
+        # Many editors ask this of every server where the cursor comes to rest (VS Code's
+        # occurrence highlight, Zed, Sublime LSP, Emacs lsp-mode and Eglot, LSP4IJ, Neovim
+        # setups on CursorHold): the one standard message that says where a person is about to
+        # type. The spot is prepared as for our clients' cursor notification; the occurrences
+        # are the language server's to give (an empty list lets an editor use another's).
+        position = params.position
+        ls.files.cursor_moved(params.text_document.uri, position.line, position.character)
+        return []
+
     @server.command(ACCEPT_COMMAND)
     def accepted(ls: CompletionServer, *args: Any) -> None:  # arguments may be left out
         suggestion_id = str(_arg(args, "id") or "")
