@@ -224,6 +224,66 @@ class AutoclosingSession(ScriptedSession):
                                        1.0, None, replaced=len(after))
 
 
+class RestingSession(AutoclosingSession):
+    """AutoclosingSession that keeps when each edit and each report of a resting cursor came
+    (the moved span's deletion is a replace)."""
+
+    def __init__(self, answer, original: str) -> None:
+        super().__init__(answer, original)
+        self.events: list[tuple[str, float, object]] = []
+
+    def _event(self, what: str, detail: object = None) -> None:
+        self.events.append((what, asyncio.get_running_loop().time(), detail))
+
+    def replace(self, uri: str, version: int, where: types.Range, text: str) -> None:
+        super().replace(uri, version, where, text)
+        self._event("replace")
+
+    def insert(self, uri: str, version: int, position: types.Position, text: str) -> None:
+        super().insert(uri, version, position, text)
+        self._event("insert")
+
+    def move_cursor(self, uri: str, position: types.Position) -> None:
+        self._event("cursor", position)
+
+    def cursor_rests(self, uri: str, position: types.Position) -> None:
+        self._event("rests", position)
+
+
+def test_an_editor_that_highlights_asks_where_the_cursor_rests_before_the_first_key(
+        tmp_path: Path) -> None:
+    """highlight:moved-look: at the new spot the cursor rests a second before the first key;
+    an editor that highlights occurrences asks the server where, HIGHLIGHT_DELAY_MS after it
+    came to rest (never in a shorter rest), and a generic one says nothing."""
+    look, plain, moved = scenarios.parse("highlight:moved-look,moved-look,highlight:moved")
+    assert look.moved and look.awaited and look.client == "highlight"
+    path = tmp_path / "m.py"
+    path.write_text("\n".join(f"value_{i} = compute({i}, {i + 1})" for i in range(60)) + "\n")
+    ep = workload.make_episode(workload.read_source(str(path)), 30, 1, cap=4)
+    timing = scenarios.span_timing(look, ep, 0, 200)
+    assert timing.highlights and not timing.cursor and timing.look_ms == scenarios.MOVED_LOOK_MS
+    assert scenarios.span_timing(plain, ep, 0, 200) == dataclasses.replace(timing,
+                                                                           highlights=False)
+    assert scenarios.span_timing(moved, ep, 0, 200).look_ms == 0
+
+    def drive(look_ms: float, highlights: bool = True) -> list[tuple[str, float, object]]:
+        session = RestingSession(lambda rest: "", ep.original_text)
+        timing = dataclasses.replace(scenarios.span_timing(look, ep, 0, 200), look_ms=look_ms,
+                                     highlights=highlights)
+        asyncio.run(spans.type_moved_span(session, ep, 100, timing))  # type: ignore[arg-type]
+        return session.events
+
+    events = drive(400)
+    kinds = [what for what, _, _ in events]
+    assert kinds[:3] == ["replace", "rests", "insert"], kinds
+    (_, deleted, _), (_, asked, where), (_, typed, _) = events[:3]
+    assert where == spans.span_range(ep).start  # where typing starts
+    assert asked - deleted >= spans.HIGHLIGHT_DELAY_MS / 1000 * 0.9
+    assert typed - deleted >= 0.4 * 0.9
+    assert "rests" not in [what for what, _, _ in drive(spans.HIGHLIGHT_DELAY_MS / 2)]
+    assert "rests" not in [what for what, _, _ in drive(400, highlights=False)]
+
+
 def test_an_autoclosing_editor_puts_the_closers_in_and_types_over_them(tmp_path: Path) -> None:
     import asyncio
 

@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "--speculation mode) is a side, compared with B (default: --model)")
     ab_opts.add_argument("--scenarios", metavar="LIST", help="comma list of "
                          f"{', '.join(ab_scenarios.TIMINGS)} (generic client; ours:NAME sends "
-                         f"the cursor), {', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "
+                         "the cursor, highlight:NAME asks for occurrences where it rests), "
+                         f"{', '.join(ab_scenarios.OPEN_SCENARIOS)} (default: "
                          f"{','.join(ab_scenarios.BASELINES_DEFAULT)}; with --baseline: "
                          f"{','.join(ab_scenarios.DEFAULT)})")
     ab_opts.add_argument("--humaneval-file", metavar="PATH", help="the official "

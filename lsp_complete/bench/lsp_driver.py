@@ -65,6 +65,7 @@ class Session(Protocol):
     def insert(self, uri: str, version: int, position: types.Position, text: str) -> None: ...
     def replace(self, uri: str, version: int, where: types.Range, text: str) -> None: ...
     def move_cursor(self, uri: str, position: types.Position) -> None: ...
+    def cursor_rests(self, uri: str, position: types.Position) -> None: ...
     def close(self, uri: str) -> None: ...
     async def inline(self, uri: str, text: str, offset: int) -> InlineAnswer: ...
     def cancel_pending(self) -> None: ...
@@ -108,6 +109,7 @@ class ServerSession:
         self._stderr_task: asyncio.Task[None] | None = None
         self._asked = 0  # inline requests sent: their ids
         self._pending: set[str] = set()  # the ids of those not answered yet
+        self._offers_highlights = False  # documentHighlightProvider, from initialize
 
     @property
     def pid(self) -> int | None:
@@ -123,11 +125,12 @@ class ServerSession:
         capabilities = lsp_client.client_capabilities(
             encodings=[types.PositionEncodingKind.Utf16], inline_completion=True
         )
-        await self._answer(lsp_client.initialize(
+        answer = await self._answer(lsp_client.initialize(
             self.client,
             lsp_client.initialize_params(self.init_options, capabilities, process_id=os.getpid(),
                                          workspace_folders=self.workspace_folders),
         ), READY_TIMEOUT_S)
+        self._offers_highlights = bool(answer.capabilities.document_highlight_provider)
         await self._answer(self._wait_ready(), READY_TIMEOUT_S)
         return (time.perf_counter() - begin) * 1000
 
@@ -197,6 +200,16 @@ class ServerSession:
 
     def move_cursor(self, uri: str, position: types.Position) -> None:
         lsp_client.move_cursor(self._alive(), uri, position.line, position.character)
+
+    def cursor_rests(self, uri: str, position: types.Position) -> None:
+        """What an editor that highlights occurrences asks every server that offers them once
+        the cursor rests (textDocument/documentHighlight); nothing for a server that does not.
+        The answer is not awaited: the highlights are not measured."""
+        if self._offers_highlights:
+            self._alive().protocol.send_request(
+                types.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT,
+                types.DocumentHighlightParams(text_document=types.TextDocumentIdentifier(uri),
+                                              position=position))
 
     def close(self, uri: str) -> None:
         lsp_client.close_doc(self._alive(), uri)

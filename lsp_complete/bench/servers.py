@@ -140,6 +140,9 @@ class StatelessSession:
     def move_cursor(self, uri: str, position: types.Position) -> None:
         pass  # a stateless engine hears of the cursor only with a request
 
+    def cursor_rests(self, uri: str, position: types.Position) -> None:
+        pass  # (it offers no occurrences to highlight)
+
     def close(self, uri: str) -> None:
         self._versions.pop(uri, None)
 

@@ -4,7 +4,9 @@ Tab (`type_with_tab`, the saved scenario), whose keys depend on the answers.
 
 A span opens its file (or, moved: opens the whole file, is asked elsewhere in it first, then
 deletes the span's lines), optionally says where the cursor rests (lsp-complete/didMoveCursor,
-which only lsp-complete's own editor plugins send), optionally rests, then types: each
+which only lsp-complete's own editor plugins send), optionally rests (an editor that highlights
+occurrences asks a server that offers them where, textDocument/documentHighlight), then
+types: each
 keystroke is an incremental didChange and an automatic inlineCompletion request at the new
 cursor (Enter inserts the line break and the indentation the editor keeps). Either every
 key waits for the previous answer (burst typing: the next key as soon as
@@ -28,6 +30,9 @@ from lsp_complete.bench.records import Completion, Sample
 from lsp_complete.bench.workload import Episode, elsewhere_offset, first_line, line_exact
 from lsp_complete.testing.lsp_client import position_at
 
+# VS Code's occurrence highlight waits 250 ms after the cursor stops (a kickstart.nvim setup's
+# CursorHold the same; Emacs lsp-mode and Eglot 500 ms).
+HIGHLIGHT_DELAY_MS = 250.0
 
 @dataclass(frozen=True)
 class SpanTiming:
@@ -43,6 +48,11 @@ class SpanTiming:
     # The editor closes the brackets and quotes typed (VS Code's and JetBrains' default):
     # `(` puts `()` in, typing `)` there types over it (`autoclosed`).
     autoclose: bool = False
+    # The editor highlights occurrences: HIGHLIGHT_DELAY_MS after the cursor comes to rest it
+    # asks the server where (`Session.cursor_rests`), in rests at least that long.
+    highlights: bool = False
+    # A moved span: the person looks at the new spot this long before the first key.
+    look_ms: float = 0.0
 
     @property
     def awaited(self) -> bool:
@@ -90,8 +100,8 @@ async def type_span(
         session.open(uri, ep.language_id, ep.initial_text, version)
         if timing.cursor:
             session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
-        if timing.rest_ms > 0:
-            await asyncio.sleep(timing.rest_ms / 1000)
+        await rest(session, uri, position_at(ep.initial_text, ep.start_offset),
+                   timing.rest_ms, timing.highlights)
     loop = asyncio.get_running_loop()
     answered: list[KeyAnswer] = []
     pending: list[asyncio.Task[KeyAnswer]] = []  # not awaited: every answer collected at the end
@@ -136,13 +146,27 @@ async def type_moved_span(
     if timing.cursor:
         session.move_cursor(uri, position_at(text, spot))
     first = await _ask(session, uri, text, spot, version)
-    if pause_s > 0:
-        await asyncio.sleep(pause_s)
+    await rest(session, uri, position_at(text, spot), pause_s * 1000, timing.highlights)
     version += 1
     session.replace(uri, version, span_range(ep), "")
+    where = position_at(ep.initial_text, ep.start_offset)
     if timing.cursor:
-        session.move_cursor(uri, position_at(ep.initial_text, ep.start_offset))
+        session.move_cursor(uri, where)
+    await rest(session, uri, where, timing.look_ms, timing.highlights)
     return first, await type_span(session, ep, version, timing, opened=True)
+
+
+async def rest(session: lsp_driver.Session, uri: str, where: types.Position, rest_ms: float,
+               highlights: bool) -> None:
+    """The cursor rests at `where` for `rest_ms`: an editor that highlights occurrences asks
+    the server about it once HIGHLIGHT_DELAY_MS have passed."""
+    if rest_ms <= 0:
+        return
+    if highlights and rest_ms >= HIGHLIGHT_DELAY_MS:
+        await asyncio.sleep(HIGHLIGHT_DELAY_MS / 1000)
+        session.cursor_rests(uri, where)
+        rest_ms -= HIGHLIGHT_DELAY_MS
+    await asyncio.sleep(rest_ms / 1000)
 
 
 _PAIRS = {"(": ")", "[": "]", "{": "}", '"': '"', "'": "'"}

@@ -158,10 +158,12 @@ def initialize_params(
     )
 
 
-async def initialize(client: LanguageClient, params: types.InitializeParams) -> None:
-    """initialize, then the initialized notification."""
-    await client.initialize_async(params)
+async def initialize(client: LanguageClient,
+                     params: types.InitializeParams) -> types.InitializeResult:
+    """initialize, then the initialized notification; what the server answered."""
+    result = await client.initialize_async(params)
     client.initialized(types.InitializedParams())
+    return result
 
 
 async def shutdown(client: LanguageClient, timeout: float) -> None:

@@ -7,7 +7,10 @@ sends the next ($/cancelRequest, as VS Code's languageclient does with the provi
 (lsp-complete/didMoveCursor), as the VS Code extension and the Neovim plugin do; `autoclose`
 is the generic client in an editor that closes brackets and quotes as they are typed (VS
 Code's and JetBrains' default: `(` puts `()` in, `)` types over it) and takes an item whose
-range replaces those closers (replaceLineSuffix, as our clients ask).
+range replaces those closers (replaceLineSuffix, as our clients ask); `highlight` is the
+generic client in an editor that highlights occurrences: where the cursor rests it asks the
+servers that offer them (textDocument/documentHighlight), as VS Code, Zed, Sublime LSP, LSP4IJ,
+Emacs lsp-mode and Eglot, and Neovim setups on CursorHold do.
 
 Each scenario's timing or work is ABOUT's entry; the report says it for the scenarios run.
 
@@ -40,6 +43,7 @@ ABOUT = {
              "half the file away, then the span's lines deleted and typed again as in burst; "
              "its first key (the move) and the keys after it reported apart",
     "moved-pause": "moved, with 3 s spent at the first spot before the move",
+    "moved-look": "moved, with 1 s spent looking at the new spot before its first key",
     "open": "never-seen files (coldfiles.py) opened and asked at once mid-line, then two "
             "characters typed",
     "he-open": "HumanEval single lines: the document asked the moment it opens (time from "
@@ -65,9 +69,9 @@ ABOUT = {
 }
 # Each typing timing and its rest after opening, before the first key.
 REST_MS = {"burst": 0.0, "rest2s": 2000.0, "think": 0.0, "paced": 1000.0, "busy": 0.0,
-           "moved": 0.0, "moved-pause": 0.0, "saved": 0.0}
+           "moved": 0.0, "moved-pause": 0.0, "moved-look": 0.0, "saved": 0.0}
 TIMINGS = tuple(REST_MS)
-CLIENTS = ("generic", "cancelling", "ours", "autoclose")
+CLIENTS = ("generic", "cancelling", "ours", "autoclose", "highlight")
 # What the auto-closing client asks of every server (an older one reports it unknown).
 AUTOCLOSE_OPTIONS = {"replaceLineSuffix": True}
 CROSSFILE_SCENARIOS = ("crossfile", "crossfile-open", "crossfile-at-open", "crossfile-pause")
@@ -78,7 +82,7 @@ DEFAULT = ("burst", "rest2s", "think", "saved", "paced", "ours:rest2s", "moved",
 # A run with no --baseline, --models or --speculation: the stateless baselines beside this
 # checkout, on what the baselines were always measured on (one scenario per former table).
 BASELINES_DEFAULT = ("ours:rest2s", "paced", "he-open", "large-file", "open", "crossfile")
-AWAITED = ("burst", "rest2s", "moved", "moved-pause")
+AWAITED = ("burst", "rest2s", "moved", "moved-pause", "moved-look")
 HE_PAUSE_S = 1.0
 # he-block's servers: multi-line, whole, never cut short by the time budget.
 BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_000}
@@ -87,6 +91,7 @@ BLOCK_OPTIONS = {"multiline": "always", "maxTokens": 256, "timeBudgetMs": 120_00
 AS_EDITORS_ASK = {"multiline": "auto"}
 BLOCK_WAIT_S = 30.0  # he-multi: the most a block is given before the second request
 MOVED_PAUSE_S = 3.0
+MOVED_LOOK_MS = 1000.0
 CROSSFILE_PAUSE_S = 1.5
 
 # Inter-key intervals of real typing. Dhakal et al. (CHI 2018, 136M keystrokes of 168,000
@@ -116,7 +121,7 @@ class Scenario:
     @property
     def moved(self) -> bool:
         """The span is typed in a file already open, after a suggestion elsewhere in it."""
-        return self.timing in ("moved", "moved-pause")
+        return self.timing in ("moved", "moved-pause", "moved-look")
 
     @property
     def saves(self) -> bool:
@@ -189,7 +194,8 @@ def _one(item: str) -> Scenario:
     client = client or "generic"
     if client not in CLIENTS or timing not in TIMINGS:
         raise ValueError(f"--scenarios: unknown scenario {item!r}; use {', '.join(TIMINGS)} "
-                         "(optionally cancelling:TIMING, ours:TIMING or autoclose:TIMING) or "
+                         "(optionally cancelling:TIMING, ours:TIMING, autoclose:TIMING or "
+                         "highlight:TIMING) or "
                          f"{', '.join(OPEN_SCENARIOS)}")
     name = timing if client == "generic" else f"{client}:{timing}"
     pause_s = MOVED_PAUSE_S if timing == "moved-pause" else 0.0
@@ -214,6 +220,8 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
     cursor = scenario.client == "ours"
     cancels = scenario.client in ("cancelling", "ours")
     autoclose = scenario.client == "autoclose"
+    highlights = scenario.client == "highlight"
+    look_ms = MOVED_LOOK_MS if scenario.timing == "moved-look" else 0.0
     n = len(ep.keystrokes)
     delays: tuple[float, ...] | None = None  # awaited: each key once the answer came
     if scenario.timing in ("think", "busy", "saved"):  # the same intervals as think
@@ -221,11 +229,12 @@ def span_timing(scenario: Scenario, ep: Episode, seed: int, pace_ms: float) -> S
         delays = tuple([0.0, *think_intervals(n - 1, rng)][:n])
     elif scenario.timing == "paced":
         delays = tuple([0.0] + [pace_ms] * (n - 1))[:n]
-    return SpanTiming(cursor, REST_MS[scenario.timing], delays, cancels, autoclose)
+    return SpanTiming(cursor, REST_MS[scenario.timing], delays, cancels, autoclose, highlights,
+                      look_ms)
 
 
 def about(name: str) -> str:
     """What scenario `name` does (a typing one's timing; `cancelling:` cancels the request
     not answered yet, `ours:` that and sends the cursor too, `autoclose:` types in an editor
-    that closes brackets and quotes)."""
+    that closes brackets and quotes, `highlight:` in one that highlights occurrences)."""
     return ABOUT[name.rpartition(":")[2]]
