@@ -31,6 +31,7 @@ class FakeCompleter:
 
     def __init__(self) -> None:
         self.on_warm_spot: Callable[[], None] = lambda: None
+        self.spots: list[bool] = []  # each spot's idle work: whether the cursor arrived there
 
     def model_changed(self) -> str | None:
         return None
@@ -44,7 +45,9 @@ class FakeCompleter:
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken) -> Switch | None:
+                  cancel: CancelToken, arrived: bool = False,
+                  anchored: Callable[[], None] = lambda: None) -> Switch | None:
+        self.spots.append(arrived)
         self.on_warm_spot()
         return Switch(RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),)),
                       12)
@@ -152,5 +155,30 @@ async def test_closing_a_file_is_one_method_that_also_ends_its_next_edit_work() 
         assert URI in server.next_edits._timers  # planned for the pause
         server.files.close(URI)
         assert URI not in server.next_edits._timers
+    finally:
+        server.scheduler.stop()
+
+
+async def test_a_new_spot_is_told_apart_from_a_pause_in_typing_and_prepared_once() -> None:
+    """Where the cursor rests: a new spot is prepared as one the cursor arrived at (the first
+    keystroke's prompt first); a second report of the same rest (a client may send both
+    didMoveCursor and documentHighlight) plans nothing more; a rest where the last request
+    was, a pause in typing on the line below the prompt's anchor, is re-anchored as after an
+    answer."""
+    server, completer = make_server()
+    try:
+        open_file(server)
+        server.files.cursor_moved(URI, 1, 0)
+        await asyncio.sleep(0.2)
+        assert completer.spots == [True]
+        server.files.cursor_moved(URI, 1, 0)
+        await asyncio.sleep(0.2)
+        assert completer.spots == [True]
+        for line, character in ((LINE - 1, len("    value = os.getcwd()")), (LINE, CHARACTER)):
+            await server.suggester.suggestion(URI, types.Position(line=line,
+                                                                  character=character))
+        server.files.cursor_moved(URI, LINE, CHARACTER)
+        await asyncio.sleep(0.2)
+        assert completer.spots == [True, False]
     finally:
         server.scheduler.stop()

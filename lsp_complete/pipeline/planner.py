@@ -63,11 +63,13 @@ class IdleStep:
     (`Completer.refine`), `spot` encodes the prompt anchored at the cursor line and brings
     the repository block up to date (`plan_spot`, `warm_spot`). `when_resting`: once the
     cursor rests (the idle delay with no edit), else at once; `first`: before the idle work
-    queued already."""
+    queued already; `arrived`: a spot the cursor just came to, whose first keystroke's prompt
+    comes first."""
 
     work: IdleWork
     when_resting: bool = False
     first: bool = False
+    arrived: bool = False
 
 
 @dataclass
@@ -106,10 +108,12 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
     return [*steps, IdleStep("spot", when_resting=True)]
 
 
-def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
-    """The cursor moved to another spot: prepare the prompt anchored there while the user gets
-    ready to type, unless the file's prompt is anchored at that line already."""
-    return [] if anchored_here else [IdleStep("spot")]
+def after_cursor_move(anchored_here: bool, arrived: bool = True) -> list[IdleStep]:
+    """The cursor rests: prepare the prompt anchored there while the user gets ready to type,
+    unless the file's prompt is anchored at that line already. `arrived`: it came to a new
+    spot (not a pause in typing, where the last request was): the first keystroke's prompt
+    first."""
+    return [] if anchored_here else [IdleStep("spot", arrived=arrived)]
 
 
 def after_repository_change(has_block: bool) -> list[IdleStep]:
@@ -279,34 +283,47 @@ class PromptPlanner:
             return []
         return [Encode(prepared.key, window.segments)]
 
-    def plan_spot(self, prepared: Prepared) -> list[Encode]:
+    def plan_spot(self, prepared: Prepared, arrived: bool = False) -> list[Encode]:
         """Idle time at a spot (`prepared` with the file's active repository block): what a
-        keystroke there will need, each prompt built aside and used once complete. First the
-        prompt `choose` picks now (at a spot the file's cache does not hold, the cut window):
-        a person who moves to a spot types within a second or so, and its first keystroke
-        then finds its prompt encoded, or most of it. Then the cold window, then the full
-        context, for the keystrokes of a longer stay."""
+        keystroke there will need, each prompt built aside and used once complete: the cold
+        window when the file's cache does not hold what `choose` picks now, then the
+        full-context prompt.
+
+        At a spot the cursor just `arrived` at, first what `choose` picks (there, the cut
+        window): a person who moves to a spot types within a second or so, and the first
+        keystroke then finds its prompt encoded, or most of it. Not at a spot typed at
+        (re-anchoring after an answer): its keystrokes have their prompt cached already, and
+        the cut would cost its tokens at every rest."""
         full = self._build(prepared.ctx)
         first = self.choose(prepared, full)
-        candidates = [first, full]
-        if first is not full and prepared.cold_ctx is not None:
-            candidates.insert(1, self.window_prompt(prepared))
+        window = (self.window_prompt(prepared)
+                  if first is not full and prepared.cold_ctx is not None else None)
         plan: list[Prompt] = []
-        for prompt in candidates:
-            if all(prompt.tokens != planned.tokens for planned in plan):
+        for prompt in (first if arrived else None, window, full):
+            if prompt is not None and all(prompt.tokens != p.tokens for p in plan):
                 plan.append(prompt)
         return [Encode(prepared.key, prompt.segments) for prompt in plan]
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken) -> Switch | None:
-        """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`,
-        then bring the block up to date: a `candidate` block that differs is encoded aside (its
+                  cancel: CancelToken, arrived: bool = False,
+                  anchored: Callable[[], None] = lambda: None) -> Switch | None:
+        """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`
+        and call `anchored` (keystrokes may use the spot's anchor from then on: where the
+        cursor `arrived`, once the first keystroke's prompt is complete; elsewhere, once all
+        is, for the keystrokes typed meanwhile keep the prompts cached at their anchor), then
+        bring the block up to date: a `candidate` block that differs is encoded aside (its
         full-context prompt only: an interrupted build resumes where it stopped), and becomes
         active (the Switch returned) once a keystroke with it costs no more than with the
         old."""
         usual = with_repo(prepared, active)
-        encode(self.engine, self.plan_spot(usual), cancel)
+        plan = self.plan_spot(usual, arrived)
+        split = 1 if arrived else len(plan)
+        encode(self.engine, plan[:split], cancel)
+        if cancel.cancelled:
+            return None
+        anchored()
+        encode(self.engine, plan[split:], cancel)
         if cancel.cancelled:
             return None
         new = candidate()

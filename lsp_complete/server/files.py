@@ -538,7 +538,7 @@ class OpenFiles:
                 self.schedule_climb(ticket, answer, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
-            self.prepare_at(ticket, cursor, first=step.first)
+            self.prepare_at(ticket, cursor, first=step.first, arrived=step.arrived)
 
     def _persist_when_idle(self, file: OpenFile) -> None:
         """Still idle a while later: save the file's KV sequence, so that a crash or a kill
@@ -581,9 +581,11 @@ class OpenFiles:
 
         self._idle(JobKey.climb(uri), climb, first=first)
 
-    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False) -> None:
+    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False,
+                   arrived: bool = False) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
-        the next keystroke there only encodes what it typed (while `ticket` is current)."""
+        the next keystroke there only encodes what it typed (while `ticket` is current);
+        `arrived`: the cursor just came there (`IdleStep.arrived`)."""
         file, completer = ticket.file, self._model.completer
         if completer is None or not ticket.still_current():
             return
@@ -595,19 +597,23 @@ class OpenFiles:
         request = repo.request(doc, cursor)
         loop = asyncio.get_running_loop()
 
+        def anchored() -> None:
+            # The spot's prompt is encoded (where the cursor arrived, the first keystroke's):
+            # keystrokes there, or on the lines just below it (Enter first), may use its
+            # anchor from now on (the loop checks the ticket).
+            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
+
         def candidate(cancel: CancelToken) -> Any:
-            # The spot's prompt is encoded: keystrokes there may use its anchor from now on;
-            # then bring its repository block up to date, unless the file moved on meanwhile.
+            # Bring the spot's repository block up to date, unless the file moved on meanwhile.
             if not ticket.still_current():
                 return repo.active_for(uri)
-            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
             return repo.block(request, uri, cancel)
 
         def warm(cancel: CancelToken) -> None:
             if not ticket.still_current():
                 return
             switch = completer.warm_spot(prepared, repo.active_for(uri),
-                                         lambda: candidate(cancel), cancel)
+                                         lambda: candidate(cancel), cancel, arrived, anchored)
             repo.apply(file, switch)  # (unless it was closed meanwhile)
 
         self._idle(JobKey.file_idle(uri), warm, first=first)
@@ -700,10 +706,12 @@ class OpenFiles:
             self._scheduler.cancel(shown.job)
 
     def cursor_moved(self, uri: str, line: int, character: int) -> None:
-        """The client says the cursor moved (lsp-complete/didMoveCursor). Unless the file's
-        prompt is anchored at that line already, prepare the prompt anchored there while the
-        user gets ready to type: the first keystroke of a new spot then costs what any other
-        keystroke does, and its middle starts short."""
+        """The client says where the cursor rests (lsp-complete/didMoveCursor, or a standard
+        client's documentHighlight request). Unless the file's prompt is anchored at that line
+        already, prepare the prompt anchored there while the user gets ready to type: the
+        first keystroke of a new spot then costs what any other keystroke does, and its middle
+        starts short. A rest where the last request was is a pause in typing, not a new spot;
+        a second report of the same rest (a client may send both messages) changes nothing."""
         file = self._files.get(uri)
         if file is None or not self._model.ready or file.state.disabled_reason:
             return
@@ -714,16 +722,19 @@ class OpenFiles:
             return
         self.in_use(uri)
         cursor = doc.offset_at(line, character, self._client.encoding)
+        if state.moved_to == cursor:
+            return
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
         block = state.block
         if block is not None and not block.follows(doc.text[:cursor], doc.text[cursor:]):
             self.left_suggestion(uri)  # off the line its block goes on from
-        steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor)
+        steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor,
+                                  arrived=cursor != state.last_cursor)
         if not steps:
             return
         self._telemetry.counters["cursorMoves"] += 1
-        state.at_cursor(cursor)  # idle work planned for the old spot is moot
+        state.at_cursor(cursor, moved=True)  # idle work planned for the old spot is moot
         self.follow(file, steps)
 
 

@@ -136,6 +136,7 @@ class DocState(LoopOwned):
 
     anchor: int | None = None  # where the file's prompt is anchored (a line start)
     last_cursor: int | None = None
+    moved_to: int | None = None  # last_cursor, when a cursor move (not a request) set it
     generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
     disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
     # A change could not be read: the text may differ from the editor's until it is sent whole.
@@ -158,10 +159,11 @@ class DocState(LoopOwned):
         if self.anchor is not None and start < self.anchor:
             self.anchor = None
 
-    def at_cursor(self, cursor: int) -> int:
-        """A request or a cursor move at `cursor`: returns the new generation."""
+    def at_cursor(self, cursor: int, moved: bool = False) -> int:
+        """A request or a cursor move (`moved`) at `cursor`: returns the new generation."""
         self.generation += 1
         self.last_cursor = cursor
+        self.moved_to = cursor if moved else None
         return self.generation
 
     def current(self, generation: int) -> bool:
