@@ -25,6 +25,7 @@ from lsp_complete.bench.records import Sample
 from lsp_complete.bench.servers import base_server_env, live_checkout
 from lsp_complete.bench.spans import accepted_chars
 from lsp_complete.engine import llama_backend
+from lsp_complete.testing.lsp_client import position_at
 
 # --- scenarios ---------------------------------------------------------------------------------
 
@@ -282,6 +283,15 @@ def test_an_editor_that_highlights_asks_where_the_cursor_rests_before_the_first_
     assert typed - deleted >= 0.4 * 0.9
     assert "rests" not in [what for what, _, _ in drive(spans.HIGHLIGHT_DELAY_MS / 2)]
     assert "rests" not in [what for what, _, _ in drive(400, highlights=False)]
+
+    # Typing: it asks in a gap between keys long enough, where the cursor is then.
+    session = RestingSession(lambda rest: "", ep.original_text)
+    gaps = spans.SpanTiming(delays_ms=(0.0, 300.0, 100.0, 100.0), highlights=True)
+    asyncio.run(spans.type_span(session, ep, 100, gaps))  # type: ignore[arg-type]
+    kinds = [what for what, _, _ in session.events]
+    assert kinds == ["insert", "rests", "insert", "insert", "insert"], kinds
+    first_key = ep.keystrokes[0]
+    assert session.events[1][2] == position_at(ep.text_after(first_key.typed), first_key.offset)
 
 
 def test_an_autoclosing_editor_puts_the_closers_in_and_types_over_them(tmp_path: Path) -> None:

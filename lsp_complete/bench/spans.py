@@ -109,11 +109,10 @@ async def type_span(
     edits = autoclosed(ep) if timing.autoclose else [(ks.text, "") for ks in ep.keystrokes]
     due = loop.time()
     for k, (ks, (typed, closers)) in enumerate(zip(ep.keystrokes, edits, strict=True)):
-        if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
-            due += timing.delays_ms[k] / 1000
-            await asyncio.sleep(max(0.0, due - loop.time()))
         at = ks.offset - len(ks.text)
         before = position_at(text, at)
+        if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
+            due = await _until_key(session, uri, before, timing, timing.delays_ms[k], due)
         plain = ep.text_after(ks.typed)
         text = plain[: ks.offset] + closers + plain[ks.offset :]
         version += 1
@@ -298,11 +297,10 @@ async def type_with_tab(
     end = ep.keystrokes[-1].typed if ep.keystrokes else 0
     k, closers, due = 0, "", loop.time()
     while k < end:
-        due += timing.delays_ms[len(made)] / 1000
-        await asyncio.sleep(max(0.0, due - loop.time()))
+        where = position_at(ep.text_after(k), ep.start_offset + k)
+        due = await _until_key(session, uri, where, timing, timing.delays_ms[len(made)], due)
         newest = made[-1][0] if made else None
         rest = first_line(ep.typed[k:])  # whole past a keystroke cap: Tab takes the file's line
-        where = position_at(ep.text_after(k), ep.start_offset + k)
         version += 1
         answer = newest.result() if newest is not None and newest.done() else None
         arrived = answer.suggestion if answer is not None else ""
@@ -326,6 +324,19 @@ async def type_with_tab(
     answers = list(await asyncio.gather(*(task for task, _, _ in made)))
     return [TypistStep(answer, accepted, first_line(ep.typed[after:]), is_newest(answers, i))
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
+
+
+async def _until_key(session: lsp_driver.Session, uri: str, where: types.Position,
+                     timing: SpanTiming, gap_ms: float, due: float) -> float:
+    """Wait `gap_ms` after `due` (the previous key's time on the loop's clock) and return the
+    next key's: an editor that highlights asks where the cursor rests in a gap long enough."""
+    loop = asyncio.get_running_loop()
+    if timing.highlights and gap_ms >= HIGHLIGHT_DELAY_MS:
+        await asyncio.sleep(max(0.0, due + HIGHLIGHT_DELAY_MS / 1000 - loop.time()))
+        session.cursor_rests(uri, where)
+    due += gap_ms / 1000
+    await asyncio.sleep(max(0.0, due - loop.time()))
+    return due
 
 
 def _replace(session: lsp_driver.Session, uri: str, version: int, where: types.Position,
