@@ -21,6 +21,7 @@ from lsp_complete.pipeline.planner import (
     COLD_MIN_TOKENS,
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
+    WINDOW_MAX_TOKENS,
     Encode,
     FilePlan,
     IdleStep,
@@ -32,6 +33,7 @@ from lsp_complete.pipeline.planner import (
     after_repository_change,
     cold_budget,
     encode,
+    look_budget,
     wants_line_block,
     with_repo,
 )
@@ -315,6 +317,30 @@ def test_a_spot_the_cursor_arrived_at_gets_its_first_keys_prompt_first() -> None
     assert kind(cache.choose(prepared), candidates) == "small"  # the first key: its middle
     engine.held[KEY] = candidates["window"].tokens  # (a longer stay)
     assert cache.plan_spot(prepared, arrived=True) == plan[1:]
+
+
+def test_where_the_cursor_arrived_the_first_prompt_is_what_prefills_in_a_look() -> None:
+    """A faster engine: the spot's first prompt is the window cut to what prefills in about a
+    second (more than a cold first prompt holds); once idle work began it, the first keystroke
+    takes it, and a keystroke at a spot nobody announced never does."""
+    engine = FakeEngine(prefill_rate=300.0)
+    cache, prepared = policy(engine), at_spot()
+    candidates = prompts(cache, prepared)
+    look = build(fit_context(prepared.cold_ctx, look_budget(300.0), len))
+    assert look_budget(300.0) == 300 and len(candidates["small"]) < len(look) < len(
+        candidates["window"])
+    assert kind(cache.choose(prepared), candidates) == "small"  # nothing begun: the cold cut
+    plan = cache.plan_spot(prepared, arrived=True)
+    assert plan == [Encode(KEY, look.segments), Encode(KEY, candidates["window"].segments),
+                    Encode(KEY, candidates["full"].segments)]
+    engine.held[KEY] = look.tokens[: len(look) // 2]  # the first key came half-way
+    assert cache.choose(prepared).tokens == look.tokens
+    engine.held[KEY] = look.tokens
+    assert cache.choose(prepared).tokens == look.tokens
+    other = at_spot(spot="    return total + 5\n")  # a spot not announced: the cold cut
+    assert kind(cache.choose(other), prompts(cache, other)) == "small"
+    assert [look_budget(r) for r in (None, 1.0, 300.0, 10_000.0)] == [
+        COLD_MAX_TOKENS, COLD_MIN_TOKENS, 300, WINDOW_MAX_TOKENS]
 
 
 @pytest.mark.parametrize("arrived", [True, False])

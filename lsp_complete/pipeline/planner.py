@@ -26,7 +26,7 @@ from typing import Literal
 
 from lsp_complete.context import CodeContext
 from lsp_complete.context.limits import RepoContext
-from lsp_complete.engine.base import CancelToken, Engine
+from lsp_complete.engine.base import CancelToken, Engine, common_prefix_length
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.prompt import Prompt, fit_context
 
@@ -45,6 +45,10 @@ COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing head
 COLD_MAX_TOKENS = 320
 # The cold window (what a file climbs to first) is cut only beyond this many tokens.
 WINDOW_MAX_TOKENS = 448
+# Where a client said the cursor rests, the first prompt holds what prefills in about the time
+# a person looks before typing (within the bounds above): ready when typing starts, with more
+# context than a first prompt asked cold (docs/bench/2026-12-07e-look).
+LOOK_PREFILL_SECONDS = 1.0
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
@@ -155,6 +159,14 @@ def cold_budget(prefill_rate: float | None) -> int:
     return max(COLD_MIN_TOKENS, min(COLD_MAX_TOKENS, int(prefill_rate * COLD_PREFILL_SECONDS)))
 
 
+def look_budget(prefill_rate: float | None) -> int:
+    """Tokens of context (besides the typed middle) in the first prompt at a spot the cursor
+    arrived at."""
+    if prefill_rate is None:
+        return COLD_MAX_TOKENS
+    return max(COLD_MIN_TOKENS, min(WINDOW_MAX_TOKENS, int(prefill_rate * LOOK_PREFILL_SECONDS)))
+
+
 def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
     """The same suggestion with another repository block, in its full context only: the
     smaller windows (`cold_ctx`, which `prepare` builds without a block) keep none, so the
@@ -200,6 +212,8 @@ class PromptPlanner:
         self._count = count
         # Fixed per file once chosen: a budget that moved would move its cold prompt too.
         self._cold_budgets: OrderedDict[str, int] = OrderedDict()
+        # The look budget of each file's last spot the cursor arrived at (`plan_spot`).
+        self._look_budgets: OrderedDict[str, int] = OrderedDict()
 
     # ------------------------------------------------------------------ a keystroke's prompt
 
@@ -216,6 +230,10 @@ class PromptPlanner:
             self._cold_budgets.popitem(last=False)
         return budget
 
+    def _look_prompt(self, prepared: Prepared, budget: int) -> Prompt:
+        assert prepared.cold_ctx is not None
+        return self._build(fit_context(prepared.cold_ctx, budget, self._count))
+
     def choose(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
         """The full-context prompt (`full`, when the caller has built it already), unless a
         smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
@@ -223,7 +241,8 @@ class PromptPlanner:
 
         Two smaller ones: the cold window (`window_prompt`: what is built first towards the
         full one), and that window cut to what prefills in ~0.5 s (`cold_budget`: a newly
-        opened file asked at once). A small file (a full prompt of at most SMALL_FILE_TOKENS)
+        opened file asked at once); a third where idle work began the cut for a spot the
+        cursor arrived at (`plan_spot`). A small file (a full prompt of at most SMALL_FILE_TOKENS)
         gets its full prompt at once. A bigger prompt that is not complete yet is not finished
         by a keystroke: `climb` completes it in the time between keys."""
         if full is None:
@@ -251,6 +270,12 @@ class PromptPlanner:
         # more useful.
         options = [(full, full_cost), (window, len(window) - window_cached),
                    (small, len(small) - small_cached)]
+        budget = self._look_budgets.get(prepared.key)
+        if budget is not None:
+            look = self._look_prompt(prepared, budget)
+            look_cached = self.engine.cached_prefix(prepared.key, look.tokens) or 0
+            if look_cached > common_prefix_length(look.tokens, small.tokens):  # begun
+                options.insert(2, (look, len(look) - look_cached))
         base, base_cost = min(options, key=lambda option: option[1])
         own_cost = base_cost - min(base.repo_tokens, base_cost)
         allowed = base_cost + max(FULL_PROMPT_SLACK, own_cost // 2)
@@ -289,17 +314,25 @@ class PromptPlanner:
         window when the file's cache does not hold what `choose` picks now, then the
         full-context prompt.
 
-        At a spot the cursor just `arrived` at, first what `choose` picks (there, the cut
-        window): a person who moves to a spot types within a second or so, and the first
-        keystroke then finds its prompt encoded, or most of it. Not at a spot typed at
-        (re-anchoring after an answer): its keystrokes have their prompt cached already, and
-        the cut would cost its tokens at every rest."""
+        At a spot the cursor just `arrived` at and the file's cache does not hold, first the
+        window cut to what prefills in about a second (`look_budget`): a person who moves to a
+        spot types within a second or so, and the first keystroke then finds that prompt
+        encoded, or most of it (`choose` takes it once begun). Not at a spot typed at
+        (re-anchoring after an answer): its keystrokes have their prompt cached already."""
         full = self._build(prepared.ctx)
         first = self.choose(prepared, full)
         window = (self.window_prompt(prepared)
                   if first is not full and prepared.cold_ctx is not None else None)
+        look = None
+        if arrived and window is not None and first.tokens != window.tokens:
+            budget = look_budget(self.engine.prefill_rate)
+            self._look_budgets.pop(prepared.key, None)
+            self._look_budgets[prepared.key] = budget
+            if len(self._look_budgets) > 256:
+                self._look_budgets.popitem(last=False)
+            look = self._look_prompt(prepared, budget)
         plan: list[Prompt] = []
-        for prompt in (first if arrived else None, window, full):
+        for prompt in (look, window, full):
             if prompt is not None and all(prompt.tokens != p.tokens for p in plan):
                 plan.append(prompt)
         return [Encode(prepared.key, prompt.segments) for prompt in plan]
