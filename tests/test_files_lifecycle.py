@@ -31,7 +31,7 @@ class FakeCompleter:
 
     def __init__(self) -> None:
         self.on_warm_spot: Callable[[], None] = lambda: None
-        self.spots: list[bool] = []  # each spot's idle work: whether the cursor arrived there
+        self.spots = 0  # idle work at a spot, started
 
     def model_changed(self) -> str | None:
         return None
@@ -45,9 +45,8 @@ class FakeCompleter:
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken, arrived: bool = False,
-                  anchored: Callable[[], None] = lambda: None) -> Switch | None:
-        self.spots.append(arrived)
+                  cancel: CancelToken) -> Switch | None:
+        self.spots += 1
         self.on_warm_spot()
         return Switch(RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),)),
                       12)
@@ -159,26 +158,25 @@ async def test_closing_a_file_is_one_method_that_also_ends_its_next_edit_work() 
         server.scheduler.stop()
 
 
-async def test_a_new_spot_is_told_apart_from_a_pause_in_typing_and_prepared_once() -> None:
-    """Where the cursor rests: a new spot is prepared as one the cursor arrived at (the first
-    keystroke's prompt first); a second report of the same rest (a client may send both
-    didMoveCursor and documentHighlight) plans nothing more; a rest where the last request
-    was, a pause in typing on the line below the prompt's anchor, is re-anchored as after an
-    answer."""
+async def test_a_rest_reported_twice_is_prepared_once() -> None:
+    """A client may say where the cursor rests twice (our VS Code extension's didMoveCursor,
+    then VS Code's documentHighlight): the second report does not restart the preparation;
+    a report after a request there (a pause in typing, the prompt anchored lines above) is
+    prepared again."""
     server, completer = make_server()
     try:
         open_file(server)
         server.files.cursor_moved(URI, 1, 0)
         await asyncio.sleep(0.2)
-        assert completer.spots == [True]
+        assert completer.spots == 1
         server.files.cursor_moved(URI, 1, 0)
         await asyncio.sleep(0.2)
-        assert completer.spots == [True]
+        assert completer.spots == 1
         for line, character in ((LINE - 1, len("    value = os.getcwd()")), (LINE, CHARACTER)):
             await server.suggester.suggestion(URI, types.Position(line=line,
                                                                   character=character))
         server.files.cursor_moved(URI, LINE, CHARACTER)
         await asyncio.sleep(0.2)
-        assert completer.spots == [True, False]
+        assert completer.spots == 2
     finally:
         server.scheduler.stop()

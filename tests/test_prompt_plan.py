@@ -21,7 +21,6 @@ from lsp_complete.pipeline.planner import (
     COLD_MIN_TOKENS,
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
-    WINDOW_MAX_TOKENS,
     Encode,
     FilePlan,
     IdleStep,
@@ -33,7 +32,6 @@ from lsp_complete.pipeline.planner import (
     after_repository_change,
     cold_budget,
     encode,
-    look_budget,
     wants_line_block,
     with_repo,
 )
@@ -248,15 +246,12 @@ def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
     assert steps == expected
 
 
-@pytest.mark.parametrize(("anchored_here", "arrived", "expected"), [
-    (True, True, []),  # typing on the line the prompt is anchored at: nothing new to prepare
-    # A new spot: prepared at once, before the first keystroke, whose prompt comes first.
-    (False, True, [IdleStep("spot", arrived=True)]),
-    # A pause in typing, the prompt anchored lines above: re-anchored as after an answer.
-    (False, False, [IdleStep("spot")]),
+@pytest.mark.parametrize(("anchored_here", "expected"), [
+    (True, []),  # typing on the line the prompt is anchored at: nothing new to prepare
+    (False, [IdleStep("spot")]),  # a new spot: prepared at once, before the first keystroke
 ])
-def test_a_cursor_move_prepares_the_new_spot(anchored_here, arrived, expected) -> None:
-    assert after_cursor_move(anchored_here, arrived) == expected
+def test_a_cursor_move_prepares_the_new_spot(anchored_here, expected) -> None:
+    assert after_cursor_move(anchored_here) == expected
 
 
 @pytest.mark.parametrize(("has_block", "expected"), [
@@ -294,75 +289,13 @@ def test_a_remote_cache_never_climbs() -> None:
 
 
 def test_idle_time_at_a_spot_builds_the_window_then_the_full_prompt() -> None:
-    """A spot typed at, the cursor resting (re-anchoring after an answer): the window rather
-    than its cut, then the full prompt (aside, used once complete)."""
+    """A cold file: no keystroke waits, so the window rather than its cut, then the full
+    prompt (aside, used once complete)."""
     engine = FakeEngine(prefill_rate=1.0)
     cache, prepared = policy(engine), at_spot()
     candidates = prompts(cache, prepared)
     assert cache.plan_spot(prepared) == [Encode(KEY, candidates["window"].segments),
                                          Encode(KEY, candidates["full"].segments)]
-
-
-def test_a_spot_the_cursor_arrived_at_gets_its_first_keys_prompt_first() -> None:
-    """The cursor moved to a spot the file's cache does not hold: first the cut window, which
-    the first keystroke there gets, then the window, then the full prompt."""
-    engine = FakeEngine(prefill_rate=1.0)
-    cache, prepared = policy(engine), at_spot()
-    candidates = prompts(cache, prepared)
-    plan = cache.plan_spot(prepared, arrived=True)
-    assert plan == [Encode(KEY, candidates["small"].segments),
-                    Encode(KEY, candidates["window"].segments),
-                    Encode(KEY, candidates["full"].segments)]
-    engine.warm(KEY, plan[0].segments, None)
-    assert kind(cache.choose(prepared), candidates) == "small"  # the first key: its middle
-    engine.held[KEY] = candidates["window"].tokens  # (a longer stay)
-    assert cache.plan_spot(prepared, arrived=True) == plan[1:]
-
-
-def test_where_the_cursor_arrived_the_first_prompt_is_what_prefills_in_a_look() -> None:
-    """A faster engine: the spot's first prompt is the window cut to what prefills in about a
-    second (more than a cold first prompt holds); once idle work began it, the first keystroke
-    takes it, and a keystroke at a spot nobody announced never does."""
-    engine = FakeEngine(prefill_rate=300.0)
-    cache, prepared = policy(engine), at_spot()
-    candidates = prompts(cache, prepared)
-    look = build(fit_context(prepared.cold_ctx, look_budget(300.0), len))
-    assert look_budget(300.0) == 300 and len(candidates["small"]) < len(look) < len(
-        candidates["window"])
-    assert kind(cache.choose(prepared), candidates) == "small"  # nothing begun: the cold cut
-    plan = cache.plan_spot(prepared, arrived=True)
-    assert plan == [Encode(KEY, look.segments), Encode(KEY, candidates["window"].segments),
-                    Encode(KEY, candidates["full"].segments)]
-    engine.held[KEY] = look.tokens[: len(look) // 2]  # the first key came half-way
-    assert cache.choose(prepared).tokens == look.tokens
-    engine.held[KEY] = look.tokens
-    assert cache.choose(prepared).tokens == look.tokens
-    other = at_spot(spot="    return total + 5\n")  # a spot not announced: the cold cut
-    assert kind(cache.choose(other), prompts(cache, other)) == "small"
-    assert [look_budget(r) for r in (None, 1.0, 300.0, 10_000.0)] == [
-        COLD_MAX_TOKENS, COLD_MIN_TOKENS, 300, WINDOW_MAX_TOKENS]
-
-
-@pytest.mark.parametrize("arrived", [True, False])
-def test_a_spots_anchor_is_taken_once_its_first_keys_prompt_is_encoded(arrived) -> None:
-    """Where the cursor arrived, keystrokes may use the spot's anchor as soon as the first
-    keystroke's prompt is encoded (Enter first extends it); at a spot typed at, only once
-    everything is, for the keystrokes meanwhile keep their own anchor's prompt."""
-    engine = FakeEngine(prefill_rate=1.0)
-    cache, prepared = policy(engine), at_spot()
-    warmed: list[int] = []
-    anchored_after: list[int] = []
-    plain_warm = engine.warm
-
-    def warm(key, segments, cancel, extend_only=False):
-        warmed.append(len(segments))
-        return plain_warm(key, segments, cancel, extend_only)
-
-    engine.warm = warm  # type: ignore[method-assign]
-    cache.warm_spot(prepared, None, lambda: None, CancelToken(), arrived,
-                    lambda: anchored_after.append(len(warmed)))
-    assert anchored_after == ([1] if arrived else [len(warmed)])
-    assert len(warmed) == (3 if arrived else 2)
 
 
 def test_idle_time_at_a_spot_whose_full_prompt_is_held_encodes_it_alone() -> None:

@@ -26,7 +26,7 @@ from typing import Literal
 
 from lsp_complete.context import CodeContext
 from lsp_complete.context.limits import RepoContext
-from lsp_complete.engine.base import CancelToken, Engine, common_prefix_length
+from lsp_complete.engine.base import CancelToken, Engine
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.prompt import Prompt, fit_context
 
@@ -45,10 +45,6 @@ COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing head
 COLD_MAX_TOKENS = 320
 # The cold window (what a file climbs to first) is cut only beyond this many tokens.
 WINDOW_MAX_TOKENS = 448
-# Where a client said the cursor rests, the first prompt holds what prefills in about the time
-# a person looks before typing (within the bounds above): ready when typing starts, with more
-# context than a first prompt asked cold (docs/bench/2026-12-07e-look).
-LOOK_PREFILL_SECONDS = 1.0
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
@@ -67,13 +63,11 @@ class IdleStep:
     (`Completer.refine`), `spot` encodes the prompt anchored at the cursor line and brings
     the repository block up to date (`plan_spot`, `warm_spot`). `when_resting`: once the
     cursor rests (the idle delay with no edit), else at once; `first`: before the idle work
-    queued already; `arrived`: a spot the cursor just came to, whose first keystroke's prompt
-    comes first."""
+    queued already."""
 
     work: IdleWork
     when_resting: bool = False
     first: bool = False
-    arrived: bool = False
 
 
 @dataclass
@@ -112,12 +106,10 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
     return [*steps, IdleStep("spot", when_resting=True)]
 
 
-def after_cursor_move(anchored_here: bool, arrived: bool = True) -> list[IdleStep]:
-    """The cursor rests: prepare the prompt anchored there while the user gets ready to type,
-    unless the file's prompt is anchored at that line already. `arrived`: it came to a new
-    spot (not a pause in typing, where the last request was): the first keystroke's prompt
-    first."""
-    return [] if anchored_here else [IdleStep("spot", arrived=arrived)]
+def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
+    """The cursor moved to another spot: prepare the prompt anchored there while the user gets
+    ready to type, unless the file's prompt is anchored at that line already."""
+    return [] if anchored_here else [IdleStep("spot")]
 
 
 def after_repository_change(has_block: bool) -> list[IdleStep]:
@@ -157,14 +149,6 @@ def cold_budget(prefill_rate: float | None) -> int:
     if prefill_rate is None:
         return COLD_MAX_TOKENS
     return max(COLD_MIN_TOKENS, min(COLD_MAX_TOKENS, int(prefill_rate * COLD_PREFILL_SECONDS)))
-
-
-def look_budget(prefill_rate: float | None) -> int:
-    """Tokens of context (besides the typed middle) in the first prompt at a spot the cursor
-    arrived at."""
-    if prefill_rate is None:
-        return COLD_MAX_TOKENS
-    return max(COLD_MIN_TOKENS, min(WINDOW_MAX_TOKENS, int(prefill_rate * LOOK_PREFILL_SECONDS)))
 
 
 def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
@@ -212,8 +196,6 @@ class PromptPlanner:
         self._count = count
         # Fixed per file once chosen: a budget that moved would move its cold prompt too.
         self._cold_budgets: OrderedDict[str, int] = OrderedDict()
-        # The look budget of each file's last spot the cursor arrived at (`plan_spot`).
-        self._look_budgets: OrderedDict[str, int] = OrderedDict()
 
     # ------------------------------------------------------------------ a keystroke's prompt
 
@@ -230,10 +212,6 @@ class PromptPlanner:
             self._cold_budgets.popitem(last=False)
         return budget
 
-    def _look_prompt(self, prepared: Prepared, budget: int) -> Prompt:
-        assert prepared.cold_ctx is not None
-        return self._build(fit_context(prepared.cold_ctx, budget, self._count))
-
     def choose(self, prepared: Prepared, full: Prompt | None = None) -> Prompt:
         """The full-context prompt (`full`, when the caller has built it already), unless a
         smaller one is clearly cheaper to encode: a file whose KV cache is cold, or whose full
@@ -241,8 +219,7 @@ class PromptPlanner:
 
         Two smaller ones: the cold window (`window_prompt`: what is built first towards the
         full one), and that window cut to what prefills in ~0.5 s (`cold_budget`: a newly
-        opened file asked at once); a third where idle work began the cut for a spot the
-        cursor arrived at (`plan_spot`). A small file (a full prompt of at most SMALL_FILE_TOKENS)
+        opened file asked at once). A small file (a full prompt of at most SMALL_FILE_TOKENS)
         gets its full prompt at once. A bigger prompt that is not complete yet is not finished
         by a keystroke: `climb` completes it in the time between keys."""
         if full is None:
@@ -270,12 +247,6 @@ class PromptPlanner:
         # more useful.
         options = [(full, full_cost), (window, len(window) - window_cached),
                    (small, len(small) - small_cached)]
-        budget = self._look_budgets.get(prepared.key)
-        if budget is not None:
-            look = self._look_prompt(prepared, budget)
-            look_cached = self.engine.cached_prefix(prepared.key, look.tokens) or 0
-            if look_cached > common_prefix_length(look.tokens, small.tokens):  # begun
-                options.insert(2, (look, len(look) - look_cached))
         base, base_cost = min(options, key=lambda option: option[1])
         own_cost = base_cost - min(base.repo_tokens, base_cost)
         allowed = base_cost + max(FULL_PROMPT_SLACK, own_cost // 2)
@@ -308,55 +279,30 @@ class PromptPlanner:
             return []
         return [Encode(prepared.key, window.segments)]
 
-    def plan_spot(self, prepared: Prepared, arrived: bool = False) -> list[Encode]:
+    def plan_spot(self, prepared: Prepared) -> list[Encode]:
         """Idle time at a spot (`prepared` with the file's active repository block): what a
-        keystroke there will need, each prompt built aside and used once complete: the cold
-        window when the file's cache does not hold what `choose` picks now, then the
-        full-context prompt.
-
-        At a spot the cursor just `arrived` at and the file's cache does not hold, first the
-        window cut to what prefills in about a second (`look_budget`): a person who moves to a
-        spot types within a second or so, and the first keystroke then finds that prompt
-        encoded, or most of it (`choose` takes it once begun). Not at a spot typed at
-        (re-anchoring after an answer): its keystrokes have their prompt cached already."""
+        keystroke there will need. First the prompt `choose` picks now (the cold window rather
+        than its cut when the file's cache is cold: there is no request waiting), then the
+        full-context one, which the engine builds aside and uses once complete."""
         full = self._build(prepared.ctx)
         first = self.choose(prepared, full)
-        window = (self.window_prompt(prepared)
-                  if first is not full and prepared.cold_ctx is not None else None)
-        look = None
-        if arrived and window is not None and first.tokens != window.tokens:
-            budget = look_budget(self.engine.prefill_rate)
-            self._look_budgets.pop(prepared.key, None)
-            self._look_budgets[prepared.key] = budget
-            if len(self._look_budgets) > 256:
-                self._look_budgets.popitem(last=False)
-            look = self._look_prompt(prepared, budget)
-        plan: list[Prompt] = []
-        for prompt in (look, window, full):
-            if prompt is not None and all(prompt.tokens != p.tokens for p in plan):
-                plan.append(prompt)
-        return [Encode(prepared.key, prompt.segments) for prompt in plan]
+        if first is not full and prepared.cold_ctx is not None:
+            first = self.window_prompt(prepared)
+        plan = [Encode(prepared.key, first.segments)]
+        if full.tokens != first.tokens:
+            plan.append(Encode(prepared.key, full.segments))
+        return plan
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken, arrived: bool = False,
-                  anchored: Callable[[], None] = lambda: None) -> Switch | None:
-        """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`
-        and call `anchored` (keystrokes may use the spot's anchor from then on: where the
-        cursor `arrived`, once the first keystroke's prompt is complete; elsewhere, once all
-        is, for the keystrokes typed meanwhile keep the prompts cached at their anchor), then
-        bring the block up to date: a `candidate` block that differs is encoded aside (its
+                  cancel: CancelToken) -> Switch | None:
+        """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`,
+        then bring the block up to date: a `candidate` block that differs is encoded aside (its
         full-context prompt only: an interrupted build resumes where it stopped), and becomes
         active (the Switch returned) once a keystroke with it costs no more than with the
         old."""
         usual = with_repo(prepared, active)
-        plan = self.plan_spot(usual, arrived)
-        split = 1 if arrived else len(plan)
-        encode(self.engine, plan[:split], cancel)
-        if cancel.cancelled:
-            return None
-        anchored()
-        encode(self.engine, plan[split:], cancel)
+        encode(self.engine, self.plan_spot(usual), cancel)
         if cancel.cancelled:
             return None
         new = candidate()

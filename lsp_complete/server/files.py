@@ -538,7 +538,7 @@ class OpenFiles:
                 self.schedule_climb(ticket, answer, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
-            self.prepare_at(ticket, cursor, first=step.first, arrived=step.arrived)
+            self.prepare_at(ticket, cursor, first=step.first)
 
     def _persist_when_idle(self, file: OpenFile) -> None:
         """Still idle a while later: save the file's KV sequence, so that a crash or a kill
@@ -581,11 +581,9 @@ class OpenFiles:
 
         self._idle(JobKey.climb(uri), climb, first=first)
 
-    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False,
-                   arrived: bool = False) -> None:
+    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
-        the next keystroke there only encodes what it typed (while `ticket` is current);
-        `arrived`: the cursor just came there (`IdleStep.arrived`)."""
+        the next keystroke there only encodes what it typed (while `ticket` is current)."""
         file, completer = ticket.file, self._model.completer
         if completer is None or not ticket.still_current():
             return
@@ -597,23 +595,19 @@ class OpenFiles:
         request = repo.request(doc, cursor)
         loop = asyncio.get_running_loop()
 
-        def anchored() -> None:
-            # The spot's prompt is encoded (where the cursor arrived, the first keystroke's):
-            # keystrokes there, or on the lines just below it (Enter first), may use its
-            # anchor from now on (the loop checks the ticket).
-            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
-
         def candidate(cancel: CancelToken) -> Any:
-            # Bring the spot's repository block up to date, unless the file moved on meanwhile.
+            # The spot's prompt is encoded: keystrokes there may use its anchor from now on;
+            # then bring its repository block up to date, unless the file moved on meanwhile.
             if not ticket.still_current():
                 return repo.active_for(uri)
+            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
             return repo.block(request, uri, cancel)
 
         def warm(cancel: CancelToken) -> None:
             if not ticket.still_current():
                 return
             switch = completer.warm_spot(prepared, repo.active_for(uri),
-                                         lambda: candidate(cancel), cancel, arrived, anchored)
+                                         lambda: candidate(cancel), cancel)
             repo.apply(file, switch)  # (unless it was closed meanwhile)
 
         self._idle(JobKey.file_idle(uri), warm, first=first)
@@ -710,8 +704,8 @@ class OpenFiles:
         client's documentHighlight request). Unless the file's prompt is anchored at that line
         already, prepare the prompt anchored there while the user gets ready to type: the
         first keystroke of a new spot then costs what any other keystroke does, and its middle
-        starts short. A rest where the last request was is a pause in typing, not a new spot;
-        a second report of the same rest (a client may send both messages) changes nothing."""
+        starts short. A second report of the same rest (a client may send both messages)
+        changes nothing: it would restart the preparation under way."""
         file = self._files.get(uri)
         if file is None or not self._model.ready or file.state.disabled_reason:
             return
@@ -729,8 +723,7 @@ class OpenFiles:
         block = state.block
         if block is not None and not block.follows(doc.text[:cursor], doc.text[cursor:]):
             self.left_suggestion(uri)  # off the line its block goes on from
-        steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor,
-                                  arrived=cursor != state.last_cursor)
+        steps = after_cursor_move(fresh_anchor(doc, cursor) == state.anchor)
         if not steps:
             return
         self._telemetry.counters["cursorMoves"] += 1

@@ -136,7 +136,8 @@ class DocState(LoopOwned):
 
     anchor: int | None = None  # where the file's prompt is anchored (a line start)
     last_cursor: int | None = None
-    moved_to: int | None = None  # last_cursor, when a cursor move (not a request) set it
+    # last_cursor, when a cursor move set it (not a request, and no edit since)
+    moved_to: int | None = None
     generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
     disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
     # A change could not be read: the text may differ from the editor's until it is sent whole.
@@ -153,6 +154,7 @@ class DocState(LoopOwned):
     def edit_begins(self) -> None:
         """An edit: idle work planned for the old text is moot."""
         self.generation += 1
+        self.moved_to = None
 
     def edited_at(self, start: int) -> None:
         """Text changed from `start` on: before the anchor, the prompt must be re-anchored."""
