@@ -158,11 +158,11 @@ async def test_closing_a_file_is_one_method_that_also_ends_its_next_edit_work() 
         server.scheduler.stop()
 
 
-async def test_a_rest_reported_twice_is_prepared_once() -> None:
+async def test_a_rest_reported_twice_or_a_pause_in_typing_prepares_nothing_more() -> None:
     """A client may say where the cursor rests twice (our VS Code extension's didMoveCursor,
-    then VS Code's documentHighlight): the second report does not restart the preparation;
-    a report after a request there (a pause in typing, the prompt anchored lines above) is
-    prepared again."""
+    then VS Code's documentHighlight): the second report does not restart the preparation.
+    A report where the last request was (a pause in typing, the prompt anchored lines above)
+    leaves that answer's own idle work alone; after an edit there, it prepares again."""
     server, completer = make_server()
     try:
         open_file(server)
@@ -176,6 +176,14 @@ async def test_a_rest_reported_twice_is_prepared_once() -> None:
             await server.suggester.suggestion(URI, types.Position(line=line,
                                                                   character=character))
         server.files.cursor_moved(URI, LINE, CHARACTER)
+        await asyncio.sleep(0.2)
+        assert completer.spots == 1
+        server.files.change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=types.Position(line=0, character=0),
+                                  end=types.Position(line=0, character=0)), text="#\n")]))
+        server.files.cursor_moved(URI, LINE + 1, CHARACTER)
         await asyncio.sleep(0.2)
         assert completer.spots == 2
     finally:

@@ -704,8 +704,10 @@ class OpenFiles:
         client's documentHighlight request). Unless the file's prompt is anchored at that line
         already, prepare the prompt anchored there while the user gets ready to type: the
         first keystroke of a new spot then costs what any other keystroke does, and its middle
-        starts short. A second report of the same rest (a client may send both messages)
-        changes nothing: it would restart the preparation under way."""
+        starts short. A report of the spot where the last request or report was, with no edit
+        since, changes nothing: a pause in typing, whose answer planned its own idle work (it
+        would stop that work), or the same rest reported twice (a client may send both
+        messages)."""
         file = self._files.get(uri)
         if file is None or not self._model.ready or file.state.disabled_reason:
             return
@@ -716,7 +718,7 @@ class OpenFiles:
             return
         self.in_use(uri)
         cursor = doc.offset_at(line, character, self._client.encoding)
-        if state.moved_to == cursor:
+        if state.told_cursor == cursor:
             return
         if state.shown is not None and state.shown.cursor != cursor:
             self.forget_shown(state)  # the suggestion's spot is left
@@ -727,7 +729,7 @@ class OpenFiles:
         if not steps:
             return
         self._telemetry.counters["cursorMoves"] += 1
-        state.at_cursor(cursor, moved=True)  # idle work planned for the old spot is moot
+        state.at_cursor(cursor)  # idle work planned for the old spot is moot
         self.follow(file, steps)
 
 

@@ -136,8 +136,8 @@ class DocState(LoopOwned):
 
     anchor: int | None = None  # where the file's prompt is anchored (a line start)
     last_cursor: int | None = None
-    # last_cursor, when a cursor move set it (not a request, and no edit since)
-    moved_to: int | None = None
+    # last_cursor while no edit has come since the request or cursor report that set it
+    told_cursor: int | None = None
     generation: int = 0  # bumped by every request, edit and cursor move: stale idle work sees it
     disabled_reason: str = ""  # why the file gets no suggestions ("" when it does)
     # A change could not be read: the text may differ from the editor's until it is sent whole.
@@ -154,18 +154,17 @@ class DocState(LoopOwned):
     def edit_begins(self) -> None:
         """An edit: idle work planned for the old text is moot."""
         self.generation += 1
-        self.moved_to = None
+        self.told_cursor = None
 
     def edited_at(self, start: int) -> None:
         """Text changed from `start` on: before the anchor, the prompt must be re-anchored."""
         if self.anchor is not None and start < self.anchor:
             self.anchor = None
 
-    def at_cursor(self, cursor: int, moved: bool = False) -> int:
-        """A request or a cursor move (`moved`) at `cursor`: returns the new generation."""
+    def at_cursor(self, cursor: int) -> int:
+        """A request or a cursor move at `cursor`: returns the new generation."""
         self.generation += 1
-        self.last_cursor = cursor
-        self.moved_to = cursor if moved else None
+        self.last_cursor = self.told_cursor = cursor
         return self.generation
 
     def current(self, generation: int) -> bool:
