@@ -143,7 +143,7 @@ def _first_key(client: StrictClient, version: int, line: int) -> dict[str, Any]:
 def test_a_cursor_at_rest_prepares_the_spot_for_a_standard_client(
         mode: str, tiny_model_path: Path, world: DaemonWorld) -> None:
     """Editors that highlight occurrences ask every server that offers them where the cursor
-    rests (textDocument/documentHighlight): the server offers it, answers with none, and
+    rests (textDocument/documentHighlight): the server offers it, answers null, and
     prepares that spot, so a first key typed there encodes only what it typed. Before, the
     request was not advertised, and a first key at a new spot encoded a whole prompt."""
     client = _session(mode, tiny_model_path, world, inline=True)
@@ -154,7 +154,11 @@ def test_a_cursor_at_rest_prepares_the_spot_for_a_standard_client(
         _settled(client)
         cold = _first_key(client, 2, 200)  # no rest announced: its prompt from nothing
         _settled(client)
-        assert client.highlight(LONG_URI, 100, 4) == []
+        # null, so that VS Code asks the next provider (an empty list would end its search)
+        assert client.highlight(LONG_URI, 100, 4) is None
+        answer = client.server.call("textDocument/documentHighlight", {
+            "textDocument": {"uri": LONG_URI}, "position": {"line": 100, "character": 4}})
+        assert "result" in answer and answer["result"] is None, answer  # (the same rest again)
         _settled(client)
         prepared = _first_key(client, 3, 100)
         print("cold:", cold, "prepared:", prepared)

@@ -5,9 +5,8 @@ Tab (`type_with_tab`, the saved scenario), whose keys depend on the answers.
 A span opens its file (or, moved: opens the whole file, is asked elsewhere in it first, then
 deletes the span's lines), optionally says where the cursor rests (lsp-complete/didMoveCursor,
 which only lsp-complete's own editor plugins send), optionally rests (an editor that highlights
-occurrences asks a server that offers them where, textDocument/documentHighlight), then
-types: each
-keystroke is an incremental didChange and an automatic inlineCompletion request at the new
+occurrences asks a server that offers them where, textDocument/documentHighlight), then types:
+each keystroke is an incremental didChange and an automatic inlineCompletion request at the new
 cursor (Enter inserts the line break and the indentation the editor keeps). Either every
 key waits for the previous answer (burst typing: the next key as soon as
 the answer is there), or keys go out on a schedule with their answers not awaited (a typist
@@ -33,6 +32,7 @@ from lsp_complete.testing.lsp_client import position_at
 # VS Code's occurrence highlight waits 250 ms after the cursor stops (a kickstart.nvim setup's
 # CursorHold the same; Emacs lsp-mode and Eglot 500 ms).
 HIGHLIGHT_DELAY_MS = 250.0
+
 
 @dataclass(frozen=True)
 class SpanTiming:

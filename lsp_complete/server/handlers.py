@@ -115,15 +115,15 @@ def create_server(model: str | None = None, api_key_env: str | None = None,
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
     def document_highlight(ls: CompletionServer,
-                           params: types.DocumentHighlightParams) -> list[types.DocumentHighlight]:
+                           params: types.DocumentHighlightParams) -> None:
         # Many editors ask this of every server where the cursor comes to rest (VS Code's
         # occurrence highlight, Zed, Sublime LSP, Emacs lsp-mode and Eglot, LSP4IJ, Neovim
         # setups on CursorHold): the one standard message that says where a person is about to
         # type. The spot is prepared as for our clients' cursor notification; the occurrences
-        # are the language server's to give (an empty list lets an editor use another's).
+        # are the language server's to give. null, not an empty list: VS Code takes an empty
+        # list as the answer and asks no other provider; after null it asks the next one.
         position = params.position
         ls.files.cursor_moved(params.text_document.uri, position.line, position.character)
-        return []
 
     @server.command(ACCEPT_COMMAND)
     def accepted(ls: CompletionServer, *args: Any) -> None:  # arguments may be left out
