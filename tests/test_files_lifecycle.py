@@ -45,7 +45,7 @@ class FakeCompleter:
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken, arrived: bool = False) -> Switch | None:
+                  cancel: CancelToken) -> Switch | None:
         self.spots += 1
         self.on_warm_spot()
         return Switch(RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),)),

@@ -21,7 +21,6 @@ from lsp_complete.pipeline.planner import (
     COLD_MIN_TOKENS,
     FULL_PROMPT_SLACK,
     SMALL_FILE_TOKENS,
-    WINDOW_LOOK_SECONDS,
     Encode,
     FilePlan,
     IdleStep,
@@ -249,7 +248,7 @@ def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
 
 @pytest.mark.parametrize(("anchored_here", "expected"), [
     (True, []),  # typing on the line the prompt is anchored at: nothing new to prepare
-    (False, [IdleStep("spot", arrived=True)]),  # a new spot: prepared before the first key
+    (False, [IdleStep("spot")]),  # a new spot: prepared at once, before the first keystroke
 ])
 def test_a_cursor_move_prepares_the_new_spot(anchored_here, expected) -> None:
     assert after_cursor_move(anchored_here) == expected
@@ -297,24 +296,6 @@ def test_idle_time_at_a_spot_builds_the_window_then_the_full_prompt() -> None:
     candidates = prompts(cache, prepared)
     assert cache.plan_spot(prepared) == [Encode(KEY, candidates["window"].segments),
                                          Encode(KEY, candidates["full"].segments)]
-
-
-@pytest.mark.parametrize(("prefill_rate", "arrived", "first"), [
-    (1.0, True, ["small"]),  # a slow engine: the window would not be ready after a look
-    (1e6, True, []),  # a fast one: the window first, the first key takes it after a look
-    (1.0, False, []),  # re-anchoring where the user typed: its keys have their prompt
-    (None, True, []),  # the speed not measured (yet): as everywhere else
-])
-def test_where_the_cursor_arrived_the_cut_comes_first_only_on_a_slow_engine(
-        prefill_rate, arrived, first) -> None:
-    engine = FakeEngine(prefill_rate=prefill_rate)
-    cache, prepared = policy(engine), at_spot()
-    candidates = prompts(cache, prepared)
-    assert len(candidates["window"]) > WINDOW_LOOK_SECONDS  # 1 token a second: slow
-    assert len(candidates["window"]) < 1e6 * WINDOW_LOOK_SECONDS
-    expected = [*first, "window", "full"]
-    assert cache.plan_spot(prepared, arrived) == [
-        Encode(KEY, candidates[name].segments) for name in expected]
 
 
 def test_idle_time_at_a_spot_whose_full_prompt_is_held_encodes_it_alone() -> None:

@@ -292,9 +292,9 @@ class Completer:
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken, arrived: bool = False) -> Switch | None:
+                  cancel: CancelToken) -> Switch | None:
         """Encode what a keystroke at the prepared spot needs (`PromptPlanner.warm_spot`)."""
-        return self.planner.warm_spot(prepared, active, candidate, cancel, arrived)
+        return self.planner.warm_spot(prepared, active, candidate, cancel)
 
     def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
         """Build on towards the full prompt after a keystroke (`PromptPlanner.plan_climb`)."""

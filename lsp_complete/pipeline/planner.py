@@ -45,12 +45,6 @@ COLD_MIN_TOKENS = 160  # the cursor line, the lines above it, the enclosing head
 COLD_MAX_TOKENS = 320
 # The cold window (what a file climbs to first) is cut only beyond this many tokens.
 WINDOW_MAX_TOKENS = 448
-# Where the cursor arrived, the window is encoded first if the engine prefills it within about
-# this long; on a slower engine (a bigger model, a busy machine) the first keystroke after a
-# look of a second or so would find too little of it to take it, and the cut comes first
-# (0.5B here: the window first, line-exact 1.53x; 1.5B: the window first bought nothing:
-# docs/bench/2026-12-07e-look).
-WINDOW_LOOK_SECONDS = 3.0
 # A file whose whole prompt is this small (about 40 lines of code) is never cut: HumanEval's
 # documents asked at open lost half their exact matches to the cut (0.5B: 0.48 -> 0.26).
 SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
@@ -69,12 +63,11 @@ class IdleStep:
     (`Completer.refine`), `spot` encodes the prompt anchored at the cursor line and brings
     the repository block up to date (`plan_spot`, `warm_spot`). `when_resting`: once the
     cursor rests (the idle delay with no edit), else at once; `first`: before the idle work
-    queued already; `arrived`: a spot the cursor came to (`plan_spot`)."""
+    queued already."""
 
     work: IdleWork
     when_resting: bool = False
     first: bool = False
-    arrived: bool = False
 
 
 @dataclass
@@ -116,7 +109,7 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
 def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
     """The cursor moved to another spot: prepare the prompt anchored there while the user gets
     ready to type, unless the file's prompt is anchored at that line already."""
-    return [] if anchored_here else [IdleStep("spot", arrived=True)]
+    return [] if anchored_here else [IdleStep("spot")]
 
 
 def after_repository_change(has_block: bool) -> list[IdleStep]:
@@ -286,38 +279,30 @@ class PromptPlanner:
             return []
         return [Encode(prepared.key, window.segments)]
 
-    def plan_spot(self, prepared: Prepared, arrived: bool = False) -> list[Encode]:
+    def plan_spot(self, prepared: Prepared) -> list[Encode]:
         """Idle time at a spot (`prepared` with the file's active repository block): what a
         keystroke there will need. First the prompt `choose` picks now (the cold window rather
         than its cut when the file's cache is cold: there is no request waiting), then the
-        full-context one, which the engine builds aside and uses once complete. Where the
-        cursor `arrived` and the engine would take more than WINDOW_LOOK_SECONDS to prefill
-        the window, the cut the first keystroke takes comes first: a look of a second or so
-        then shortens that keystroke's wait, where it would have built too little of the
-        window for the keystroke to take it."""
+        full-context one, which the engine builds aside and uses once complete."""
         full = self._build(prepared.ctx)
         first = self.choose(prepared, full)
-        window = (self.window_prompt(prepared)
-                  if first is not full and prepared.cold_ctx is not None else None)
-        rate = self.engine.prefill_rate
-        slow = (window is not None and rate is not None
-                and len(window) > rate * WINDOW_LOOK_SECONDS)
-        plan: list[Prompt] = []
-        for prompt in (first if arrived and slow else None, window, full):
-            if prompt is not None and all(prompt.tokens != p.tokens for p in plan):
-                plan.append(prompt)
-        return [Encode(prepared.key, prompt.segments) for prompt in plan]
+        if first is not full and prepared.cold_ctx is not None:
+            first = self.window_prompt(prepared)
+        plan = [Encode(prepared.key, first.segments)]
+        if full.tokens != first.tokens:
+            plan.append(Encode(prepared.key, full.segments))
+        return plan
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],
-                  cancel: CancelToken, arrived: bool = False) -> Switch | None:
+                  cancel: CancelToken) -> Switch | None:
         """Idle time at a spot, with the file's `active` repository block: encode `plan_spot`,
         then bring the block up to date: a `candidate` block that differs is encoded aside (its
         full-context prompt only: an interrupted build resumes where it stopped), and becomes
         active (the Switch returned) once a keystroke with it costs no more than with the
-        old. `arrived`: the cursor came to this spot (`plan_spot`)."""
+        old."""
         usual = with_repo(prepared, active)
-        encode(self.engine, self.plan_spot(usual, arrived), cancel)
+        encode(self.engine, self.plan_spot(usual), cancel)
         if cancel.cancelled:
             return None
         new = candidate()

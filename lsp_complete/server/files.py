@@ -538,7 +538,7 @@ class OpenFiles:
                 self.schedule_climb(ticket, answer, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
-            self.prepare_at(ticket, cursor, first=step.first, arrived=step.arrived)
+            self.prepare_at(ticket, cursor, first=step.first)
 
     def _persist_when_idle(self, file: OpenFile) -> None:
         """Still idle a while later: save the file's KV sequence, so that a crash or a kill
@@ -581,11 +581,9 @@ class OpenFiles:
 
         self._idle(JobKey.climb(uri), climb, first=first)
 
-    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False,
-                   arrived: bool = False) -> None:
+    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
-        the next keystroke there only encodes what it typed (while `ticket` is current);
-        `arrived`: the cursor came there (`IdleStep.arrived`)."""
+        the next keystroke there only encodes what it typed (while `ticket` is current)."""
         file, completer = ticket.file, self._model.completer
         if completer is None or not ticket.still_current():
             return
@@ -609,7 +607,7 @@ class OpenFiles:
             if not ticket.still_current():
                 return
             switch = completer.warm_spot(prepared, repo.active_for(uri),
-                                         lambda: candidate(cancel), cancel, arrived)
+                                         lambda: candidate(cancel), cancel)
             repo.apply(file, switch)  # (unless it was closed meanwhile)
 
         self._idle(JobKey.file_idle(uri), warm, first=first)
