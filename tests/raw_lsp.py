@@ -95,6 +95,16 @@ class RawServer:
                 return status
             time.sleep(0.05)
 
+    def wait_idle(self, attempts: int = 600) -> dict[str, Any]:
+        """The status once the server's worker has nothing queued or running (polled every
+        50 ms); AssertionError if it stays busy."""
+        for _ in range(attempts):
+            found = self.call("lsp-complete/status", {"recent": 0})["result"]
+            if found["scheduler"]["idle"]:
+                return found
+            time.sleep(0.05)
+        raise AssertionError("the worker stayed busy")
+
     # ------------------------------------------------------------------ reading
 
     def response(self, msg_id: Any, timeout: float = 30) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.pipeline import prepare
 from lsp_complete.postprocess import clean_completion
-from lsp_complete.server import CURSOR_METHOD, STATUS_METHOD
+from lsp_complete.server import CURSOR_METHOD
 from lsp_complete.testing.lsp_client import inline, insert, open_doc, status, suggestion_of
 from tests.lsp_helpers import SOURCE, start_server
 from tests.raw_lsp import RawServer, encode, frame
@@ -352,15 +352,6 @@ def _cursor_move(uri: str, line: int) -> bytes:
         "textDocument": {"uri": uri}, "position": {"line": line, "character": 4}}}))
 
 
-def _idle(server: RawServer) -> dict:
-    for _ in range(600):
-        found = server.call(STATUS_METHOD, {"recent": 0})["result"]
-        if found["scheduler"]["idle"]:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("the worker stayed busy")
-
-
 def test_a_burst_of_cursor_moves_prepares_only_the_newest(tiny_model_path: Path) -> None:
     """A client that sends a cursor notification per cursor move (a key held down) in a large
     file: each one prepared a prompt on the event loop (9 ms at 60,000 lines), so 20,000 of
@@ -375,18 +366,18 @@ def test_a_burst_of_cursor_moves_prepares_only_the_newest(tiny_model_path: Path)
         assert server.wait_ready()["model"]["state"] == "ready"
         server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
             "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
-        before = _idle(server)["counters"]["cursorMoves"]
+        before = server.wait_idle()["counters"]["cursorMoves"]
         # Each to a line of its own: every move acted on would prepare a prompt.
         last = 2 * MOVES - 1
         server.write(b"".join(_cursor_move(uri, 2 * n + 1) for n in range(MOVES)))
-        acted = _idle(server)["counters"]["cursorMoves"] - before
+        acted = server.wait_idle()["counters"]["cursorMoves"] - before
         assert 1 <= acted <= MOVES // 20, acted
         # The newest was acted on: the prompt is anchored at its line (a move there needs
         # nothing more), not at a line the burst went past (a move there does).
         server.write(_cursor_move(uri, last))
-        assert _idle(server)["counters"]["cursorMoves"] - before == acted
+        assert server.wait_idle()["counters"]["cursorMoves"] - before == acted
         server.write(_cursor_move(uri, 3))
-        assert _idle(server)["counters"]["cursorMoves"] - before == acted + 1
+        assert server.wait_idle()["counters"]["cursorMoves"] - before == acted + 1
     finally:
         server.close()
 
@@ -419,7 +410,7 @@ def test_a_didchange_of_thousands_of_changes_is_parsed_once(tiny_model_path: Pat
             server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
                 "textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                  "text": source}}})
-        _idle(server)
+        server.wait_idle()
         started = time.monotonic()
         server.notify("textDocument/didChange", {"textDocument": {"uri": big, "version": 2},
                                                  "contentChanges": changes})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -119,18 +118,6 @@ def _last_record(client: StrictClient) -> dict[str, Any]:
     return client.server.call("lsp-complete/status", {})["result"]["recent"][-1]
 
 
-def _settled(client: StrictClient, timeout: float = 30) -> None:
-    """Wait until the server's KV cache of the file stops changing (idle work done)."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        status = client.server.call("lsp-complete/status", {})["result"]
-        now = [d["cachedTokens"] for d in status["documents"]]
-        if now == last:
-            return
-        last = now
-        time.sleep(0.5)
-
-
 def _first_key(client: StrictClient, version: int, line: int) -> dict[str, Any]:
     """A person starts typing at the start of `line`: one key, its inline request."""
     client.insert(LONG_URI, version, line, 4, "r")
@@ -151,15 +138,15 @@ def test_a_cursor_at_rest_prepares_the_spot_for_a_standard_client(
         assert client.capabilities.get("documentHighlightProvider")
         client.open(LONG_URI, LONG)
         assert client.until_items(lambda: client.inline(LONG_URI, 1, 4))  # the model is up
-        _settled(client)
+        client.server.wait_idle()
         cold = _first_key(client, 2, 200)  # no rest announced: its prompt from nothing
-        _settled(client)
+        client.server.wait_idle()
         # null, so that VS Code asks the next provider (an empty list would end its search)
         assert client.highlight(LONG_URI, 100, 4) is None
         answer = client.server.call("textDocument/documentHighlight", {
             "textDocument": {"uri": LONG_URI}, "position": {"line": 100, "character": 4}})
         assert "result" in answer and answer["result"] is None, answer  # (the same rest again)
-        _settled(client)
+        client.server.wait_idle()
         prepared = _first_key(client, 3, 100)
         print("cold:", cold, "prepared:", prepared)
         assert cold["encodedTokens"] > 100
