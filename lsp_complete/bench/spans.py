@@ -112,7 +112,8 @@ async def type_span(
         at = ks.offset - len(ks.text)
         before = position_at(text, at)
         if timing.delays_ms is not None:  # an absolute schedule: a slow send does not drift it
-            due = await _until_key(session, uri, before, timing, timing.delays_ms[k], due)
+            due = await _rest_until(session, uri, before, timing.highlights,
+                                    timing.delays_ms[k], due)
         plain = ep.text_after(ks.typed)
         text = plain[: ks.offset] + closers + plain[ks.offset :]
         version += 1
@@ -157,15 +158,10 @@ async def type_moved_span(
 
 async def rest(session: lsp_driver.Session, uri: str, where: types.Position, rest_ms: float,
                highlights: bool) -> None:
-    """The cursor rests at `where` for `rest_ms`: an editor that highlights occurrences asks
-    the server about it once HIGHLIGHT_DELAY_MS have passed."""
-    if rest_ms <= 0:
-        return
-    if highlights and rest_ms >= HIGHLIGHT_DELAY_MS:
-        await asyncio.sleep(HIGHLIGHT_DELAY_MS / 1000)
-        session.cursor_rests(uri, where)
-        rest_ms -= HIGHLIGHT_DELAY_MS
-    await asyncio.sleep(rest_ms / 1000)
+    """The cursor rests at `where` for `rest_ms` from now (`_rest_until`)."""
+    if rest_ms > 0:
+        await _rest_until(session, uri, where, highlights, rest_ms,
+                          asyncio.get_running_loop().time())
 
 
 _PAIRS = {"(": ")", "[": "]", "{": "}", '"': '"', "'": "'"}
@@ -298,7 +294,8 @@ async def type_with_tab(
     k, closers, due = 0, "", loop.time()
     while k < end:
         where = position_at(ep.text_after(k), ep.start_offset + k)
-        due = await _until_key(session, uri, where, timing, timing.delays_ms[len(made)], due)
+        due = await _rest_until(session, uri, where, timing.highlights,
+                                timing.delays_ms[len(made)], due)
         newest = made[-1][0] if made else None
         rest = first_line(ep.typed[k:])  # whole past a keystroke cap: Tab takes the file's line
         version += 1
@@ -326,17 +323,18 @@ async def type_with_tab(
             for i, (answer, (_, accepted, after)) in enumerate(zip(answers, made, strict=True))]
 
 
-async def _until_key(session: lsp_driver.Session, uri: str, where: types.Position,
-                     timing: SpanTiming, gap_ms: float, due: float) -> float:
-    """Wait `gap_ms` after `due` (the previous key's time on the loop's clock) and return the
-    next key's: an editor that highlights asks where the cursor rests in a gap long enough."""
+async def _rest_until(session: lsp_driver.Session, uri: str, where: types.Position,
+                      highlights: bool, rest_ms: float, since: float) -> float:
+    """The cursor rests at `where` until `rest_ms` after `since` (the loop's clock), which is
+    returned: an editor that highlights occurrences (`highlights`) asks the server where once
+    HIGHLIGHT_DELAY_MS of it have passed, in a rest that long."""
     loop = asyncio.get_running_loop()
-    if timing.highlights and gap_ms >= HIGHLIGHT_DELAY_MS:
-        await asyncio.sleep(max(0.0, due + HIGHLIGHT_DELAY_MS / 1000 - loop.time()))
+    if highlights and rest_ms >= HIGHLIGHT_DELAY_MS:
+        await asyncio.sleep(max(0.0, since + HIGHLIGHT_DELAY_MS / 1000 - loop.time()))
         session.cursor_rests(uri, where)
-    due += gap_ms / 1000
-    await asyncio.sleep(max(0.0, due - loop.time()))
-    return due
+    until = since + rest_ms / 1000
+    await asyncio.sleep(max(0.0, until - loop.time()))
+    return until
 
 
 def _replace(session: lsp_driver.Session, uri: str, version: int, where: types.Position,
