@@ -6,6 +6,7 @@ the worker's work."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ class FakeCompleter:
     def __init__(self) -> None:
         self.on_warm_spot: Callable[[], None] = lambda: None
         self.spots = 0  # idle work at a spot, started
+        self.looks = 0  # idle work at a resting cursor, started
 
     def model_changed(self) -> str | None:
         return None
@@ -50,6 +52,10 @@ class FakeCompleter:
         self.on_warm_spot()
         return Switch(RepoContext("w", "a.py", (RepoFile("b.py", "x = 1\n", "definitions"),)),
                       12)
+
+    def warm_look(self, *_args: Any) -> bool:
+        self.looks += 1
+        return True
 
     def climb(self, *_args: Any) -> int:
         return 0
@@ -132,9 +138,11 @@ async def test_a_close_during_idle_work_at_a_spot_leaves_no_repository_block() -
         loop.call_soon_threadsafe(warmed.set)
 
     completer.on_warm_spot = close_then_return
+    server.settings = dataclasses.replace(server.settings, idle_reanchor_ms=0)
     try:
         open_file(server)
-        server.files.cursor_moved(URI, LINE, CHARACTER)
+        # An answer: its spot is prepared whole once the cursor rests (at once here).
+        await server.suggester.suggestion(URI, types.Position(line=LINE, character=CHARACTER))
         await asyncio.wait_for(warmed.wait(), 5)
         await asyncio.sleep(0.1)  # the worker applies its switch, if it still does
         assert URI not in server.files
@@ -168,16 +176,16 @@ async def test_a_rest_reported_twice_or_a_pause_in_typing_prepares_nothing_more(
         open_file(server)
         server.files.cursor_moved(URI, 1, 0)
         await asyncio.sleep(0.2)
-        assert completer.spots == 1
+        assert completer.looks == 1
         server.files.cursor_moved(URI, 1, 0)
         await asyncio.sleep(0.2)
-        assert completer.spots == 1
+        assert completer.looks == 1
         for line, character in ((LINE - 1, len("    value = os.getcwd()")), (LINE, CHARACTER)):
             await server.suggester.suggestion(URI, types.Position(line=line,
                                                                   character=character))
         server.files.cursor_moved(URI, LINE, CHARACTER)
         await asyncio.sleep(0.2)
-        assert completer.spots == 1
+        assert completer.looks == 1
         server.files.change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
             content_changes=[types.TextDocumentContentChangePartial(
@@ -185,6 +193,6 @@ async def test_a_rest_reported_twice_or_a_pause_in_typing_prepares_nothing_more(
                                   end=types.Position(line=0, character=0)), text="#\n")]))
         server.files.cursor_moved(URI, LINE + 1, CHARACTER)
         await asyncio.sleep(0.2)
-        assert completer.spots == 2
+        assert completer.looks == 2
     finally:
         server.scheduler.stop()

@@ -248,7 +248,9 @@ def test_a_file_climbs_once_the_model_is_asked_again_on_a_small_prompt(answers,
 
 @pytest.mark.parametrize(("anchored_here", "expected"), [
     (True, []),  # typing on the line the prompt is anchored at: nothing new to prepare
-    (False, [IdleStep("spot")]),  # a new spot: prepared at once, before the first keystroke
+    # a new spot: what its first keystroke takes, at once (no more: the cursor rests as often
+    # while a person reads)
+    (False, [IdleStep("look")]),
 ])
 def test_a_cursor_move_prepares_the_new_spot(anchored_here, expected) -> None:
     assert after_cursor_move(anchored_here) == expected
@@ -304,6 +306,21 @@ def test_idle_time_at_a_spot_whose_full_prompt_is_held_encodes_it_alone() -> Non
     full = prompts(cache, prepared)["full"]
     engine.held[KEY] = full.tokens[:-5]  # typed a little since
     assert cache.plan_spot(prepared) == [Encode(KEY, full.segments)]
+
+
+def test_a_resting_cursor_encodes_the_window_alone() -> None:
+    """The full prompt waits for an answer at the spot (plan_spot after it)."""
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    assert cache.plan_look(prepared) == [Encode(KEY, prompts(cache, prepared)["window"].segments)]
+
+
+def test_a_resting_cursor_whose_full_prompt_is_held_encodes_it() -> None:
+    engine = FakeEngine(prefill_rate=1.0)
+    cache, prepared = policy(engine), at_spot()
+    full = prompts(cache, prepared)["full"]
+    engine.held[KEY] = full.tokens[:-5]
+    assert cache.plan_look(prepared) == [Encode(KEY, full.segments)]
 
 
 def test_a_plan_runs_in_order_and_stops_at_a_keystroke() -> None:

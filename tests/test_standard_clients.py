@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lsp_complete.pipeline.planner import WINDOW_MAX_TOKENS
 from tests.lsp_helpers import SOURCE, descendants, signal_alive
 from tests.raw_lsp import RawServer
 from tests.strict_client import NotAdvertised, StrictClient
@@ -151,6 +153,43 @@ def test_a_cursor_at_rest_prepares_the_spot_for_a_standard_client(
         print("cold:", cold, "prepared:", prepared)
         assert cold["encodedTokens"] > 100
         assert prepared["encodedTokens"] < cold["encodedTokens"] / 4
+    finally:
+        _close(client)
+
+
+def _encoded(client: StrictClient) -> int:
+    """Prompt tokens the engine has encoded so far (the test's view)."""
+    found = client.server.wait_idle()
+    return int(found["engineCounters"]["tokens_encoded"])
+
+
+def test_a_cursor_resting_while_a_person_reads_encodes_only_what_a_first_key_takes(
+        tiny_model_path: Path, world: DaemonWorld) -> None:
+    """A cursor rests as often while a person reads as before a person types, and every
+    editor that highlights reports each rest. Each prepared the whole spot: the window, then
+    the full prompt (and, in a workspace, the repository block's), both cores busy for the
+    whole of a reading rest. Now a rest encodes at most the window a first key there takes;
+    the full prompt waits for a keystroke answered at the spot."""
+    client = _session("stdio", tiny_model_path, world, inline=True)
+    try:
+        client.open(LONG_URI, LONG)
+        assert client.until_items(lambda: client.inline(LONG_URI, 1, 4))  # the model is up
+        before = _encoded(client)
+        rests = (300, 200, 100)
+        for line in rests:
+            assert client.highlight(LONG_URI, line, 4) is None
+            client.server.wait_idle()
+        per_rest = (_encoded(client) - before) / len(rests)
+        print("tokens encoded per rest:", per_rest)
+        assert 0 < per_rest <= WINDOW_MAX_TOKENS + 64
+        # A key typed there and answered: the full prompt is encoded once the cursor rests.
+        first = _first_key(client, 2, 100)
+        assert first["encodedTokens"] < 16, first  # the rest prepared it
+        window_sized = first["promptTokens"]
+        time.sleep(0.6)  # past the idle delay (idleReanchorMs, 400 ms)
+        client.server.wait_idle()
+        cached = client.server.call("lsp-complete/status", {})["result"]["documents"][0]
+        assert cached["cachedTokens"] > window_sized + WINDOW_MAX_TOKENS, (cached, first)
     finally:
         _close(client)
 

@@ -296,6 +296,12 @@ class Completer:
         """Encode what a keystroke at the prepared spot needs (`PromptPlanner.warm_spot`)."""
         return self.planner.warm_spot(prepared, active, candidate, cancel)
 
+    def warm_look(self, prepared: Prepared, active: RepoContext | None,
+                  cancel: CancelToken) -> bool:
+        """Encode what the first keystroke at a resting cursor's spot takes
+        (`PromptPlanner.warm_look`); whether it is complete."""
+        return self.planner.warm_look(prepared, active, cancel)
+
     def climb(self, prepared: Prepared, cancel: CancelToken) -> int:
         """Build on towards the full prompt after a keystroke (`PromptPlanner.plan_climb`)."""
         return encode(self.engine, self.planner.plan_climb(prepared), cancel)

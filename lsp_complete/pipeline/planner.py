@@ -6,7 +6,7 @@ Events in, plans out; what runs the plans decides nothing:
 - What idle work follows each event of a file (`after_open`, `after_answer`,
   `after_cursor_move`): a list of `IdleStep`s that the server's open files queue on the
   scheduler (server/files.py), in that order, at once or once the cursor rests.
-- What each idle step encodes (`plan_climb`, `plan_spot`): `Encode` plans (which
+- What each idle step encodes (`plan_climb`, `plan_look`, `plan_spot`): `Encode` plans (which
   tokens, whether what the file's cache holds may be replaced, aside, or only extended, and
   how much of it no keystroke interrupts), executed by `encode` in that order; and when a
   file's repository block (the first prompt segment: changing it re-encodes everything) may
@@ -52,7 +52,7 @@ SMALL_FILE_TOKENS = WINDOW_MAX_TOKENS
 
 # What follows each event of a file
 
-IdleWork = Literal["restore", "climb", "spot"]
+IdleWork = Literal["restore", "climb", "look", "spot"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class IdleStep:
     """One piece of idle work for a file: `restore` brings a newly opened file's KV cache
     saved on disk into memory (`Engine.restore`), `climb` builds on from a keystroke's small
     prompt (`plan_climb`) and answers its spot again from what it built
-    (`Completer.refine`), `spot` encodes the prompt anchored at the cursor line and brings
+    (`Completer.refine`), `look` encodes what the first keystroke at a resting cursor's
+    spot takes (`plan_look`), `spot` encodes the prompt anchored at the cursor line and brings
     the repository block up to date (`plan_spot`, `warm_spot`). `when_resting`: once the
     cursor rests (the idle delay with no edit), else at once; `first`: before the idle work
     queued already."""
@@ -107,9 +108,12 @@ def after_answer(file: FilePlan, full_prompt: bool) -> list[IdleStep]:
 
 
 def after_cursor_move(anchored_here: bool) -> list[IdleStep]:
-    """The cursor moved to another spot: prepare the prompt anchored there while the user gets
-    ready to type, unless the file's prompt is anchored at that line already."""
-    return [] if anchored_here else [IdleStep("spot")]
+    """The cursor moved to another spot and rests there: prepare what the first keystroke
+    there takes while the user gets ready to type, unless the file's prompt is anchored at that
+    line already. Only that (a `look`): a cursor rests as often while a person reads, and the
+    full prompt and the repository block (thousands of tokens, both cores busy for the whole
+    of a reading rest) wait for an answer at the spot (`after_answer`)."""
+    return [] if anchored_here else [IdleStep("look")]
 
 
 def after_repository_change(has_block: bool) -> list[IdleStep]:
@@ -279,19 +283,37 @@ class PromptPlanner:
             return []
         return [Encode(prepared.key, window.segments)]
 
+    def plan_look(self, prepared: Prepared) -> list[Encode]:
+        """A cursor at rest (`prepared` with the file's active repository block): what its
+        spot's first keystroke will take."""
+        first, _full = self._spot_prompts(prepared)
+        return [Encode(prepared.key, first.segments)]
+
     def plan_spot(self, prepared: Prepared) -> list[Encode]:
-        """Idle time at a spot (`prepared` with the file's active repository block): what a
-        keystroke there will need. First the prompt `choose` picks now (the cold window rather
-        than its cut when the file's cache is cold: there is no request waiting), then the
+        """Idle time at a spot where the model answered: `plan_look`'s prompt, then the
         full-context one, which the engine builds aside and uses once complete."""
-        full = self._build(prepared.ctx)
-        first = self.choose(prepared, full)
-        if first is not full and prepared.cold_ctx is not None:
-            first = self.window_prompt(prepared)
+        first, full = self._spot_prompts(prepared)
         plan = [Encode(prepared.key, first.segments)]
         if full.tokens != first.tokens:
             plan.append(Encode(prepared.key, full.segments))
         return plan
+
+    def _spot_prompts(self, prepared: Prepared) -> tuple[Prompt, Prompt]:
+        """The prompt a keystroke at the spot would take first, `choose`'s (the cold window
+        rather than its cut when the file's cache is cold: no request is waiting), and the
+        full-context one."""
+        full = self._build(prepared.ctx)
+        first = self.choose(prepared, full)
+        if first is not full and prepared.cold_ctx is not None:
+            first = self.window_prompt(prepared)
+        return first, full
+
+    def warm_look(self, prepared: Prepared, active: RepoContext | None,
+                  cancel: CancelToken) -> bool:
+        """Encode `plan_look` with the file's `active` repository block; whether it is
+        complete (not stopped by a keystroke)."""
+        encode(self.engine, self.plan_look(with_repo(prepared, active)), cancel)
+        return not cancel.cancelled
 
     def warm_spot(self, prepared: Prepared, active: RepoContext | None,
                   candidate: Callable[[], RepoContext | None],

@@ -538,7 +538,7 @@ class OpenFiles:
                 self.schedule_climb(ticket, answer, first=step.first)
         else:
             cursor = state.last_cursor if state.last_cursor is not None else 0
-            self.prepare_at(ticket, cursor, first=step.first)
+            self.prepare_at(ticket, cursor, first=step.first, whole=step.work == "spot")
 
     def _persist_when_idle(self, file: OpenFile) -> None:
         """Still idle a while later: save the file's KV sequence, so that a crash or a kill
@@ -581,9 +581,12 @@ class OpenFiles:
 
         self._idle(JobKey.climb(uri), climb, first=first)
 
-    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False) -> None:
+    def prepare_at(self, ticket: Ticket, cursor: int, first: bool = False,
+                   whole: bool = True) -> None:
         """Queue idle work that encodes the prompt for `cursor`, anchored at its line, so
-        the next keystroke there only encodes what it typed (while `ticket` is current)."""
+        the next keystroke there only encodes what it typed (while `ticket` is current):
+        `whole`, its full prompt and repository block too (`warm_spot`), else only what the
+        first keystroke there takes (`warm_look`)."""
         file, completer = ticket.file, self._model.completer
         if completer is None or not ticket.still_current():
             return
@@ -592,15 +595,23 @@ class OpenFiles:
             return
         prepared = prepare(doc, cursor, None, self._settings())
         repo = self._repo
-        request = repo.request(doc, cursor)
         loop = asyncio.get_running_loop()
+        anchored = Anchored(ticket, prepared.ctx.anchor)
+
+        request = repo.request(doc, cursor) if whole else None
+
+        def look(cancel: CancelToken) -> None:
+            if ticket.still_current() and \
+                    completer.warm_look(prepared, repo.active_for(uri), cancel) and \
+                    ticket.still_current():
+                self._post(loop, anchored)  # keystrokes there may use its anchor from now on
 
         def candidate(cancel: CancelToken) -> Any:
             # The spot's prompt is encoded: keystrokes there may use its anchor from now on;
             # then bring its repository block up to date, unless the file moved on meanwhile.
             if not ticket.still_current():
                 return repo.active_for(uri)
-            self._post(loop, Anchored(ticket, prepared.ctx.anchor))
+            self._post(loop, anchored)
             return repo.block(request, uri, cancel)
 
         def warm(cancel: CancelToken) -> None:
@@ -610,7 +621,7 @@ class OpenFiles:
                                          lambda: candidate(cancel), cancel)
             repo.apply(file, switch)  # (unless it was closed meanwhile)
 
-        self._idle(JobKey.file_idle(uri), warm, first=first)
+        self._idle(JobKey.file_idle(uri), warm if whole else look, first=first)
 
     def alternatives_work(self, state: DocState, shown: Shown) -> Callable[[CancelToken],
                                                                           list[str] | None]:
