@@ -723,6 +723,27 @@ async def test_a_file_asked_at_open_gets_what_its_line_names_then_its_whole_bloc
     assert "class Thing" in block_text(harness.block(uri))
 
 
+async def test_a_resting_cursor_prepares_what_its_line_names_for_the_first_key(
+    harness: Harness, project: Path
+) -> None:
+    """A cursor at rest, before the file's first answer: the look encodes the prompt that a
+    request there is given, with the definitions the line names; before, it encoded one
+    without them, and the request, given them, encoded its whole prompt again."""
+    text = A_TEXT.replace("    \n", "    value = helper(\n")
+    await harness.start(project)
+    uri = harness.open(project / "pkg/a.py", text)
+    column = len("    value = helper(")
+    harness.notify("lsp-complete/didMoveCursor", {
+        "textDocument": {"uri": uri}, "position": {"line": 5, "character": column}})
+    assert await until(lambda: (harness.server.repo.describe(uri) or {}).get("sources")
+                       == ["line"], 30)
+    assert await until(lambda: harness.server.scheduler.idle, 30)
+    await harness.suggest(uri, 5, column)
+    segment, encoded = harness.requests[0]
+    assert "def helper(x, y=2):" in harness.server.model.completer.engine.detokenize(segment)
+    assert encoded <= 2, encoded
+
+
 async def test_a_line_naming_nothing_imported_gets_no_block_at_open(
     harness: Harness, project: Path
 ) -> None:

@@ -32,7 +32,7 @@ from lsp_complete.models import ModelSpec
 from lsp_complete.nextedit.history import EditBlock
 from lsp_complete.nextedit.prompt import Window
 from lsp_complete.pipeline.next_edit import NextEditAnswer, suggest_next_edit
-from lsp_complete.pipeline.planner import PromptPlanner, Switch, encode
+from lsp_complete.pipeline.planner import PromptPlanner, Switch, encode, with_repo
 from lsp_complete.pipeline.prepare import Prepared
 from lsp_complete.postprocess import (
     CompletionSite,
@@ -114,6 +114,10 @@ class Completer:
             at_cursor=at_cursor,
             begins_a_token=self.engine.begins_a_token,
         )
+
+    def repo_tokens(self, prepared: Prepared, repo: RepoContext | None) -> int:
+        """The prompt tokens of the repository block `repo` at the prepared spot."""
+        return self.build_prompt(with_repo(prepared, repo).ctx).repo_tokens
 
     def run(
         self,

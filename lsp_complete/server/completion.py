@@ -23,7 +23,6 @@ from lsp_complete.pipeline import (
     block_wanted,
     prepare,
     replaced_after_cursor,
-    wants_line_block,
     with_repo,
 )
 from lsp_complete.postprocess import clean_completion
@@ -228,18 +227,14 @@ class Suggester:
         state.anchor = prepared.ctx.anchor
         inflight = InFlight(before=before, after=after)
         repo = self._repo
-        line_request = (repo.line_request(doc, cursor)
-                        if wants_line_block(state.plan, repo.active_for(uri)) else None)
+        line_request = repo.line_request(file, cursor)
 
         def run(cancel: CancelToken) -> Completion:
             def progress(text: str) -> None:
                 inflight.partial = text
 
-            # The file's repository block is read here, on the worker, where idle work
-            # switches it: it always matches what that work left in the cache.
-            active = repo.active_for(uri) if line_request is None else repo.line_block(
-                file, line_request, cancel,
-                lambda block: completer.build_prompt(with_repo(prepared, block).ctx).repo_tokens)
+            active = repo.block_for(file, line_request, cancel,
+                                    lambda block: completer.repo_tokens(prepared, block))
             completion = completer.run(with_repo(prepared, active), cancel, progress)
             if completion.text and not cancel.cancelled:
                 # Remembered here, on the worker, so that every keystroke waiting on this

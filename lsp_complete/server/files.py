@@ -599,11 +599,16 @@ class OpenFiles:
         anchored = Anchored(ticket, prepared.ctx.anchor)
 
         request = repo.request(doc, cursor) if whole else None
+        # A look prepares the prompt a keystroke there takes: with the line block that one
+        # would be given, where the file has no block yet.
+        line_request = None if whole else repo.line_request(file, cursor)
 
         def look(cancel: CancelToken) -> None:
-            if ticket.still_current() and \
-                    completer.warm_look(prepared, repo.active_for(uri), cancel) and \
-                    ticket.still_current():
+            if not ticket.still_current():
+                return
+            active = repo.block_for(file, line_request, cancel,
+                                    lambda block: completer.repo_tokens(prepared, block))
+            if completer.warm_look(prepared, active, cancel) and ticket.still_current():
                 self._post(loop, anchored)  # keystrokes there may use its anchor from now on
 
         def candidate(cancel: CancelToken) -> Any:
@@ -713,12 +718,12 @@ class OpenFiles:
     def cursor_moved(self, uri: str, line: int, character: int) -> None:
         """The client says where the cursor rests (lsp-complete/didMoveCursor, or a standard
         client's documentHighlight request). Unless the file's prompt is anchored at that line
-        already, prepare the prompt anchored there while the user gets ready to type: the
-        first keystroke of a new spot then costs what any other keystroke does, and its middle
-        starts short. A report of the spot where the last request or report was, with no edit
-        since, changes nothing: a pause in typing, whose answer planned its own idle work (it
-        would stop that work), or the same rest reported twice (a client may send both
-        messages)."""
+        already, prepare the prompt anchored there that a first keystroke takes (a look) while
+        the user gets ready to type: that keystroke then costs what any other keystroke does,
+        and its middle starts short. A report of the spot where the last request or report
+        was, with no edit since, changes nothing: a pause in typing, whose answer planned its
+        own idle work (it would stop that work), or the same rest reported twice (a client
+        may send both messages)."""
         file = self._files.get(uri)
         if file is None or not self._model.ready or file.state.disabled_reason:
             return

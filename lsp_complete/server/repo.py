@@ -39,7 +39,7 @@ from lsp_complete.context.repo import (
 from lsp_complete.context.similar import OpenText
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken
-from lsp_complete.pipeline import Switch
+from lsp_complete.pipeline import Switch, wants_line_block
 from lsp_complete.server.client import EditorClient
 from lsp_complete.server.open_file import OpenFile, OpenFileRegistry
 from lsp_complete.workspace import Workspace, path_of_uri
@@ -163,12 +163,23 @@ class RepoHost:
                   for uri in self._files if uri != doc.uri]
         return repo_request(doc, cursor, self.budget, others)
 
-    def line_request(self, doc: Document, cursor: int) -> RepoRequest | None:
+    def line_request(self, file: OpenFile, cursor: int) -> RepoRequest | None:
         """What the definitions the cursor's line names need (`line_block`), captured on the
-        loop (None: no repository context)."""
-        if self.budget <= 0 or not self.workspace.roots:
+        loop, where the planner wants them (`wants_line_block`: before the file's first
+        answer, with no block); else None."""
+        if self.budget <= 0 or not self.workspace.roots or \
+                not wants_line_block(file.state.plan, self.active_for(file.uri)):
             return None
-        return repo_request(doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
+        return repo_request(file.doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
+
+    def block_for(self, file: OpenFile, line_request: RepoRequest | None, cancel: CancelToken,
+                  tokens: Callable[[RepoContext], int]) -> RepoContext | None:
+        """On the worker, where idle work switches it (so it always matches what that work
+        left in the cache): the block a prompt of `file` uses now, the line block where
+        `line_request` asks for one (`line_block`), else the file's active one."""
+        if line_request is None:
+            return self.active_for(file.uri)
+        return self.line_block(file, line_request, cancel, tokens)
 
     def active_for(self, key: str) -> RepoContext | None:
         """The file's active block, the one its prompts use now (on the worker, where it is
