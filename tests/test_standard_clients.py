@@ -174,6 +174,7 @@ def test_a_cursor_resting_while_a_person_reads_encodes_only_what_a_first_key_tak
     try:
         client.open(LONG_URI, LONG)
         assert client.until_items(lambda: client.inline(LONG_URI, 1, 4))  # the model is up
+        time.sleep(0.6)  # the answer's own idle work, once the cursor rests, done first
         before = _encoded(client)
         rests = (300, 200, 100)
         for line in rests:
