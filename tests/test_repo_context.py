@@ -726,9 +726,10 @@ async def test_a_file_asked_at_open_gets_what_its_line_names_then_its_whole_bloc
 async def test_a_resting_cursor_prepares_what_its_line_names_for_the_first_key(
     harness: Harness, project: Path
 ) -> None:
-    """A cursor at rest, before the file's first answer: the look encodes the prompt that a
-    request there is given, with the definitions the line names; before, it encoded one
-    without them, and the request, given them, encoded its whole prompt again."""
+    """A cursor at rest, before the file's first answer: the look builds the definitions the
+    line names, not the whole block (that waits for an answer: a rest while reading would
+    pay for it), and encodes the prompt a request there is given, with them. A look that
+    encoded it without them left the request, given them, to encode its whole prompt again."""
     text = A_TEXT.replace("    \n", "    value = helper(\n")
     await harness.start(project)
     uri = harness.open(project / "pkg/a.py", text)
