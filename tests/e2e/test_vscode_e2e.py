@@ -53,8 +53,16 @@ from urllib.parse import quote
 import pytest
 from lsp_helpers import alive, descendants, signal_alive, start_server
 from lsprotocol import types
+from pytest_lsp.client import LanguageClient
 
-from lsp_complete.testing.lsp_client import inline, move_cursor, open_doc, suggestion_of, wait_idle
+from lsp_complete.testing.lsp_client import (
+    inline,
+    insert,
+    move_cursor,
+    open_doc,
+    suggestion_of,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -81,6 +89,9 @@ NEXT_KEY, PREVIOUS_KEY = "Alt+BracketRight", "Alt+BracketLeft"
 # The extension's settings, and the same options as initializationOptions for the direct
 # server (tests/lsp_helpers.start_server sends threads 1 and contextSize 4096 too).
 SERVER_OPTIONS = {"threads": 1, "contextSize": 4096}
+# A rest after an answer, longer than the server's idle delay (idleReanchorMs, 400 ms): the
+# driver takes longer than that to open the new line before it types.
+REST_S = 1.0
 DRIVER_TIMEOUT_S = 150
 
 
@@ -170,77 +181,105 @@ def _typed_text(original: list[str], anchor: int, k: int) -> str:
     return "\n".join(lines)
 
 
+async def _direct_server(model: Path, kv_cache: Path) -> LanguageClient:
+    """Our server over stdio with its own, fresh KV cache folder: what one variant encodes and
+    saves is not restored from disk by the next (VS Code's server starts with a fresh one)."""
+    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(kv_cache)}
+    return await start_server(model, init_options=SERVER_OPTIONS, env=env)
+
+
 async def _server_suggestions(
-    model: Path, original: list[str], anchor: int, prepared: bool
+    model: Path, original: list[str], anchor: int, rested: bool
 ) -> list[str]:
     """What our server suggests after each prefix TYPED[:k] (k = 0..len): the text the ghost
     text shows (the item's insertText less the part of the word already typed). Each state is
     a fresh document with the same file name, so no answer comes from an earlier one.
 
-    `prepared`: the cursor rested on the line before the keystroke, as when the extension's
-    lsp-complete/didMoveCursor arrives first, and the server prepared its full-context prompt
-    there. Otherwise the keystroke found the file cold and used the smaller prompt. Which one
-    the editor's keystrokes meet depends on timing, so both are right answers."""
-    client = await start_server(model, init_options=SERVER_OPTIONS)
-    try:
-        out = []
-        for k in range(len(TYPED) + 1):
-            uri = f"file:///lsp-complete-e2e/{k}/{FILE_NAME}"
-            text = _typed_text(original, anchor, k)
-            open_doc(client, uri, text)
-            column = len(INDENT) + k
-            if prepared:
-                move_cursor(client, uri, anchor + 1, column)
-                await wait_idle(client)
-            insert, item = suggestion_of(await inline(client, uri, anchor + 1, column))
-            if item is None:
-                out.append("")
-                continue
-            start = item.range.start if item.range else None
-            typed_word = text.split("\n")[anchor + 1][start.character : column] if start else ""
-            assert insert.startswith(typed_word), (insert, typed_word)
-            out.append(insert[len(typed_word) :])
-        return out
-    finally:
-        await client.shutdown_session()
+    `rested`: as the driver opens the new line, VS Code asks there (our extension reports the
+    cursor too), the server answers, and the cursor rests there (REST_S) before the first key;
+    the server then prepares its full-context prompt anchored at that line, and the keys
+    typed on meet it. Otherwise the keys find the file cold and use the smaller prompt (a
+    rest before any answer prepares that one). Which one the editor's keystrokes meet depends
+    on timing, so both are right answers."""
+    with tempfile.TemporaryDirectory(prefix="lsp-complete-e2e-kv-") as kv_cache:
+        client = await _direct_server(model, Path(kv_cache))
+        try:
+            out = []
+            line = anchor + 1
+            for k in range(len(TYPED) + 1):
+                uri = f"file:///lsp-complete-e2e/{k}/{FILE_NAME}"
+                text = _typed_text(original, anchor, k)
+                column = len(INDENT) + k
+                if rested:
+                    await _rest_then_type(client, uri, _typed_text(original, anchor, 0), line,
+                                          TYPED[:k])
+                else:
+                    open_doc(client, uri, text)
+                insert_text, item = suggestion_of(await inline(client, uri, line, column))
+                if item is None:
+                    out.append("")
+                    continue
+                start = item.range.start if item.range else None
+                typed_word = text.split("\n")[line][start.character : column] if start else ""
+                assert insert_text.startswith(typed_word), (insert_text, typed_word)
+                out.append(insert_text[len(typed_word) :])
+            return out
+        finally:
+            await client.shutdown_session()
 
 
-def _cycle_text(original: list[str], anchor: int) -> str:
-    """The file when cycling: TYPED on the line below `anchor`, CYCLE_TYPED on the next."""
-    lines = original[: anchor + 1] + [INDENT + TYPED, INDENT + CYCLE_TYPED]
+async def _rest_then_type(client: LanguageClient, uri: str, opened: str, line: int,
+                          typed: str) -> None:
+    """Open `opened`, whose `line` holds INDENT only: the new line is answered there, the
+    cursor rests, and then `typed` is typed (one edit) after INDENT."""
+    open_doc(client, uri, opened)
+    move_cursor(client, uri, line, len(INDENT))
+    await inline(client, uri, line, len(INDENT))
+    await asyncio.sleep(REST_S)
+    await wait_idle(client)
+    if typed:
+        insert(client, uri, 2, line, len(INDENT), typed)
+
+
+def _cycle_text(original: list[str], anchor: int, typed: str = CYCLE_TYPED) -> str:
+    """The file when cycling: TYPED on the line below `anchor`, `typed` on the next."""
+    lines = original[: anchor + 1] + [INDENT + TYPED, INDENT + typed]
     return "\n".join(lines + original[anchor + 1 :])
 
 
 async def _server_alternatives(model: Path, original: list[str], anchor: int,
-                               prepared: bool) -> list[str]:
+                               rested: bool) -> list[str]:
     """What our server offers at the cycling spot when asked explicitly (triggerKind Invoked)
     after a suggestion was shown there: that suggestion and its alternatives, as ghost texts.
-    `prepared` as in `_server_suggestions`."""
-    client = await start_server(model, init_options=SERVER_OPTIONS)
-    try:
-        uri = f"file:///lsp-complete-e2e/cycle/{FILE_NAME}"
-        text = _cycle_text(original, anchor)
-        line, column = anchor + 2, len(INDENT + CYCLE_TYPED)
-        open_doc(client, uri, text)
-        if prepared:
-            move_cursor(client, uri, line, column)
-            await wait_idle(client)
-        await inline(client, uri, line, column)  # as you type: the suggestion shown
-        answer = await client.text_document_inline_completion_async(types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=line, character=column),
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Invoked),
-        ))
-        out = []
-        for item in answer.items if answer else []:
-            start = item.range.start.character if item.range else column
-            typed_word = text.split("\n")[line][start:column]
-            assert item.insert_text.startswith(typed_word), (item.insert_text, typed_word)
-            out.append(item.insert_text[len(typed_word) :])
-        return out
-    finally:
-        await client.shutdown_session()
+    `rested` as in `_server_suggestions`."""
+    with tempfile.TemporaryDirectory(prefix="lsp-complete-e2e-kv-") as kv_cache:
+        client = await _direct_server(model, Path(kv_cache))
+        try:
+            uri = f"file:///lsp-complete-e2e/cycle/{FILE_NAME}"
+            text = _cycle_text(original, anchor)
+            line, column = anchor + 2, len(INDENT + CYCLE_TYPED)
+            if rested:
+                await _rest_then_type(client, uri, _cycle_text(original, anchor, ""), line,
+                                      CYCLE_TYPED)
+            else:
+                open_doc(client, uri, text)
+            await inline(client, uri, line, column)  # as you type: the suggestion shown
+            invoked = types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=line, character=column),
+                context=types.InlineCompletionContext(
+                    trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+            )
+            answer = await client.text_document_inline_completion_async(invoked)
+            out = []
+            for item in answer.items if answer else []:
+                start = item.range.start.character if item.range else column
+                typed_word = text.split("\n")[line][start:column]
+                assert item.insert_text.startswith(typed_word), (item.insert_text, typed_word)
+                out.append(item.insert_text[len(typed_word) :])
+            return out
+        finally:
+            await client.shutdown_session()
 
 
 def _ghost_candidates(*variants: list[str]) -> list[str]:
@@ -367,9 +406,9 @@ def test_vsix_in_vscode_shows_ghost_text_from_our_server(
 
     # The expected ghost text: our server's answer for the same content and position.
     t1 = time.monotonic()
-    suggestions = asyncio.run(_server_suggestions(tiny_model_path, original, anchor, True))
+    rested = asyncio.run(_server_suggestions(tiny_model_path, original, anchor, True))
     cold = asyncio.run(_server_suggestions(tiny_model_path, original, anchor, False))
-    candidates = _ghost_candidates(suggestions, cold)
+    candidates = _ghost_candidates(rested, cold)
     cycle = [*asyncio.run(_server_alternatives(tiny_model_path, original, anchor, True)),
              *asyncio.run(_server_alternatives(tiny_model_path, original, anchor, False))]
     timings["server directly"] = time.monotonic() - t1
@@ -379,7 +418,7 @@ def test_vsix_in_vscode_shows_ghost_text_from_our_server(
     )
     assert candidates[0], (
         f"the server suggests nothing after typing {TYPED!r} below line {anchor + 1} of "
-        f"{FILE_NAME}: pick another place for this test (answers per keystroke: {suggestions})"
+        f"{FILE_NAME}: pick another place for this test (answers per keystroke: {cold})"
     )
     typed_text = _typed_text(original, anchor, len(TYPED))
     cursor = sum(len(line) + 1 for line in typed_text.split("\n")[: anchor + 1])
