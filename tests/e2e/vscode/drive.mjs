@@ -279,7 +279,8 @@ try {
     await page.keyboard.press("End");
     await page.keyboard.press("Enter");
     // The cursor rests a moment on the new line, as before typing: the extension tells the
-    // server (lsp-complete/didMoveCursor), which prepares the prompt there.
+    // server (lsp-complete/didMoveCursor), VS Code asks there, and after that answer the
+    // server prepares the full-context prompt there.
     await page.waitForTimeout(1000);
   });
 
@@ -290,7 +291,7 @@ try {
   result.ghost = await step("ghost text", async () => {
     let lastTrigger = Date.now();
     return until(
-      "ghost text with the server's suggestion",
+      `ghost text with the server's suggestion (one of ${JSON.stringify(wanted)})`,
       async () => {
         const g = await ghostText(page);
         result.lastGhost = g;
