@@ -199,17 +199,21 @@ def test_a_line_block_in_every_prompt_buys_no_more_of_the_file() -> None:
 
 
 @pytest.mark.parametrize(("answers", "active", "wanted"), [
-    (0, False, True),  # asked at open, or after a pause with no keystroke
-    (0, True, False),  # it has a block already
-    (1, False, False),  # answered once: idle work brings the whole block, and a block that
+    (0, None, True),  # asked at open, or after a pause with no keystroke
+    (0, "whole", False),  # it has a block already
+    (0, "line", True),  # only the block of a line rested on before: this line's may differ
+    (1, None, False),  # answered once: idle work brings the whole block, and a block that
     # appeared while the user types would re-encode the whole prompt
+    (1, "line", False),
 ])
 def test_a_line_block_only_before_the_files_first_answer(answers, active, wanted) -> None:
     file = FilePlan()
     for _ in range(answers):
         after_answer(file, False)
-    block = RepoContext("w", "m.py", (RepoFile("b.py", "x = 1\n", "definitions"),))
-    assert wants_line_block(file, block if active else None) is wanted
+    files = (RepoFile("b.py", "x = 1\n", "definitions"),)
+    blocks = {None: None, "whole": RepoContext("w", "m.py", files),
+              "line": RepoContext("w", "m.py", files, cold=True)}
+    assert wants_line_block(file, blocks[active]) is wanted
 
 
 # ---------------------------------------------------------------- what follows each event

@@ -745,6 +745,44 @@ async def test_a_resting_cursor_prepares_what_its_line_names_for_the_first_key(
     assert encoded <= 2, encoded
 
 
+async def test_a_rest_on_another_line_before_the_first_answer_brings_that_lines_block(
+    harness: Harness, project: Path
+) -> None:
+    """A person reads before typing: rests on a line naming one import, then on a line naming
+    another, and types there. The first key is given what its own line names, prepared by the
+    rest there, not the block of the first line. A rest on a line that names nothing the
+    imports define, or only what the block shows, keeps the block there is."""
+    text = ("from .b import helper\nfrom .c import other\n\n\ndef main():\n"
+            "    value = helper(\n    flag = other(\n    done = 1\n    both = other(helper(\n"
+            "    return value\n")
+    await harness.start(project)
+    uri = harness.open(project / "pkg/a.py", text)
+    lines = text.split("\n")
+    scheduler = harness.server.scheduler
+
+    async def rest(line: int) -> str:
+        """The cursor rests at the end of `line`: the block once the server is quiet."""
+        harness.notify("lsp-complete/didMoveCursor", {"textDocument": {"uri": uri},
+                       "position": {"line": line, "character": len(lines[line])}})
+        await asyncio.sleep(0.1)
+        assert await until(lambda: scheduler.idle, 30)
+        return block_text(harness.block(uri))
+
+    assert "def helper(" in await rest(5)
+    assert "def helper(" in await rest(7)  # names nothing imported: the block stays
+    shown = await rest(6)
+    assert "def other(" in shown and "def helper(" not in shown
+    assert (harness.server.repo.describe(uri) or {}).get("sources") == ["line"]
+    shown = await rest(8)
+    assert "def other(" in shown and "def helper(" in shown
+    shown = await rest(6)  # names part of what the block shows: it stays
+    assert "def other(" in shown and "def helper(" in shown
+    await harness.suggest(uri, 6, len(lines[6]))
+    segment, encoded = harness.requests[-1]
+    assert "def other(flag):" in harness.server.model.completer.engine.detokenize(segment)
+    assert encoded <= 2, encoded
+
+
 async def test_a_line_naming_nothing_imported_gets_no_block_at_open(
     harness: Harness, project: Path
 ) -> None:

@@ -172,12 +172,13 @@ def with_repo(prepared: Prepared, repo: RepoContext | None) -> Prepared:
 
 
 def wants_line_block(file: FilePlan, active: RepoContext | None) -> bool:
-    """A request in a file the model has not answered yet, which has no repository block (a
-    file asked at open, or after a pause with no keystroke: idle work builds the block only
-    after an answer): its line's definitions are built for it on demand (`cold`, so its small
-    first prompt carries them). Not later: a block that appears while the user types
+    """A request or a rest in a file the model has not answered yet, which has no repository
+    block, or only the line block of a line it rested on before (a file asked at open, or
+    after a pause with no keystroke, or read before typing: idle work builds the whole block
+    only after an answer): its line's definitions are built for it on demand (`cold`, so its
+    small first prompt carries them). Not later: a block that appears while the user types
     re-encodes the whole prompt, and idle work brings the whole block after the answer."""
-    return active is None and file.answers == 0
+    return (active is None or active.cold) and file.answers == 0
 
 
 @dataclass(frozen=True)

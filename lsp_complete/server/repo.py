@@ -166,7 +166,7 @@ class RepoHost:
     def line_request(self, file: OpenFile, cursor: int) -> RepoRequest | None:
         """What the definitions the cursor's line names need (`line_block`), captured on the
         loop, where the planner wants them (`wants_line_block`: before the file's first
-        answer, with no block); else None."""
+        answer, with no block or only a line's); else None."""
         if self.budget <= 0 or not self.workspace.roots or \
                 not wants_line_block(file.state.plan, self.active_for(file.uri)):
             return None
@@ -210,16 +210,20 @@ class RepoHost:
                    tokens: Callable[[RepoContext], int]) -> RepoContext | None:
         """On the worker, for a request the planner wants one for (`wants_line_block`): the
         definitions the cursor's line names, made the file's active block (`tokens`: its
-        prompt tokens), unless the file has one now; the file's active block."""
-        if (active := self._active(file.uri)) is not None:
+        prompt tokens); the file's active block where that is a whole block now, or where
+        it shows all the line names or the line names nothing its imports define (the
+        block of a line rested on before stays: a prompt with it is what the cache may
+        hold)."""
+        active = self._active(file.uri)
+        if active is not None and not active.cold:
             return active
         try:
             block = line_definitions(request, self.workspace, lambda: cancel.cancelled)
         except (OSError, ValueError, RecursionError) as exc:  # a file changed under us
             log.debug("the line's definitions for %s failed: %s", file.uri, exc)
-            return None
-        if block is None or cancel.cancelled:
-            return None
+            return active
+        if block is None or cancel.cancelled or (active is not None and _shows(active, block)):
+            return active
         self.apply(file, Switch(block, tokens(block)))
         return block
 
@@ -259,3 +263,10 @@ class RepoHost:
             "budgetTokens": self.budget,
             "cachedEntries": self.workspace.cache_size,
         }
+
+
+def _shows(active: RepoContext, block: RepoContext) -> bool:
+    """Whether `active` shows every file of `block` with all its text (a line block of a line
+    naming part of what an earlier line named)."""
+    shown = {f.path: f.text for f in active.files}
+    return all(f.text in shown.get(f.path, "") for f in block.files)
