@@ -724,12 +724,22 @@ async def test_a_file_asked_at_open_gets_what_its_line_names_then_its_whole_bloc
 
 
 async def test_a_resting_cursor_prepares_what_its_line_names_for_the_first_key(
-    harness: Harness, project: Path
+    harness: Harness, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cursor at rest, before the file's first answer: the look builds the definitions the
     line names, not the whole block (that waits for an answer: a rest while reading would
     pay for it), and encodes the prompt a request there is given, with them. A look that
-    encoded it without them left the request, given them, to encode its whole prompt again."""
+    encoded it without them left the request, given them, to encode its whole prompt again.
+    The request does not look them up again (tens of ms before its answer)."""
+    import lsp_complete.server.repo as host
+
+    lookups: list[str] = []
+
+    def counted(request: Any, *args: Any) -> Any:
+        lookups.append(request.uri)
+        return line_definitions(request, *args)
+
+    monkeypatch.setattr(host, "line_definitions", counted)
     text = A_TEXT.replace("    \n", "    value = helper(\n")
     await harness.start(project)
     uri = harness.open(project / "pkg/a.py", text)
@@ -743,6 +753,7 @@ async def test_a_resting_cursor_prepares_what_its_line_names_for_the_first_key(
     segment, encoded = harness.requests[0]
     assert "def helper(x, y=2):" in harness.server.model.completer.engine.detokenize(segment)
     assert encoded <= 2, encoded
+    assert lookups == [uri]
 
 
 async def test_a_rest_on_another_line_before_the_first_answer_brings_that_lines_block(

@@ -311,7 +311,7 @@ def line_definitions(request: RepoRequest, workspace: Workspace,
     if not files:
         return None
     return RepoContext(name=source_root.name, current_path=_relative(request.path, source_root),
-                       files=files, cold=True)
+                       files=files, state=request.line, cold=True)  # (the names it shows)
 
 
 def _named_on_line(request: RepoRequest, targets: list[_Target]) -> frozenset[str]:

@@ -166,11 +166,16 @@ class RepoHost:
     def line_request(self, file: OpenFile, cursor: int) -> RepoRequest | None:
         """What the definitions the cursor's line names need (`line_block`), captured on the
         loop, where the planner wants them (`wants_line_block`: before the file's first
-        answer, with no block or only a line's); else None."""
+        answer, with no block or only a line's); else None, also where the active block
+        is this line's already (made for the names on it: a request after a rest there)."""
+        active = self.active_for(file.uri)
         if self.budget <= 0 or not self.workspace.roots or \
-                not wants_line_block(file.state.plan, self.active_for(file.uri)):
+                not wants_line_block(file.state.plan, active):
             return None
-        return repo_request(file.doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
+        request = repo_request(file.doc, cursor, min(self.budget, LINE_BLOCK_TOKENS))
+        if request is not None and active is not None and active.state == request.line:
+            return None
+        return request
 
     def block_for(self, file: OpenFile, line_request: RepoRequest | None, cancel: CancelToken,
                   tokens: Callable[[RepoContext], int]) -> RepoContext | None:
