@@ -46,7 +46,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -181,11 +181,17 @@ def _typed_text(original: list[str], anchor: int, k: int) -> str:
     return "\n".join(lines)
 
 
-async def _direct_server(model: Path, kv_cache: Path) -> LanguageClient:
+@contextlib.asynccontextmanager
+async def _direct_server(model: Path) -> AsyncIterator[LanguageClient]:
     """Our server over stdio with its own, fresh KV cache folder: what one variant encodes and
     saves is not restored from disk by the next (VS Code's server starts with a fresh one)."""
-    env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": str(kv_cache)}
-    return await start_server(model, init_options=SERVER_OPTIONS, env=env)
+    with tempfile.TemporaryDirectory(prefix="lsp-complete-e2e-kv-") as kv_cache:
+        env = {**os.environ, "LSP_COMPLETE_CACHE_DIR": kv_cache}
+        client = await start_server(model, init_options=SERVER_OPTIONS, env=env)
+        try:
+            yield client
+        finally:
+            await client.shutdown_session()
 
 
 async def _server_suggestions(
@@ -201,31 +207,27 @@ async def _server_suggestions(
     typed on meet it. Otherwise the keys find the file cold and use the smaller prompt (a
     rest before any answer prepares that one). Which one the editor's keystrokes meet depends
     on timing, so both are right answers."""
-    with tempfile.TemporaryDirectory(prefix="lsp-complete-e2e-kv-") as kv_cache:
-        client = await _direct_server(model, Path(kv_cache))
-        try:
-            out = []
-            line = anchor + 1
-            for k in range(len(TYPED) + 1):
-                uri = f"file:///lsp-complete-e2e/{k}/{FILE_NAME}"
-                text = _typed_text(original, anchor, k)
-                column = len(INDENT) + k
-                if rested:
-                    await _rest_then_type(client, uri, _typed_text(original, anchor, 0), line,
-                                          TYPED[:k])
-                else:
-                    open_doc(client, uri, text)
-                insert_text, item = suggestion_of(await inline(client, uri, line, column))
-                if item is None:
-                    out.append("")
-                    continue
-                start = item.range.start if item.range else None
-                typed_word = text.split("\n")[line][start.character : column] if start else ""
-                assert insert_text.startswith(typed_word), (insert_text, typed_word)
-                out.append(insert_text[len(typed_word) :])
-            return out
-        finally:
-            await client.shutdown_session()
+    async with _direct_server(model) as client:
+        out = []
+        line = anchor + 1
+        for k in range(len(TYPED) + 1):
+            uri = f"file:///lsp-complete-e2e/{k}/{FILE_NAME}"
+            text = _typed_text(original, anchor, k)
+            column = len(INDENT) + k
+            if rested:
+                await _rest_then_type(client, uri, _typed_text(original, anchor, 0), line,
+                                      TYPED[:k])
+            else:
+                open_doc(client, uri, text)
+            insert_text, item = suggestion_of(await inline(client, uri, line, column))
+            if item is None:
+                out.append("")
+                continue
+            start = item.range.start if item.range else None
+            typed_word = text.split("\n")[line][start.character : column] if start else ""
+            assert insert_text.startswith(typed_word), (insert_text, typed_word)
+            out.append(insert_text[len(typed_word) :])
+        return out
 
 
 async def _rest_then_type(client: LanguageClient, uri: str, opened: str, line: int,
@@ -252,34 +254,30 @@ async def _server_alternatives(model: Path, original: list[str], anchor: int,
     """What our server offers at the cycling spot when asked explicitly (triggerKind Invoked)
     after a suggestion was shown there: that suggestion and its alternatives, as ghost texts.
     `rested` as in `_server_suggestions`."""
-    with tempfile.TemporaryDirectory(prefix="lsp-complete-e2e-kv-") as kv_cache:
-        client = await _direct_server(model, Path(kv_cache))
-        try:
-            uri = f"file:///lsp-complete-e2e/cycle/{FILE_NAME}"
-            text = _cycle_text(original, anchor)
-            line, column = anchor + 2, len(INDENT + CYCLE_TYPED)
-            if rested:
-                await _rest_then_type(client, uri, _cycle_text(original, anchor, ""), line,
-                                      CYCLE_TYPED)
-            else:
-                open_doc(client, uri, text)
-            await inline(client, uri, line, column)  # as you type: the suggestion shown
-            invoked = types.InlineCompletionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri),
-                position=types.Position(line=line, character=column),
-                context=types.InlineCompletionContext(
-                    trigger_kind=types.InlineCompletionTriggerKind.Invoked),
-            )
-            answer = await client.text_document_inline_completion_async(invoked)
-            out = []
-            for item in answer.items if answer else []:
-                start = item.range.start.character if item.range else column
-                typed_word = text.split("\n")[line][start:column]
-                assert item.insert_text.startswith(typed_word), (item.insert_text, typed_word)
-                out.append(item.insert_text[len(typed_word) :])
-            return out
-        finally:
-            await client.shutdown_session()
+    async with _direct_server(model) as client:
+        uri = f"file:///lsp-complete-e2e/cycle/{FILE_NAME}"
+        text = _cycle_text(original, anchor)
+        line, column = anchor + 2, len(INDENT + CYCLE_TYPED)
+        if rested:
+            await _rest_then_type(client, uri, _cycle_text(original, anchor, ""), line,
+                                  CYCLE_TYPED)
+        else:
+            open_doc(client, uri, text)
+        await inline(client, uri, line, column)  # as you type: the suggestion shown
+        invoked = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=column),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        )
+        answer = await client.text_document_inline_completion_async(invoked)
+        out = []
+        for item in answer.items if answer else []:
+            start = item.range.start.character if item.range else column
+            typed_word = text.split("\n")[line][start:column]
+            assert item.insert_text.startswith(typed_word), (item.insert_text, typed_word)
+            out.append(item.insert_text[len(typed_word) :])
+        return out
 
 
 def _ghost_candidates(*variants: list[str]) -> list[str]:
