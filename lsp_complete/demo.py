@@ -19,7 +19,8 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from lsp_complete.config import Settings
-from lsp_complete.oneshot import UsageError, language_id_for_path, read_source
+from lsp_complete.languages import language_of_path
+from lsp_complete.oneshot import UsageError, read_source
 from lsp_complete.testing import lsp_client
 from lsp_complete.testing.lsp_client import server_command, suggestion_from_answer, utf16_len
 
@@ -85,7 +86,7 @@ async def _demo(
             f"({model_info.get('device')}); typing {len(typed_lines)} lines of {name}\n",
             file=out,
         )
-        lsp_client.open_doc(client, uri, text, language_id_for_path(Path(name)))
+        lsp_client.open_doc(client, uri, text, language_of_path(name))
         latencies, shown, exact = await _type_lines(client, uri, span[0], typed_lines, out, tty)
     finally:
         with contextlib.suppress(Exception):

@@ -13,7 +13,7 @@ from lsp_complete.config import Settings
 from lsp_complete.context import ContextLimits
 from lsp_complete.documents import Document
 from lsp_complete.engine.base import CancelToken, EngineError
-from lsp_complete.languages import spec_for
+from lsp_complete.languages import language_of_path
 
 if TYPE_CHECKING:  # loaded on first use: the model stack is slow to import
     from lsp_complete.pipeline import Completion
@@ -21,12 +21,6 @@ if TYPE_CHECKING:  # loaded on first use: the model stack is slow to import
 
 class UsageError(Exception):
     pass
-
-
-def language_id_for_path(path: Path) -> str:
-    """The languageId an editor would send for this file (by extension)."""
-    spec = spec_for(None, path.as_posix())
-    return spec.name if spec else "plaintext"
 
 
 def parse_location(location: str) -> tuple[Path, int, int]:
@@ -72,7 +66,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
     try:
         path, line, col = parse_location(location)
         text = read_source(path, Settings().max_file_bytes)
-        doc = Document(path.resolve().as_uri(), language_id_for_path(path), 0, text)
+        doc = Document(path.resolve().as_uri(), language_of_path(path.as_posix()), 0, text)
         if line < 1 or line > doc.line_count:
             raise UsageError(f"{path}: line {line} is outside the file (1..{doc.line_count})")
         start, end = doc.line_range(line - 1)
@@ -89,7 +83,7 @@ def cli_complete(location: str, model: str | None, max_tokens: int, threads: int
         print(f"lsp-complete: {exc}", file=sys.stderr)
         return 1
     line_prefix = text[start:cursor]
-    print(f"{path}:{line}:{col}  model {name}")
+    print(f"{path}:{line}:{col}  {doc.language_id}, model {name}")
     print(f"{line_prefix}\x1b[2m{completion.text}\x1b[0m" if sys.stdout.isatty() else
           f"{line_prefix}{completion.text}")
     result = completion.result

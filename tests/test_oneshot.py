@@ -31,6 +31,19 @@ def test_prints_the_line_with_its_completion_and_timing(source, tiny_model_path)
     assert "prompt" in proc.stderr and "generated" in proc.stderr and " ms" in proc.stderr
 
 
+@pytest.mark.parametrize(("name", "language"), [("Util.kt", "kotlin"), ("base.rb", "ruby"),
+                                                ("count.py", "python"), ("notes", "plaintext")])
+def test_the_file_is_read_as_its_extensions_language(tmp_path, tiny_model_path, name,
+                                                     language) -> None:
+    # Before: only languages with a grammar were named; Kotlin or Ruby went as plain text, so
+    # their comments and strings were not known to post-processing.
+    path = tmp_path / name
+    path.write_text("val x = 1\n")
+    proc = run(f"{path}:1:5", "--model", str(tiny_model_path), "--threads", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].endswith(f"  {language}, model tiny")
+
+
 @pytest.mark.parametrize(
     ("location", "message"),
     [
