@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tree_sitter
 
-from lsp_complete.languages import LanguageSpec, spec_for
+from lsp_complete.languages import LanguageSpec, language_name, spec_for
 from lsp_complete.utf8 import cleaned, utf8
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,10 @@ class Document:
         self.version = version
         self.spec: LanguageSpec | None = spec_for(language_id, uri)
         self.language = self.spec.language if self.spec is not None else None
+        # The language the text is read as: an alias, an unknown id or "plaintext" for a .py
+        # or .kt file resolves to its language (the prompt, post-processing and blocks agree).
+        self.language_name: str = self.spec.name if self.spec is not None \
+            else language_name(language_id, uri)
         # Whether a syntax tree is kept at all, and the largest source parsed in one call
         # (None: any); see `set_syntax`.
         self.syntax = parse and self.spec is not None

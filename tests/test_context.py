@@ -287,6 +287,21 @@ def test_head_cap_drops_the_farthest_entries() -> None:
                       window_end_line=doc.line_of(cursor) + 2, limits=limits) == head
 
 
+@pytest.mark.parametrize(("uri", "sent", "read_as"), [
+    ("file:///w/a.py", "plaintext", "python"),  # a client that knows no mapping
+    ("file:///w/a.py", "python-ts", "python"),  # Emacs: the major mode's name
+    ("file:///w/a.cc", "c++", "cpp"),           # an alias
+    ("file:///w/A.kt", "plaintext", "kotlin"),  # no grammar: the lexer's language
+    ("file:///w/notes.txt", "plaintext", "plaintext"),
+])
+def test_the_context_is_in_the_language_the_text_is_read_as(uri, sent, read_as) -> None:
+    # Before: the client's id as sent, so a block from a .py file sent as plaintext was not
+    # cut to the lines that parse, and next edits fenced it as plaintext.
+    doc = Document(uri, sent, 1, "x = 1\ny = 2\n")
+    ctx = build_context(doc, 6, choose_anchor(doc, 6, None, SMALL), SMALL)
+    assert doc.language_name == read_as and ctx.language_id == read_as
+
+
 def test_no_grammar_gives_empty_head() -> None:
     text = "".join(f"line {i}\n" for i in range(100))
     doc = Document("file:///notes.txt", "plaintext", 1, text)

@@ -73,7 +73,7 @@ def build_context(doc: Document, cursor: int, anchor: int, limits: ContextLimits
     head = build_head(doc, cursor, window_start, window_end_line=last_line, limits=limits)
     return CodeContext(
         path=display_path(doc.uri),
-        language_id=doc.language_id,
+        language_id=doc.language_name,
         head=head,
         before=normalize_newlines(before),
         suffix=suffix,

@@ -22,7 +22,6 @@ from lsp_complete.context import (
     wants_multiline,
 )
 from lsp_complete.documents import Document
-from lsp_complete.languages import language_name
 from lsp_complete.postprocess import CompletionSite, types_through
 
 DEFAULT_LIMITS = ContextLimits()
@@ -71,7 +70,7 @@ def prepare(
         block_indent=(statements_indent(doc, cursor) if statements
                       else enclosing_block_indent(doc, cursor)),
         multiline=multiline,
-        language_id=site_language(doc),
+        language_id=doc.language_name,
         statements=statements,
         open_above=open_above(doc, cursor),
         brace_own_line=definition_brace_own_line(doc),
@@ -94,19 +93,13 @@ def cursor_line(doc: Document, cursor: int,
             doc.text[cursor : min(line_end, cursor + bound)])
 
 
-def site_language(doc: Document) -> str:
-    """The language the document was resolved to (an alias, or "plaintext" for a .py or .rb
-    file, gets that language's bracket lexer too)."""
-    return doc.spec.name if doc.spec is not None else language_name(doc.language_id, doc.uri)
-
-
 def replaced_after_cursor(doc: Document, cursor: int, text: str, settings: Settings) -> int:
     """Characters after the cursor that the suggestion `text` replaces: the closers it types
     through where the client takes such a range (`postprocess.types_through`), else none."""
     if not settings.replace_line_suffix:
         return 0
     line_prefix, line_suffix = cursor_line(doc, cursor)
-    return types_through(text, line_prefix, line_suffix, site_language(doc))
+    return types_through(text, line_prefix, line_suffix, doc.language_name)
 
 
 def fresh_anchor(doc: Document, cursor: int, limits: ContextLimits = DEFAULT_LIMITS) -> int:

@@ -239,7 +239,7 @@ class NextEdits:
         end = doc.line_range(last)[1]
         lines = [doc.line_text(n) for n in range(first, last + 1)]
         history = list(state.history.blocks)
-        window = Window(path=_path(uri), language_id=doc.language_id, text=doc.text[start:end],
+        window = Window(path=_path(uri), language_id=doc.language_name, text=doc.text[start:end],
                         first_line=first, cursor=min(max(cursor - start, 0), end - start),
                         original=original_window(lines, first, state.history.last))
         self._drop(uri)
