@@ -35,8 +35,8 @@ def test_prints_the_line_with_its_completion_and_timing(source, tiny_model_path)
                                                 ("count.py", "python"), ("notes", "plaintext")])
 def test_the_file_is_read_as_its_extensions_language(tmp_path, tiny_model_path, name,
                                                      language) -> None:
-    # Before: only languages with a grammar were named; Kotlin or Ruby went as plain text, so
-    # their comments and strings were not known to post-processing.
+    # Before: only languages with a grammar were named; Kotlin or Ruby went as plaintext
+    # (post-processing found the language by the extension; the code context did not).
     path = tmp_path / name
     path.write_text("val x = 1\n")
     proc = run(f"{path}:1:5", "--model", str(tiny_model_path), "--threads", "1")
