@@ -356,25 +356,39 @@ def _by_extension(path: str) -> LanguageInfo | None:
     return _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
 
 
-def language_name(language_id: str | None, uri: str | None = None) -> str:
-    """The language a document is in: the one its languageId names, else (an unknown id, or
-    "plaintext" from a client that does not know the language) its file extension's, else the
-    id as sent."""
+# Languages a file may rightly be sent as though its extension names the other: a .h file as
+# C++, a .js file as TypeScript or JSX.
+_KIN = (frozenset({"c", "cpp"}), frozenset({"javascript", "typescript", "tsx"}))
+
+
+def _kin(a: str, b: str) -> bool:
+    return a == b or any(a in kin and b in kin for kin in _KIN)
+
+
+def _resolve(language_id: str | None, uri: str | None) -> LanguageInfo | None:
+    """The language a document is in: the one its languageId names, unless that id is
+    unknown, prose ("plaintext" from a client that does not know the language), or a language
+    the file's extension rules out; then the extension's. Eglot sends every file of a server
+    the id of the mode the server started in (1.9; joaotavora/eglot#1384 in 2024): a .js
+    file as "python". An id of the extension's kin still wins (a .h file sent as C++)."""
     info = language_info(language_id)
-    if (info is None or info.syntax is _PROSE) and uri:
-        info = _by_extension(_uri_path(uri)) or info
+    by_extension = _by_extension(_uri_path(uri)) if uri else None
+    if by_extension is None:
+        return info
+    if info is None or info.syntax is _PROSE or not _kin(info.name, by_extension.name):
+        return by_extension
+    return info
+
+
+def language_name(language_id: str | None, uri: str | None = None) -> str:
+    """The name of the language a document is in (`_resolve`), else the id as sent."""
+    info = _resolve(language_id, uri)
     return info.name if info is not None else (language_id or "plaintext")
 
 
 def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:
-    """The spec for an LSP languageId, falling back to the file extension of ``uri``.
-
-    The languageId wins because editors know better (a `.h` file may be C++); the extension
-    covers clients that send "plaintext" or nothing useful. Unknown -> None.
-    """
-    info = language_info(language_id)
-    if (info is None or info.grammar is None) and uri:
-        info = _by_extension(_uri_path(uri))
+    """The grammar of the language a document is in (`_resolve`); None without one."""
+    info = _resolve(language_id, uri)
     if info is None or info.grammar is None:
         return None
     return info.grammar if _available(info.name) else None

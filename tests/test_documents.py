@@ -471,7 +471,8 @@ def test_line_index_matches_regex_after_many_edits() -> None:
         ("rust", "file:///a.rs", "rust"),
         ("java", "file:///A.java", "java"),
         ("c", "file:///a.h", "c"),
-        ("cpp", "file:///a.h", "cpp"),  # the languageId wins over the extension
+        ("cpp", "file:///a.h", "cpp"),  # the languageId wins over the extension of its kin
+        ("python", "file:///a.js", "javascript"),  # not over one that rules it out (Eglot)
         ("plaintext", "file:///dir%20x/a.hpp", "cpp"),  # unknown id: the extension decides
         ("", "file:///a.mjs", "javascript"),
         ("haskell", "file:///a.hs", None),

@@ -203,6 +203,32 @@ def test_ghost_text_overlay_over_eglot(tmp_path: Path, tiny_model_path: Path) ->
     assert _values(out, "COUNTERS")[0]["accepted"] >= 1
 
 
+def test_a_second_languages_file_is_read_in_its_own_language(tmp_path: Path,
+                                                             tiny_model_path: Path) -> None:
+    """This Eglot (1.9; joaotavora/eglot#1384 reports it in 2024) sends every file of a
+    server the languageId of the mode the server started in: a JavaScript file visited after
+    a Python one goes as "python". The server reads it as JavaScript (its extension rules
+    Python out)."""
+    source = tmp_path / "count.py"
+    source.write_text("def count(xs):\n    return len(xs)\n")
+    script_js = tmp_path / "app.js"
+    script_js.write_text("const total = items.length;\n")
+    script = _in_eglot(tiny_model_path, source, f"""
+        (find-file {json.dumps(str(script_js))})
+        (js-mode)
+        (eglot--maybe-activate-editing-mode)
+        (test-print "SENT" (plist-get (eglot--TextDocumentItem) :languageId))
+        (test-print "READ" (vconcat (mapcar (lambda (doc)
+                                              (format "%s=%s" (file-name-nondirectory
+                                                               (plist-get doc :uri))
+                                                      (plist-get doc :language)))
+                                            (plist-get (test-status) :documents))))""")
+    out = _run_emacs(script, tmp_path)
+    sent, read = _values(out, "SENT")[0], sorted(_values(out, "READ")[0])
+    print("sent:", sent, "read:", read)  # sent: "python" with Eglot 1.9
+    assert read == ["app.js=javascript", "count.py=python"], out[-2000:]
+
+
 def test_options_set_after_the_setup_call_apply(tmp_path: Path) -> None:
     """Options set with customize (or use-package :custom, setopt) after the setup call are
     applied through their :set hooks. (With lsp-complete-ghost-text nil the client declares no

@@ -304,7 +304,11 @@ def test_context_and_postprocess_share_one_syntax_per_language(language_id: str)
         ("something-new", "file:///p/x.CS", "csharp"),
         ("plaintext", "file:///p/deploy.sh", "shellscript"),
         ("ruby", "file:///p/notes.txt", "ruby"),
-        ("lua", "file:///p/app.rb", "lua"),
+        # Eglot sends every file of a server the id of the mode it started in.
+        ("lua", "file:///p/app.rb", "ruby"),
+        ("python", "file:///p/app.js", "javascript"),
+        ("cpp", "file:///p/util.h", "cpp"),  # an id of the extension's kin wins
+        ("typescript", "file:///p/app.js", "typescript"),
         ("bash", None, "shellscript"),
         ("plaintext", "file:///p/notes.txt", "plaintext"),
         ("something-new", "file:///p/x.unknown", "something-new"),

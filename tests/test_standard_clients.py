@@ -195,6 +195,27 @@ def test_a_cursor_resting_while_a_person_reads_encodes_only_what_a_first_key_tak
         _close(client)
 
 
+def test_a_client_that_sends_one_language_id_for_every_file(tiny_model_path: Path,
+                                                           world: DaemonWorld) -> None:
+    """Eglot (1.9, Debian's elpa-eglot; joaotavora/eglot#1384) sends every file of a server
+    the languageId of the mode the server started in: a JavaScript file opened after a Python
+    one arrives as "python". Before: the id won, so the JavaScript was parsed, its context
+    built and its suggestions lexed as Python (`#` a comment). Now the extension decides where
+    it rules the id out; an id of its kin still wins (a .h file as C++)."""
+    client = _session("stdio", tiny_model_path, world, inline=True)
+    try:
+        client.open(URI, SOURCE)
+        client.open("file:///work/app.js", "const x = this.#count + 1;\n", "python")
+        client.open("file:///work/util.h", "int f(void);\n", "cpp")
+        found = {doc["uri"].rsplit("/", 1)[1]: (doc["language"], doc["languageId"])
+                 for doc in client.server.call("lsp-complete/status", {})["result"]["documents"]}
+        assert found == {"count.py": ("python", "python"), "app.js": ("javascript", "python"),
+                         "util.h": ("cpp", "cpp")}, found
+        assert client.until_items(lambda: client.inline("file:///work/app.js", 0, 10))
+    finally:
+        _close(client)
+
+
 # --------------------------------------------------------------------------- the daemon
 
 

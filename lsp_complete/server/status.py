@@ -58,7 +58,9 @@ def server_status(
             {
                 "uri": file.uri,
                 "version": file.doc.version,
-                "language": file.doc.language_id,
+                # The language it is read as, and the languageId the client sent.
+                "language": file.doc.language_name,
+                "languageId": file.doc.language_id,
                 "cachedTokens": len(engine.cached_tokens(file.uri)) if engine else 0,
                 "disabled": file.state.disabled_reason,
                 # Whether its syntax tree is held (only the recently used files keep one).
