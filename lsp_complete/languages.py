@@ -336,8 +336,9 @@ def code_languages() -> dict[str, tuple[str, ...]]:
 
 
 def language_info(language_id: str | None) -> LanguageInfo | None:
-    """The language an LSP languageId or alias names (case and spaces ignored); None if unknown."""
-    return _BY_ID.get((language_id or "").strip().lower())
+    """The language an LSP languageId or alias names (case and spaces ignored: a client may
+    send a display name, "Shell Script"); None if unknown."""
+    return _BY_ID.get("".join((language_id or "").split()).lower())
 
 
 def syntax_for(language_id: str | None) -> Syntax:

@@ -310,6 +310,8 @@ def test_context_and_postprocess_share_one_syntax_per_language(language_id: str)
         ("cpp", "file:///p/util.h", "cpp"),  # an id of the extension's kin wins
         ("typescript", "file:///p/app.js", "typescript"),
         ("bash", None, "shellscript"),
+        ("Shell Script", None, "shellscript"),  # a display name: spaces ignored too
+        ("C#", None, "csharp"),
         ("plaintext", "file:///p/notes.txt", "plaintext"),
         ("something-new", "file:///p/x.unknown", "something-new"),
     ],
