@@ -119,13 +119,15 @@ class CompletionSettings:
 class DocumentSettings:
     """Which files get suggestions, and when the server works on them."""
 
-    enabled: dict[str, bool] = field(default_factory=dict)  # languageId -> enabled; default on
+    enabled: dict[str, bool] = field(default_factory=dict)  # languageId or language -> on (default)
     debounce_ms: int = _int(0, 0, 10_000)  # 0: the server cancels stale work instead of waiting
     idle_reanchor_ms: int = _int(400, 0, 600_000)
     max_file_bytes: int = _int(4 * 1024 * 1024, 0, 1 << 30)
 
-    def language_enabled(self, language_id: str) -> bool:
-        return self.enabled.get(language_id, self.enabled.get("*", True))
+    def language_enabled(self, keys: tuple[str, ...]) -> bool:
+        """`enabled` for a document's `setting_keys` (the first key set wins), else "*"."""
+        found = next((key for key in keys if key in self.enabled), "*")
+        return self.enabled.get(found, True)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tree_sitter
 
-from lsp_complete.languages import LanguageSpec, language_name, spec_for
+from lsp_complete.languages import LanguageSpec, language_name, setting_keys, spec_for
 from lsp_complete.utf8 import cleaned, utf8
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,8 @@ class Document:
         # or .kt file resolves to its language (the prompt, post-processing and blocks agree).
         self.language_name: str = self.spec.name if self.spec is not None \
             else language_name(language_id, uri)
+        # What a per-language setting (`enabled`) is looked up by.
+        self.setting_keys = setting_keys(language_id, uri)
         # Whether a syntax tree is kept at all, and the largest source parsed in one call
         # (None: any); see `set_syntax`.
         self.syntax = parse and self.spec is not None

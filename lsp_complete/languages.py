@@ -387,6 +387,18 @@ def language_name(language_id: str | None, uri: str | None = None) -> str:
     return info.name if info is not None else (language_id or "plaintext")
 
 
+def setting_keys(language_id: str | None, uri: str | None = None) -> tuple[str, ...]:
+    """The keys a per-language setting (`enabled`) is looked up by, the first found winning:
+    the languageId as sent (editors' ids: "javascriptreact"), unless it names another
+    language than the file is read as (Eglot's one id: "python" for a .js file), then the
+    name of the language read ("javascript")."""
+    read = language_name(language_id, uri)
+    sent = (language_id or "").strip()
+    named = language_info(sent)
+    keys = [sent] if sent and (named is None or named.name == read) else []
+    return tuple(keys + [read] if read not in keys else keys)
+
+
 def spec_for(language_id: str | None, uri: str | None = None) -> LanguageSpec | None:
     """The grammar of the language a document is in (`_resolve`); None without one."""
     info = _resolve(language_id, uri)

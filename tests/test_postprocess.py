@@ -324,6 +324,30 @@ def test_a_documents_language_falls_back_to_its_extension(
     assert language_name(language_id, uri) == expected
 
 
+@pytest.mark.parametrize(
+    ("language_id", "uri", "enabled", "expected"),
+    [
+        ("javascriptreact", "file:///p/a.jsx", {"javascriptreact": False}, False),  # as sent
+        ("javascriptreact", "file:///p/a.jsx", {"javascript": False}, False),  # as read
+        ("javascriptreact", "file:///p/a.jsx", {"javascript": False, "javascriptreact": True},
+         True),  # the id as sent first
+        ("python", "file:///p/app.js", {"python": False}, True),  # Eglot's one id: not Python
+        ("python", "file:///p/app.js", {"javascript": False}, False),
+        ("python-ts", "file:///p/a.py", {"python": False}, False),  # Eglot's mode name
+        ("plaintext", "file:///p/a.py", {"*": False, "python": True}, True),
+        ("go", "file:///p/a.go", {"*": False}, False),
+        ("go", "file:///p/a.go", {}, True),
+    ],
+)
+def test_a_per_language_setting_applies_to_the_language_a_file_is_read_as(
+    language_id: str, uri: str, enabled: dict[str, bool], expected: bool
+) -> None:
+    from lsp_complete.config import Settings
+    from lsp_complete.languages import setting_keys
+
+    assert Settings(enabled=enabled).language_enabled(setting_keys(language_id, uri)) == expected
+
+
 def test_a_plaintext_ruby_file_gets_rubys_lexer_when_prepared() -> None:
     from lsp_complete.config import Settings
     from lsp_complete.documents import Document

@@ -201,8 +201,11 @@ def test_a_client_that_sends_one_language_id_for_every_file(tiny_model_path: Pat
     the languageId of the mode the server started in: a JavaScript file opened after a Python
     one arrives as "python". Before: the id won, so the JavaScript was parsed, its context
     built and its suggestions lexed as Python (`#` a comment). Now the extension decides where
-    it rules the id out; an id of its kin still wins (a .h file as C++)."""
-    client = _session("stdio", tiny_model_path, world, inline=True)
+    it rules the id out; an id of its kin still wins (a .h file as C++). `enabled` applies
+    to the language read: Python off leaves the JavaScript file on."""
+    server = _serve("stdio", tiny_model_path, world)
+    client = StrictClient(server, True)
+    client.initialize({"maxTokens": 8, "enabled": {"python": False}})
     try:
         client.open(URI, SOURCE)
         client.open("file:///work/app.js", "const x = this.#count + 1;\n", "python")
@@ -212,6 +215,7 @@ def test_a_client_that_sends_one_language_id_for_every_file(tiny_model_path: Pat
         assert found == {"count.py": ("python", "python"), "app.js": ("javascript", "python"),
                          "util.h": ("cpp", "cpp")}, found
         assert client.until_items(lambda: client.inline("file:///work/app.js", 0, 10))
+        assert client.inline(URI, LINE, COL) == []  # Python: off
     finally:
         _close(client)
 

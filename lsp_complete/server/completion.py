@@ -349,7 +349,7 @@ class Suggester:
             if not asked.same_text():
                 self._telemetry.record(uri, doc.version, started, "superseded")
                 return False
-        return not state.disabled_reason and self._settings().language_enabled(doc.language_id)
+        return not state.disabled_reason and self._settings().language_enabled(doc.setting_keys)
 
     def _typed_ahead(self, uri: str, version: int, started: float) -> None:
         """A request typing-ahead answered: an older keystroke's computation is pointless now."""

@@ -728,7 +728,7 @@ class OpenFiles:
         if file is None or not self._model.ready or file.state.disabled_reason:
             return
         doc, state = file.doc, file.state
-        if not self._settings().language_enabled(doc.language_id):
+        if not self._settings().language_enabled(doc.setting_keys):
             return
         if not (0 <= line < doc.line_count and character >= 0):
             return

@@ -216,7 +216,7 @@ class NextEdits:
         model's rewrite of the window around `line`, in idle time (`asked`: a client waits for
         it, before the other idle work queued)."""
         doc, state = file.doc, file.state
-        if state.disabled_reason or not self._settings().language_enabled(doc.language_id):
+        if state.disabled_reason or not self._settings().language_enabled(doc.setting_keys):
             return None
         newest = state.history.last
         repeated = repeat_edit(doc.text, newest, line) if newest is not None else None
