@@ -147,8 +147,7 @@ class Document:
         self.language = self.spec.language if self.spec is not None else None
         # The language the text is read as: an alias, an unknown id or "plaintext" for a .py
         # or .kt file resolves to its language (the prompt, post-processing and blocks agree).
-        self.language_name: str = self.spec.name if self.spec is not None \
-            else language_name(language_id, uri)
+        self.language_name = language_name(language_id, uri)
         # What a per-language setting (`enabled`) is looked up by.
         self.setting_keys = setting_keys(language_id, uri)
         # Whether a syntax tree is kept at all, and the largest source parsed in one call
